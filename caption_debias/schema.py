@@ -1,0 +1,89 @@
+"""The shard, manifest and reject schemas, read from the data files in `schemas/`.
+
+Those JSON files are the one source of truth: the code builds its Arrow schema from them,
+the tests validate output against them and docs/shards.md is generated from them.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import pyarrow as pa
+
+_SCALARS = {
+    "string": pa.string(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "float32": pa.float32(),
+    "float64": pa.float64(),
+    "bool": pa.bool_(),
+}
+
+
+def _load(name: str) -> dict[str, Any]:
+    return json.loads(resources.files("caption_debias.schemas").joinpath(name).read_text("utf-8"))
+
+
+@lru_cache(maxsize=None)
+def shard_spec() -> dict[str, Any]:
+    return _load("shard.schema.json")
+
+
+@lru_cache(maxsize=None)
+def manifest_schema() -> dict[str, Any]:
+    return _load("manifest.schema.json")
+
+
+@lru_cache(maxsize=None)
+def reject_schema() -> dict[str, Any]:
+    return _load("reject.schema.json")
+
+
+SCHEMA_VERSION: int = shard_spec()["schema_version"]
+
+
+def parse_type(text: str) -> pa.DataType:
+    """Parse the small type language of shard.schema.json ('list<struct<a: int32>>')."""
+    # Hand-written because pyarrow has no parser for its own type strings; the grammar is tiny.
+    text = text.strip()
+    if text in _SCALARS:
+        return _SCALARS[text]
+    if text.startswith("list<") and text.endswith(">"):
+        return pa.list_(parse_type(text[5:-1]))
+    if text.startswith("struct<") and text.endswith(">"):
+        fields = []
+        for part in _split_top_level(text[7:-1]):
+            name, _, typ = part.partition(":")
+            fields.append(pa.field(name.strip(), parse_type(typ)))
+        return pa.struct(fields)
+    raise ValueError(f"unknown type in shard schema: {text!r}")
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p for p in parts if p.strip()]
+
+
+@lru_cache(maxsize=None)
+def shard_arrow_schema() -> pa.Schema:
+    spec = shard_spec()
+    return pa.schema(
+        [pa.field(c["name"], parse_type(c["type"]), nullable=c["nullable"]) for c in spec["columns"]],
+        metadata={"caption_debias.schema_version": str(spec["schema_version"])},
+    )
+
+
+def shard_columns() -> list[str]:
+    return [c["name"] for c in shard_spec()["columns"]]

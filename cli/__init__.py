@@ -1,0 +1,1 @@
+"""The `caption-debias` command line: a thin Typer layer over the library."""

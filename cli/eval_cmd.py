@@ -1,0 +1,13 @@
+"""Placeholder until the command lands."""
+from caption_debias.errors import UserError
+
+
+
+def evaluate() -> None:
+    """Not implemented yet."""
+    raise UserError("this command is not implemented yet")
+
+
+def probe() -> None:
+    """Not implemented yet."""
+    raise UserError("this command is not implemented yet")

@@ -1,0 +1,1 @@
+"""Schema data files (JSON); read them through caption_debias.schema."""
