@@ -1,0 +1,250 @@
+"""A synthetic long-caption world: PIL-drawn shape scenes with captions that have the real structure.
+
+Each scene holds a few objects (shape, colour, size, grid cell) on a coloured background. Its
+caption opens with a summary that names the objects coarsely (colour + shape, in a fixed order,
+plus the background), then gives one detail sentence per object (size, position, a relation to
+another object), and sometimes closes with an "Overall, ..." sentence. Scenes come in
+hard-negative groups: every scene of a group has the same objects and background but another
+layout, so the summary alone cannot tell them apart, only the detail sentences can.
+
+Output is the ShareGPT4V layout (one JSON array + images under OUT/images/, paths relative to
+OUT), so it goes through `prepare` like a real dump. Everything is a function of the seed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from caption_debias.errors import UserError
+
+SHAPES = ("circle", "square", "triangle", "diamond", "cross")
+COLOURS = {
+    "red": (220, 40, 40),
+    "green": (40, 180, 60),
+    "blue": (40, 80, 230),
+    "yellow": (240, 220, 40),
+    "purple": (150, 50, 200),
+    "orange": (250, 140, 20),
+    "white": (245, 245, 245),
+}
+BACKGROUNDS = {
+    "grey": (128, 128, 128),
+    "black": (20, 20, 20),
+    "beige": (215, 200, 160),
+    "teal": (20, 110, 110),
+}
+SIZES = {"small": 0.075, "medium": 0.115, "large": 0.155}  # radius as a fraction of the image side
+# 3x3 grid cells (row, col) and how captions name them.
+CELL_NAMES = {
+    (0, 0): "top left corner", (0, 1): "top centre", (0, 2): "top right corner",
+    (1, 0): "middle of the left side", (1, 1): "centre", (1, 2): "middle of the right side",
+    (2, 0): "bottom left corner", (2, 1): "bottom centre", (2, 2): "bottom right corner",
+}
+CELLS = tuple(CELL_NAMES)
+MIN_OBJECTS, MAX_OBJECTS = 3, 5
+NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+CLOSING_PROBABILITY = 0.35
+
+SUMMARY_TEMPLATES = (
+    "The image shows {objects} on a {bg} background.",
+    "This picture contains {objects} against a {bg} backdrop.",
+    "A simple drawing of {objects} on a plain {bg} background.",
+    "The image is a flat illustration of {count} shapes on {bg}: {objects}.",
+)
+# One sentence per object: size, cell and a relation to another object.
+DETAIL_TEMPLATES = (
+    "The {name} is {size} and sits in the {cell}, {relation} the {other}.",
+    "In the {cell} there is a {size} {name}, {relation} the {other}.",
+    "A {size} {name} occupies the {cell}, {relation} the {other}.",
+    "The {name}, which is {size}, is placed in the {cell}, {relation} the {other}.",
+)
+CLOSING_TEMPLATES = (
+    "Overall, the scene is a tidy arrangement of {count} shapes.",
+    "Overall, the {bg} background makes the shapes stand out clearly.",
+    "Overall, the composition is simple and uncluttered.",
+)
+
+
+@dataclass(frozen=True)
+class SceneObject:
+    shape: str
+    colour: str
+    size: str
+    cell: tuple[int, int]
+
+    @property
+    def name(self) -> str:
+        return f"{self.colour} {self.shape}"
+
+
+@dataclass(frozen=True)
+class Scene:
+    key: str
+    group: str
+    background: str
+    objects: tuple[SceneObject, ...]
+
+
+def _with_article(phrase: str) -> str:
+    return ("an " if phrase[0] in "aeiou" else "a ") + phrase
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def relation(a: tuple[int, int], b: tuple[int, int]) -> str:
+    """Where cell a lies relative to cell b, in words."""
+    vertical = "above" if a[0] < b[0] else "below" if a[0] > b[0] else ""
+    horizontal = "to the left of" if a[1] < b[1] else "to the right of" if a[1] > b[1] else ""
+    if vertical and horizontal:
+        return f"{vertical} and {horizontal}"
+    return vertical or horizontal
+
+
+def _layout(rng: random.Random, n: int) -> tuple[tuple[tuple[int, int], ...], tuple[str, ...]]:
+    return tuple(rng.sample(CELLS, n)), tuple(rng.choice(tuple(SIZES)) for _ in range(n))
+
+
+def sample_group(rng: random.Random, group: str, size: int) -> list[Scene]:
+    """`size` scenes with the same objects and background, each in a different layout."""
+    n = rng.randint(MIN_OBJECTS, MAX_OBJECTS)
+    kinds = rng.sample([(s, c) for s in SHAPES for c in COLOURS], n)
+    background = rng.choice(tuple(BACKGROUNDS))
+    layouts: list[tuple] = []
+    while len(layouts) < size:
+        layout = _layout(rng, n)
+        # Hard negatives differ in which cell holds which object (not only in sizes).
+        if all(layout[0] != other[0] for other in layouts):
+            layouts.append(layout)
+    scenes = []
+    for i, (cells, sizes) in enumerate(layouts):
+        objects = tuple(SceneObject(s, c, z, cell) for (s, c), z, cell in zip(kinds, sizes, cells))
+        scenes.append(Scene(key=f"{group}-{i}", group=group, background=background, objects=objects))
+    return scenes
+
+
+def caption_sentences(scene: Scene, rng: random.Random) -> list[str]:
+    """Summary, one detail sentence per object (random order), and sometimes a closing sentence."""
+    objects = list(scene.objects)
+    # Canonical order in the summary: it must carry no layout information.
+    names = sorted(o.name for o in objects)
+    count = NUMBER_WORDS[len(objects)]
+    summary = rng.choice(SUMMARY_TEMPLATES).format(
+        objects=_join([_with_article(n) for n in names]), bg=scene.background, count=count
+    )
+    details = []
+    for obj in rng.sample(objects, len(objects)):
+        other = rng.choice([o for o in objects if o is not obj])
+        details.append(
+            rng.choice(DETAIL_TEMPLATES).format(
+                name=obj.name, size=obj.size, cell=CELL_NAMES[obj.cell],
+                relation=relation(obj.cell, other.cell), other=other.name,
+            )
+        )
+    sentences = [summary, *details]
+    if rng.random() < CLOSING_PROBABILITY:
+        sentences.append(rng.choice(CLOSING_TEMPLATES).format(count=count, bg=scene.background))
+    return sentences
+
+
+def draw_scene(scene: Scene, image_size: int, rng: random.Random):
+    """The scene as a PIL image; a small position jitter keeps pixels from being a lookup table."""
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", (image_size, image_size), BACKGROUNDS[scene.background])
+    draw = ImageDraw.Draw(image)
+    cell = image_size / 3
+    jitter = cell * 0.12
+    for obj in scene.objects:
+        r = SIZES[obj.size] * image_size
+        cx = (obj.cell[1] + 0.5) * cell + rng.uniform(-jitter, jitter)
+        cy = (obj.cell[0] + 0.5) * cell + rng.uniform(-jitter, jitter)
+        fill = COLOURS[obj.colour]
+        if obj.shape == "circle":
+            draw.ellipse([cx - r, cy - r, cx + r, cy + r], fill=fill)
+        elif obj.shape == "square":
+            s = r * 0.9
+            draw.rectangle([cx - s, cy - s, cx + s, cy + s], fill=fill)
+        elif obj.shape == "triangle":
+            draw.polygon([(cx, cy - r), (cx - r, cy + r * 0.8), (cx + r, cy + r * 0.8)], fill=fill)
+        elif obj.shape == "diamond":
+            draw.polygon([(cx, cy - r), (cx + r, cy), (cx, cy + r), (cx - r, cy)], fill=fill)
+        else:  # cross
+            t = r * 0.35
+            draw.rectangle([cx - r, cy - t, cx + r, cy + t], fill=fill)
+            draw.rectangle([cx - t, cy - r, cx + t, cy + r], fill=fill)
+    return image
+
+
+def sample_world(n: int, seed: int, group_size: int = 4, split: str = "train") -> list[Scene]:
+    """n scenes in groups of group_size (the last group may be smaller), deterministic per seed."""
+    if n < 1:
+        raise UserError(f"--n must be at least 1, got {n}")
+    if not 1 <= group_size <= 24:
+        raise UserError(f"group size must be in 1..24, got {group_size}")
+    rng = random.Random(f"scenes:{split}:{seed}")
+    scenes: list[Scene] = []
+    g = 0
+    while len(scenes) < n:
+        scenes.extend(sample_group(rng, f"{split}-{seed}-g{g:05d}", min(group_size, n - len(scenes))))
+        g += 1
+    return scenes
+
+
+def write_world(
+    out: Path,
+    n: int,
+    seed: int,
+    image_size: int = 64,
+    split: str = "train",
+    group_size: int = 4,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Write OUT/sharegpt4v.json + OUT/images/*.png; returns a summary (counts, seed, path)."""
+    out = Path(out)
+    if image_size < 16:
+        raise UserError(f"--image-size must be at least 16, got {image_size}")
+    target = out / "sharegpt4v.json"
+    if target.exists() and not overwrite:
+        raise UserError(f"{target} already exists (pass --overwrite to replace it)")
+    scenes = sample_world(n, seed, group_size, split)
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    text_rng = random.Random(f"captions:{split}:{seed}")
+    pixel_rng = random.Random(f"pixels:{split}:{seed}")
+    records = []
+    sentence_counts = []
+    for i, scene in enumerate(scenes):
+        rel = f"images/{split}_{i:06d}.png"
+        draw_scene(scene, image_size, pixel_rng).save(out / rel, format="PNG")
+        sentences = caption_sentences(scene, text_rng)
+        sentence_counts.append(len(sentences))
+        records.append(
+            {
+                "id": f"synth-{split}-{seed}-{i:06d}",
+                "image": rel,
+                "conversations": [
+                    {"from": "human", "value": "<image>\nDescribe this image in detail."},
+                    {"from": "gpt", "value": " ".join(sentences)},
+                ],
+                "group": scene.group,
+                "split": split,
+            }
+        )
+    tmp = target.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(records, ensure_ascii=False, indent=0), "utf-8")
+    tmp.replace(target)
+    return {
+        "path": str(target),
+        "images": len(records),
+        "groups": len({s.group for s in scenes}),
+        "group_size": group_size,
+        "seed": seed,
+        "split": split,
+        "image_size": image_size,
+        "mean_sentences": sum(sentence_counts) / len(sentence_counts),
+    }
