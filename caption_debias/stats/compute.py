@@ -1,0 +1,274 @@
+"""Dataset statistics over prepared folders: one lazy polars pass, then plain dicts.
+
+The pass reduces every row to a few small numbers (sentence count, token count, first
+sentence length, summary positions, opening phrase) and keeps only their value counts per
+finest group (dataset x --by value). Every figure in the report is derived from those
+counts, so coarser groups are exact sums and memory stays bounded by the number of
+distinct values, not rows.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from caption_debias.dataset import PreparedDataset
+from caption_debias.errors import UserError
+
+BY_FIELDS = ("source", "split")
+CLIP_CONTEXT = 77  # CLIP's text context, start and end tokens included
+LONGCLIP_CONTEXT = 248  # Long-CLIP's stretched context
+TOKEN_BIN = 8  # width of the stored token-count histogram bins
+NO_VALUE = "(none)"  # group label for a null split
+SUMMARY_POSITIONS = ("opening", "middle", "closing", "none")
+
+
+@dataclass
+class StatsOptions:
+    by: str | None = None  # "source" or "split": also report per value of that column
+    top_phrases: int = 15  # how many opening phrases to keep per group
+    phrase_words: int = 3  # opening phrase = the first N lowercased words of sentence 1
+
+
+@dataclass
+class _Dist:
+    """Value counts of the per-row measures of one group (mergeable by addition)."""
+
+    sentences: Counter = field(default_factory=Counter)
+    tokens: Counter = field(default_factory=Counter)
+    first_tokens: Counter = field(default_factory=Counter)
+    positions: Counter = field(default_factory=Counter)  # (opening, middle, closing) -> rows
+    phrases: Counter = field(default_factory=Counter)
+
+    def add(self, other: "_Dist") -> None:
+        for name in ("sentences", "tokens", "first_tokens", "positions", "phrases"):
+            getattr(self, name).update(getattr(other, name))
+
+
+def dataset_names(folders: Sequence[str | Path]) -> list[str]:
+    """Short, unique display names: the folder name, its parent prefixed on a clash."""
+    paths = [Path(f).resolve() for f in folders]
+    names = [p.name or str(p) for p in paths]
+    for i, name in enumerate(names):
+        if names.count(name) > 1:
+            names[i] = f"{paths[i].parent.name}/{name}"
+    seen: Counter = Counter()
+    for i, name in enumerate(names):  # identical paths given twice: number them
+        seen[name] += 1
+        if seen[name] > 1:
+            names[i] = f"{name}#{seen[name]}"
+    return names
+
+
+def _row_measures(lf, dataset: str, phrase_words: int):
+    """Per-row measures, lazily; only the columns needed are read from the shards."""
+    import polars as pl
+
+    n_sent = pl.col("sentence_spans").list.len()
+    mask = pl.col("summary_mask")
+    return lf.select(
+        pl.lit(dataset).alias("dataset"),
+        pl.col("source").cast(pl.String),
+        pl.col("split").cast(pl.String).fill_null(NO_VALUE),
+        n_sent.cast(pl.Int64).alias("n_sentences"),
+        pl.col("num_tokens").cast(pl.Int64).alias("n_tokens"),
+        # null when the caption has no sentence: excluded from first-sentence figures
+        pl.col("sentence_tokens").list.first().list.len().cast(pl.Int64).alias("first_tokens"),
+        mask.list.first().fill_null(False).alias("opening"),
+        (mask.list.slice(1, pl.max_horizontal(n_sent - 2, 0)).list.any().fill_null(False)).alias("middle"),
+        ((n_sent > 1) & mask.list.last().fill_null(False)).alias("closing"),
+        pl.col("sentences")
+        .list.first()
+        .str.to_lowercase()
+        .str.extract_all(r"[\w'’-]+")
+        .list.head(phrase_words)
+        .list.join(" ")
+        .alias("phrase"),
+    )
+
+
+def _collect_dists(datasets: list[tuple[str, PreparedDataset]], keys: list[str], phrase_words: int):
+    """One shared scan, five small value-count tables -> {group key tuple: _Dist}."""
+    import polars as pl
+
+    frames = [_row_measures(ds.scan(), name, phrase_words) for name, ds in datasets]
+    rows = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
+    queries = {
+        "sentences": rows.group_by(keys + ["n_sentences"]).len(),
+        "tokens": rows.group_by(keys + ["n_tokens"]).len(),
+        "first_tokens": rows.drop_nulls("first_tokens").group_by(keys + ["first_tokens"]).len(),
+        "positions": rows.group_by(keys + ["opening", "middle", "closing"]).len(),
+        "phrases": rows.filter(pl.col("phrase").str.len_chars() > 0).group_by(keys + ["phrase"]).len(),
+    }
+    try:
+        results = pl.collect_all(list(queries.values()), engine="streaming")
+    except (pl.exceptions.ComputeError, pl.exceptions.SchemaError, pl.exceptions.ColumnNotFoundError, OSError) as exc:
+        raise UserError(f"cannot read shards: {str(exc).splitlines()[0]}") from None
+    dists: dict[tuple, _Dist] = defaultdict(_Dist)
+    for (name, _), frame in zip(queries.items(), results):
+        value_cols = [c for c in frame.columns if c not in keys and c != "len"]
+        for row in frame.iter_rows(named=True):
+            group = tuple(row[k] for k in keys)
+            value = tuple(row[c] for c in value_cols)
+            getattr(dists[group], name)[value if len(value) > 1 else value[0]] += row["len"]
+    return dists
+
+
+def _quantile(counts: Counter, q: float) -> float | None:
+    """Quantile of a value-count table, linear interpolation (numpy's default method)."""
+    # Hand-written: polars and numpy have no weighted quantile over value counts.
+    total = sum(counts.values())
+    if total == 0:
+        return None
+    pos = q * (total - 1)  # 0-based rank in the sorted rows
+    lo_rank, frac = int(pos), pos - int(pos)
+    lo = hi = None
+    seen = 0
+    for value in sorted(counts):
+        seen += counts[value]
+        if lo is None and seen > lo_rank:
+            lo = value
+        if seen > lo_rank + 1 or (seen > lo_rank and frac == 0):
+            hi = value
+            break
+    hi = lo if hi is None else hi
+    return float(lo + (hi - lo) * frac)
+
+
+def _mean(counts: Counter) -> float | None:
+    total = sum(counts.values())
+    return sum(v * n for v, n in counts.items()) / total if total else None
+
+
+def _describe(counts: Counter) -> dict[str, Any]:
+    return {
+        "mean": _round(_mean(counts)),
+        "median": _quantile(counts, 0.5),
+        "p95": _quantile(counts, 0.95),
+        "min": min(counts) if counts else None,
+        "max": max(counts) if counts else None,
+    }
+
+
+def _round(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+def _binned(counts: Counter, width: int) -> dict[str, int]:
+    bins: Counter = Counter()
+    for value, n in counts.items():
+        bins[(value // width) * width] += n
+    return {str(k): bins[k] for k in sorted(bins)}
+
+
+def _group_stats(dist: _Dist, top: int) -> dict[str, Any]:
+    records = sum(dist.sentences.values())
+    frac = (lambda n: _round(n / records, 6)) if records else (lambda n: None)
+    over = lambda limit: sum(n for v, n in dist.tokens.items() if v > limit)  # noqa: E731
+    where = Counter()
+    for (opening, middle, closing), n in dist.positions.items():
+        where["opening"] += n if opening else 0
+        where["middle"] += n if middle else 0
+        where["closing"] += n if closing else 0
+        where["none"] += 0 if (opening or middle or closing) else n
+    phrases_total = sum(dist.phrases.values())
+    return {
+        "records": records,
+        "sentences_per_caption": {
+            **_describe(dist.sentences),
+            "single_sentence": frac(dist.sentences.get(1, 0)),
+            "histogram": {str(k): dist.sentences[k] for k in sorted(dist.sentences)},
+        },
+        "tokens_per_caption": {
+            **_describe(dist.tokens),
+            "over_77": frac(over(CLIP_CONTEXT)),
+            "over_248": frac(over(LONGCLIP_CONTEXT)),
+            "histogram": {"bin_width": TOKEN_BIN, "counts": _binned(dist.tokens, TOKEN_BIN)},
+        },
+        "first_sentence_tokens": {
+            **_describe(dist.first_tokens),
+            "records": sum(dist.first_tokens.values()),
+            "histogram": {"bin_width": 4, "counts": _binned(dist.first_tokens, 4)},
+        },
+        "opening_summary_rate": frac(where["opening"]),
+        "closing_summary_rate": frac(where["closing"]),
+        "summary_position": {k: frac(where[k]) for k in SUMMARY_POSITIONS},
+        "opening_phrases": [
+            {"phrase": p, "count": n, "fraction": _round(n / phrases_total, 6)}
+            for p, n in sorted(dist.phrases.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+        ],
+    }
+
+
+def _manifest_counts(ds: PreparedDataset) -> dict[str, Any]:
+    counts = ds.manifest.get("counts", {}) or {}
+    return {
+        "read": counts.get("read"),
+        "written": counts.get("written"),
+        "rejected": counts.get("rejected"),
+        "rejects_by_reason": dict(sorted((counts.get("rejects_by_reason") or {}).items(), key=lambda kv: -kv[1])),
+    }
+
+
+def compute_stats(folders: Sequence[str | Path], options: StatsOptions | None = None) -> dict[str, Any]:
+    """Statistics of one or more prepared folders as a JSON-ready dict.
+
+    Top level: the figures over all folders together, the rejects by reason summed over the
+    manifests, `datasets` (one entry per folder, always present) and, with `by`, the same
+    figures per source or split (`by.groups`, and inside each dataset entry too).
+    """
+    options = options or StatsOptions()
+    if options.by is not None and options.by not in BY_FIELDS:
+        raise UserError(f"--by must be one of {', '.join(BY_FIELDS)}, not {options.by!r}")
+    if options.top_phrases < 1 or options.phrase_words < 1:
+        raise UserError("--top and --phrase-words must be at least 1")
+    if not folders:
+        raise UserError("give at least one prepared folder")
+    names = dataset_names(folders)
+    datasets = [(name, PreparedDataset.open(f)) for name, f in zip(names, folders)]
+
+    keys = ["dataset"] + ([options.by] if options.by else [])
+    finest = _collect_dists(datasets, keys, options.phrase_words)
+
+    def merged(select: Iterable[tuple]) -> _Dist:
+        out = _Dist()
+        for group in select:
+            out.add(finest[group])
+        return out
+
+    top = options.top_phrases
+    per_dataset = []
+    for name, ds in datasets:
+        own = [g for g in finest if g[0] == name]
+        entry = {"name": name, "folder": str(ds.folder), **_group_stats(merged(own), top)}
+        if entry["records"] != ds.rows:  # counts must reconcile with the manifest
+            raise UserError(
+                f"{ds.folder}: shards hold {entry['records']} rows but the manifest lists {ds.rows}"
+            )
+        entry["manifest_counts"] = _manifest_counts(ds)
+        if options.by:
+            entry["by"] = {g[1]: _group_stats(finest[g], top) for g in sorted(own, key=lambda g: g[1])}
+        per_dataset.append(entry)
+
+    stats = {"folders": [str(ds.folder) for _, ds in datasets], **_group_stats(merged(finest), top)}
+    rejects: Counter = Counter()
+    for entry in per_dataset:
+        rejects.update(entry["manifest_counts"]["rejects_by_reason"])
+    stats["rejects_by_reason"] = dict(sorted(rejects.items(), key=lambda kv: (-kv[1], kv[0])))
+    stats["rejected"] = sum(e["manifest_counts"]["rejected"] or 0 for e in per_dataset)
+    if options.by:
+        values = sorted({g[1] for g in finest})
+        stats["by"] = {
+            "field": options.by,
+            "groups": {v: _group_stats(merged(g for g in finest if g[1] == v), top) for v in values},
+        }
+    stats["datasets"] = per_dataset
+    stats["options"] = {
+        "by": options.by,
+        "top_phrases": options.top_phrases,
+        "phrase_words": options.phrase_words,
+        "token_limits": [CLIP_CONTEXT, LONGCLIP_CONTEXT],
+    }
+    return stats

@@ -1,0 +1,177 @@
+"""`caption-debias stats` on small hand-built prepared folders with hand-computed answers."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from caption_debias.dataset import PreparedDataset
+from caption_debias.errors import UserError
+from caption_debias.schema import shard_arrow_schema
+from caption_debias.stats.compute import StatsOptions, compute_stats
+
+# (sentences, tokens per sentence without start/end, summary mask, source, split)
+# num_tokens = sum(tokens per sentence) + 2 (start and end).
+ROWS_A = [
+    (["The image shows a cat.", "It is black.", "It sleeps."], [6, 6, 6], [True, False, False], "sharegpt4v", "train"),
+    (["The image shows a dog.", "A ball.", "In short, a dog plays."], [6, 36, 36], [True, False, True], "sharegpt4v", "train"),
+    (["A red car.", "Parked on a street."], [3, 245], [False, True], "coco", None),
+    (["Sky."], [1], [True], "coco", None),
+    (["This is a photo of a beach.", "Waves.", "Sand.", "Sun."], [8, 30, 30, 30], [False, True, False, False], "sharegpt4v", "test"),
+    (["THE IMAGE: shows a tree.", "Green."], [7, 21], [False, False], "coco", None),
+]
+ROWS_B = [
+    (["A dog."], [8], [True], "docci", "test"),
+    (["A cat on a mat.", "It naps."], [5, 83], [True, False], "docci", "test"),
+]
+
+
+def write_prepared(folder: Path, rows, rejects_by_reason: dict[str, int], shard_rows: int = 4) -> Path:
+    """A prepared folder written directly with pyarrow in the shard schema, plus its manifest."""
+    folder.mkdir(parents=True)
+    records = []
+    for i, (sentences, lengths, mask, source, split) in enumerate(rows):
+        caption = " ".join(sentences)
+        spans, start = [], 0
+        for s in sentences:
+            spans.append({"start": start, "end": start + len(s)})
+            start += len(s) + 1
+        records.append(
+            {
+                "key": f"{source}/{i}",
+                "source": source,
+                "split": split,
+                "image": f"images/{i}.jpg",
+                "caption": caption,
+                "sentences": sentences,
+                "sentence_spans": spans,
+                "sentence_tokens": [[320 + j for j in range(n)] for n in lengths],
+                "num_tokens": sum(lengths) + 2,
+                "summary_mask": mask,
+                "summary_scores": [0.9 if m else 0.1 for m in mask],
+                "meta": "{}",
+            }
+        )
+    shards = []
+    for n, lo in enumerate(range(0, len(records), shard_rows)):
+        chunk = records[lo : lo + shard_rows]
+        path = folder / f"shard-{n:05d}.parquet"
+        pq.write_table(pa.Table.from_pylist(chunk, schema=shard_arrow_schema()), path, compression="zstd")
+        shards.append({"path": path.name, "rows": len(chunk), "sha256": "0" * 64})
+    rejected = sum(rejects_by_reason.values())
+    manifest = {
+        "schema_version": 1,
+        "complete": True,
+        "counts": {
+            "read": len(records) + rejected,
+            "written": len(records),
+            "rejected": rejected,
+            "rejects_by_reason": rejects_by_reason,
+        },
+        "inputs": [],
+        "shards": shards,
+        "options": {},
+        "tokenizer": {},
+        "segmenter": {},
+        "toolkit_version": "test",
+    }
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+@pytest.fixture
+def folder_a(tmp_path):
+    return write_prepared(tmp_path / "a" / "set", ROWS_A, {"empty caption": 2, "missing image": 1})
+
+
+@pytest.fixture
+def folder_b(tmp_path):
+    return write_prepared(tmp_path / "b" / "other", ROWS_B, {"empty caption": 1})
+
+
+def test_single_folder_hand_computed(folder_a):
+    s = compute_stats([folder_a])
+    assert s["records"] == 6
+    sp = s["sentences_per_caption"]
+    # counts [3, 3, 2, 1, 4, 2] -> sorted [1, 2, 2, 3, 3, 4]
+    assert sp["mean"] == 2.5 and sp["median"] == 2.5 and sp["p95"] == pytest.approx(3.75)
+    assert sp["histogram"] == {"1": 1, "2": 2, "3": 2, "4": 1}
+    assert sp["single_sentence"] == pytest.approx(1 / 6, abs=1e-6)
+    tp = s["tokens_per_caption"]
+    # tokens [20, 80, 250, 3, 100, 30] -> sorted [3, 20, 30, 80, 100, 250]
+    assert tp["mean"] == 80.5 and tp["median"] == 55.0 and tp["max"] == 250
+    assert tp["p95"] == pytest.approx(212.5)
+    assert tp["over_77"] == 0.5 and tp["over_248"] == pytest.approx(1 / 6, abs=1e-6)
+    assert tp["histogram"]["counts"] == {"0": 1, "16": 1, "24": 1, "80": 1, "96": 1, "248": 1}
+    ft = s["first_sentence_tokens"]
+    # first sentences [6, 6, 3, 1, 8, 7] tokens, without start/end
+    assert ft["mean"] == pytest.approx(31 / 6, abs=1e-4) and ft["median"] == 6.0 and ft["max"] == 8
+    assert s["opening_summary_rate"] == 0.5  # rows 1, 2, 4 (a lone sentence opens, never closes)
+    assert s["closing_summary_rate"] == pytest.approx(1 / 3, abs=1e-6)  # rows 2, 3
+    pos = s["summary_position"]
+    assert pos["middle"] == pytest.approx(1 / 6, abs=1e-6) and pos["none"] == pytest.approx(1 / 6, abs=1e-6)
+    phrases = [(p["phrase"], p["count"]) for p in s["opening_phrases"]]
+    # punctuation and case do not split "THE IMAGE: shows" from "The image shows"
+    assert phrases == [("the image shows", 3), ("a red car", 1), ("sky", 1), ("this is a", 1)]
+    assert s["rejects_by_reason"] == {"empty caption": 2, "missing image": 1}
+    assert s["rejected"] == 3
+    assert s["datasets"][0]["records"] == 6 and "by" not in s
+
+
+def test_by_source_and_split(folder_a):
+    s = compute_stats([folder_a], StatsOptions(by="source"))
+    groups = s["by"]["groups"]
+    assert s["by"]["field"] == "source" and set(groups) == {"coco", "sharegpt4v"}
+    assert groups["sharegpt4v"]["records"] == 3
+    assert groups["sharegpt4v"]["tokens_per_caption"]["median"] == 80.0  # [20, 80, 100]
+    assert groups["sharegpt4v"]["tokens_per_caption"]["over_77"] == pytest.approx(2 / 3, abs=1e-6)
+    assert groups["coco"]["tokens_per_caption"]["over_248"] == pytest.approx(1 / 3, abs=1e-6)
+    assert groups["coco"]["opening_summary_rate"] == pytest.approx(1 / 3, abs=1e-6)  # "Sky."
+    s = compute_stats([folder_a], StatsOptions(by="split", top_phrases=1))
+    groups = s["by"]["groups"]
+    assert {k: g["records"] for k, g in groups.items()} == {"(none)": 3, "test": 1, "train": 2}
+    assert groups["train"]["opening_phrases"] == [{"phrase": "the image shows", "count": 2, "fraction": 1.0}]
+    assert sum(g["records"] for g in groups.values()) == s["records"]
+
+
+def test_several_folders_side_by_side(folder_a, folder_b):
+    s = compute_stats([folder_a, folder_b], StatsOptions(by="source", phrase_words=2))
+    assert s["records"] == 8
+    assert s["tokens_per_caption"]["over_77"] == 0.5  # 80, 100, 250, 90 of 8
+    assert s["rejects_by_reason"] == {"empty caption": 3, "missing image": 1}
+    assert [d["name"] for d in s["datasets"]] == ["set", "other"]
+    assert s["datasets"][1]["opening_summary_rate"] == 1.0
+    assert set(s["datasets"][1]["by"]) == {"docci"}
+    assert s["by"]["groups"]["docci"]["records"] == 2
+    assert s["opening_phrases"][0] == {"phrase": "the image", "count": 3, "fraction": 0.375}
+
+
+def test_quantile_matches_numpy():
+    np = pytest.importorskip("numpy")
+    from collections import Counter
+
+    from caption_debias.stats.compute import _quantile
+
+    rng = np.random.default_rng(0)
+    for size in (1, 2, 7, 50):
+        values = rng.integers(0, 12, size)
+        for q in (0.0, 0.3, 0.5, 0.95, 1.0):
+            assert _quantile(Counter(values.tolist()), q) == pytest.approx(float(np.quantile(values, q)))
+
+
+def test_bad_inputs_are_user_errors(tmp_path, folder_a):
+    with pytest.raises(UserError, match="not a prepared folder"):
+        compute_stats([tmp_path])
+    with pytest.raises(UserError, match="--by"):
+        compute_stats([folder_a], StatsOptions(by="colour"))
+    manifest = json.loads((folder_a / "manifest.json").read_text())
+    manifest["shards"][0]["rows"] = 99
+    (folder_a / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(UserError, match="manifest lists"):
+        compute_stats([folder_a])
