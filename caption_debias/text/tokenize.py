@@ -1,0 +1,169 @@
+"""CLIP BPE tokenizer, id-for-id identical to open_clip's SimpleTokenizer, without torch.
+
+open_clip's tokenizer module imports torch at import time; `prepare` must not pay for
+that, so this module re-implements the same algorithm (ftfy + double html.unescape +
+whitespace clean + lowercase, the same split regex, the same BPE merges) on open_clip's
+own vocabulary file, found without importing open_clip.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import html
+import importlib.util
+import os
+import re as _stdre
+from functools import lru_cache
+
+import ftfy
+import regex
+
+from caption_debias.errors import UserError
+
+VOCAB_FILE = "bpe_simple_vocab_16e6.txt.gz"
+SPECIAL_TOKENS = ("<start_of_text>", "<end_of_text>")
+
+# Texts made only of printable ASCII and plain whitespace, without '&', come out of
+# ftfy.fix_text and html.unescape unchanged, so they skip both (ftfy is the slow part).
+_PLAIN_ASCII = _stdre.compile(r"[\x20-\x25\x27-\x7e\t\n\r]*")
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    # Same reversible byte -> printable-character table as OpenAI CLIP / open_clip.
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, (chr(c) for c in cs)))
+
+
+def find_vocab_path() -> str:
+    """open_clip's BPE merges file, located without importing open_clip (which imports torch)."""
+    spec = importlib.util.find_spec("open_clip")
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError("open_clip is not installed: the CLIP vocabulary (bpe_simple_vocab_16e6.txt.gz) comes with it")
+    for loc in spec.submodule_search_locations:
+        path = os.path.join(loc, VOCAB_FILE)
+        if os.path.isfile(path):
+            return path
+    raise UserError(f"open_clip is installed but {VOCAB_FILE} is missing from it")
+
+
+class ClipTokenizer:
+    """CLIP BPE ids without start/end tokens; `encode_batch` caches whole words."""
+
+    def __init__(self, vocab_path: str | None = None):
+        self.vocab_path = vocab_path or find_vocab_path()
+        raw = gzip.open(self.vocab_path).read()
+        self._vocab_sha256 = hashlib.sha256(raw).hexdigest()
+        merges = raw.decode("utf-8").split("\n")[1 : 49152 - 256 - 2 + 1]
+        merges = [tuple(m.split()) for m in merges]
+        self.byte_encoder = _bytes_to_unicode()
+        vocab = list(self.byte_encoder.values())
+        vocab = vocab + [v + "</w>" for v in vocab]
+        vocab.extend("".join(m) for m in merges)
+        vocab.extend(SPECIAL_TOKENS)
+        self.encoder = {tok: i for i, tok in enumerate(vocab)}
+        self.bpe_ranks = {m: i for i, m in enumerate(merges)}
+        self.sot_id = self.encoder[SPECIAL_TOKENS[0]]
+        self.eot_id = self.encoder[SPECIAL_TOKENS[1]]
+        self.pad_id = 0
+        self.vocab_size = len(self.encoder)
+        self.pat = regex.compile(
+            "|".join(SPECIAL_TOKENS) + r"""|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+""",
+            regex.IGNORECASE,
+        )
+        # pre-token (as the regex returns it) -> BPE ids; special tokens map to themselves
+        # exactly as in open_clip (its BPE cache is seeded with them).
+        self._word_ids: dict[str, tuple[int, ...]] = {t: (self.encoder[t],) for t in SPECIAL_TOKENS}
+        self._byte_table = {b: c for b, c in self.byte_encoder.items()}
+
+    # -- cleaning -----------------------------------------------------------------------
+    @staticmethod
+    def clean(text: str) -> str:
+        """open_clip's 'lower' clean: ftfy, html.unescape twice, collapse whitespace, lowercase."""
+        if _PLAIN_ASCII.fullmatch(text) is None:
+            text = html.unescape(html.unescape(ftfy.fix_text(text)))
+        return " ".join(text.split()).lower()
+
+    # -- BPE ----------------------------------------------------------------------------
+    def _bpe(self, token: str) -> list[str]:
+        word = tuple(token[:-1]) + (token[-1] + "</w>",)
+        if len(word) == 1:
+            return list(word)
+        ranks = self.bpe_ranks
+        while True:
+            pairs = set(zip(word, word[1:]))
+            bigram = min(pairs, key=lambda p: ranks.get(p, float("inf")))
+            if bigram not in ranks:
+                break
+            first, second = bigram
+            new_word: list[str] = []
+            i = 0
+            while i < len(word):
+                try:
+                    j = word.index(first, i)
+                except ValueError:
+                    new_word.extend(word[i:])
+                    break
+                new_word.extend(word[i:j])
+                i = j
+                if word[i] == first and i < len(word) - 1 and word[i + 1] == second:
+                    new_word.append(first + second)
+                    i += 2
+                else:
+                    new_word.append(word[i])
+                    i += 1
+            word = tuple(new_word)
+            if len(word) == 1:
+                break
+        return list(word)
+
+    def _word(self, piece: str) -> tuple[int, ...]:
+        ids = self._word_ids.get(piece)
+        if ids is None:
+            mapped = "".join(self._byte_table[b] for b in piece.encode("utf-8"))
+            ids = tuple(self.encoder[t] for t in self._bpe(mapped))
+            self._word_ids[piece] = ids
+        return ids
+
+    # -- public -------------------------------------------------------------------------
+    def encode(self, text: str) -> list[int]:
+        """BPE ids of one text, without start/end tokens."""
+        out: list[int] = []
+        cache = self._word_ids
+        for piece in self.pat.findall(self.clean(text)):
+            ids = cache.get(piece)
+            out.extend(ids if ids is not None else self._word(piece))
+        return out
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """BPE ids of many texts; words seen before are looked up, not re-merged."""
+        return [self.encode(t) for t in texts]
+
+    def num_tokens(self, text: str) -> int:
+        """Length of text in tokens including start and end, untruncated."""
+        return len(self.encode(text)) + 2
+
+    def describe(self) -> dict:
+        return {
+            "name": "clip-bpe",
+            "implementation": "caption_debias.text.tokenize (open_clip SimpleTokenizer algorithm, clean='lower')",
+            "vocab_file": VOCAB_FILE,
+            "vocab_sha256": self._vocab_sha256,
+            "vocab_size": self.vocab_size,
+            "sot_id": self.sot_id,
+            "eot_id": self.eot_id,
+            "pad_id": self.pad_id,
+        }
+
+
+@lru_cache(maxsize=1)
+def get_tokenizer() -> ClipTokenizer:
+    """The shared tokenizer (loading the 49k merges takes ~0.2 s, so it is built once)."""
+    return ClipTokenizer()
