@@ -1,0 +1,164 @@
+"""Every model spec -> LoadedModel (open_clip CLIP + transforms + tokenizer).
+
+Specs: an open_clip model name (incl. the shipped `tiny`) with an optional pretrained tag
+or checkpoint file; `local-dir:DIR` / `hf-hub:ORG/REPO`; a checkpoint file path with the
+architecture name given as `pretrained`; or a training run folder (RUN/config.json +
+RUN/checkpoints/, the latest checkpoint is loaded). Files are read weights-only
+(torch.load(weights_only=True) or safetensors): nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from caption_debias.errors import UserError
+
+log = logging.getLogger(__name__)
+
+RUN_CONFIG = "config.json"
+RUN_MODEL_CONFIG = "open_clip_config.json"  # same file name open_clip's local-dir: reads
+CHECKPOINT_DIR = "checkpoints"
+
+
+@dataclass
+class LoadedModel:
+    model: Any  # open_clip CLIP
+    preprocess: Callable  # eval image transform
+    train_preprocess: Callable
+    tokenizer: Callable  # list[str] -> LongTensor [N, context_length]
+    context_length: int
+    name: str  # open_clip architecture name (or the spec for local-dir/hf-hub)
+    spec: str
+    info: dict = field(default_factory=dict)  # where the weights came from
+
+
+@lru_cache(maxsize=1)
+def register_shipped_configs() -> None:
+    """Make the package's model configs (e.g. `tiny`) known to open_clip by name."""
+    import open_clip
+
+    for entry in resources.files("caption_debias").joinpath("assets").iterdir():
+        if entry.name.endswith(".json"):
+            with resources.as_file(entry) as path:
+                open_clip.add_model_config(Path(path))
+
+
+def _read_state_dict(path: Path) -> dict[str, torch.Tensor]:
+    """Weights-only read of a checkpoint file (safetensors or torch zip), 'module.' prefixes removed."""
+    from open_clip.factory import load_state_dict
+
+    try:
+        return load_state_dict(str(path), device="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else "not a plain tensor file"
+        raise UserError(f"{path}: refusing to unpickle arbitrary objects ({first}); save it as a state dict or safetensors") from None
+    except (RuntimeError, OSError, ValueError, EOFError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserError(f"{path}: not a readable checkpoint ({first})") from None
+
+
+def _context_in(state: dict[str, torch.Tensor]) -> int | None:
+    for key in ("positional_embedding", "text.positional_embedding"):
+        if key in state:
+            return int(state[key].shape[0])
+    return None
+
+
+def _finish(model, pre_train, pre_val, tok_name: str, name: str, spec: str, device: str, info: dict) -> LoadedModel:
+    import open_clip
+
+    model.to(device).eval()
+    context = int(getattr(model, "context_length", None) or model.text.context_length)
+    tokenizer = open_clip.get_tokenizer(tok_name, context_length=context)
+    return LoadedModel(model, pre_val, pre_train, tokenizer, context, name, spec, info)
+
+
+def _load_file_checkpoint(arch: str, path: Path, device: str, spec: str) -> LoadedModel:
+    """A checkpoint file for a named architecture; a Long-CLIP file keeps its own context (e.g. 248)."""
+    import open_clip
+
+    state = _read_state_dict(path)
+    context = _context_in(state)
+    try:
+        model, pre_train, pre_val = open_clip.create_model_and_transforms(arch, force_context_length=context)
+        open_clip.load_checkpoint(model, str(path), strict=True, weights_only=True)
+    except RuntimeError as exc:
+        raise UserError(f"{path}: does not fit model {arch!r} ({str(exc).splitlines()[0]})") from None
+    log.info("loaded %s weights from %s (context %s)", arch, path, context)
+    return _finish(model, pre_train, pre_val, arch, arch, spec, device, {"checkpoint": str(path)})
+
+
+def latest_checkpoint(run: Path) -> Path | None:
+    found = sorted((run / CHECKPOINT_DIR).glob("step_*.pt"))
+    return found[-1] if found else None
+
+
+def _load_run(run: Path, device: str, spec: str) -> LoadedModel:
+    """A training run folder: its model config plus the latest checkpoint's weights, positions merged."""
+    import open_clip
+
+    from caption_debias.model.stretch import merged_state_dict
+
+    if not (run / RUN_MODEL_CONFIG).is_file():
+        raise UserError(f"{run}: run folder has no {RUN_MODEL_CONFIG} (was it written by `caption-debias train`?)")
+    ckpt = latest_checkpoint(run)
+    if ckpt is None:
+        raise UserError(f"{run}: no checkpoint in {run / CHECKPOINT_DIR} yet")
+    try:
+        payload = torch.load(ckpt, map_location="cpu", weights_only=True)
+    except Exception as exc:  # a torn or foreign file: one line, not a traceback
+        raise UserError(f"{ckpt}: unreadable checkpoint ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+    model, pre_train, pre_val = open_clip.create_model_and_transforms(f"local-dir:{run}", load_weights=False)
+    model.load_state_dict(merged_state_dict(payload["model"]), strict=True)
+    cfg = json.loads((run / RUN_CONFIG).read_text("utf-8")) if (run / RUN_CONFIG).is_file() else {}
+    name = str(cfg.get("model", spec))
+    log.info("loaded run %s step %s", run, int(payload.get("step", -1)))
+    return _finish(model, pre_train, pre_val, f"local-dir:{run}", name, spec, device,
+                   {"run": str(run), "checkpoint": str(ckpt), "step": int(payload.get("step", -1))})
+
+
+def load_model(spec: str, pretrained: str | None = None, context_length: int | None = None, device: str = "cpu") -> LoadedModel:
+    """Load any supported spec. `context_length` only picks the tokenizer/table length for
+    open_clip names (no stretching here: see caption_debias.model.stretch)."""
+    import open_clip
+
+    register_shipped_configs()
+    spec = str(spec)
+    path = Path(spec)
+    if spec.startswith(("local-dir:", "hf-hub:")):
+        try:
+            model, pre_train, pre_val = open_clip.create_model_and_transforms(spec)
+        except (FileNotFoundError, ValueError, RuntimeError) as exc:
+            raise UserError(f"cannot load {spec}: {str(exc).splitlines()[0]}") from None
+        return _finish(model, pre_train, pre_val, spec, spec, spec, device, {"source": spec})
+    if path.is_dir():
+        return _load_run(path, device, spec)
+    if path.is_file():
+        if not pretrained:
+            raise UserError(f"{spec}: a checkpoint file needs its architecture name as --pretrained (e.g. ViT-B-16)")
+        if pretrained not in open_clip.list_models():
+            raise UserError(f"unknown open_clip model {pretrained!r} for checkpoint {spec}")
+        return _load_file_checkpoint(pretrained, path, device, spec)
+    if spec not in open_clip.list_models():
+        raise UserError(f"unknown model {spec!r}: not an open_clip model name, run folder, checkpoint file, local-dir: or hf-hub: spec")
+    if pretrained and Path(pretrained).is_file():
+        return _load_file_checkpoint(spec, Path(pretrained), device, spec)
+    if pretrained and pretrained not in open_clip.list_pretrained_tags_by_model(spec):
+        raise UserError(f"--pretrained {pretrained!r} is neither a file nor a known tag of {spec} "
+                        f"(tags: {', '.join(open_clip.list_pretrained_tags_by_model(spec)) or 'none'})")
+    try:
+        model, pre_train, pre_val = open_clip.create_model_and_transforms(
+            spec, pretrained=pretrained, force_context_length=context_length
+        )
+    except RuntimeError as exc:
+        raise UserError(f"cannot load {spec} ({pretrained or 'random init'}): {str(exc).splitlines()[0]}") from None
+    return _finish(model, pre_train, pre_val, spec, spec, spec, device, {"pretrained": pretrained})
