@@ -1,0 +1,74 @@
+"""Input readers, one module per format, and `auto` detection from a path and its first bytes.
+
+Each reader is `read(path: Path, name: str, options) -> Iterator[Record | Reject]`, yielding in
+a fixed order so keys and shard boundaries are deterministic; a fatal Reject ends the input.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable, Iterator
+
+from caption_debias.errors import UserError
+from caption_debias.records import Record, Reject
+from caption_debias.readers import coco, dci, docci, img2dataset, sharegpt4v, table, urban1k
+
+ReadFn = Callable[..., Iterator[Record | Reject]]
+
+READERS: dict[str, ReadFn] = {
+    "sharegpt4v": sharegpt4v.read,
+    "dci": dci.read,
+    "docci": docci.read,
+    "urban1k": urban1k.read,
+    "coco": coco.read,
+    "table": table.read,
+    "img2dataset": img2dataset.read,
+}
+FORMATS = ("auto", *READERS)
+
+
+def _head(path: Path, size: int = 65536) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read(size)
+
+
+def detect(path: Path) -> str:
+    """Name the format of one input from its path and first bytes, or raise UserError."""
+    if path.is_dir():
+        if (dci.resolve(path) / "annotations").is_dir():
+            return "dci"
+        if (urban1k.resolve(path) / "caption").is_dir():
+            return "urban1k"
+        if (path / docci.FILENAME).is_file():
+            return "docci"
+        if img2dataset.shard_files(path):
+            return "img2dataset"
+        raise UserError(f"{path}: cannot tell the format of this folder; pass --format")
+    if path.name == docci.FILENAME:
+        return "docci"
+    head = _head(path).lstrip(b"\xef\xbb\xbf \t\r\n")
+    suffix = path.suffix.lower()
+    if suffix == ".json" and head.startswith(b"["):
+        return "sharegpt4v"
+    if suffix == ".json" and head.startswith(b"{") and b'"annotations"' in _head(path, 1 << 24) and b'"images"' in _head(path, 1 << 24):
+        return "coco"
+    if suffix in (*table.JSONL_SUFFIXES, ".jsonlines"):
+        first = head.split(b"\n", 1)[0]
+        try:
+            obj = json.loads(first)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and {"example_id", "description", "image_file"} <= obj.keys():
+            return "docci"
+        return "table"
+    if suffix in (*table.CSV_SUFFIXES, *table.TSV_SUFFIXES, *table.PARQUET_SUFFIXES):
+        return "table"
+    raise UserError(f"{path}: cannot tell the format of this file; pass --format")
+
+
+def get_reader(fmt: str) -> ReadFn:
+    try:
+        return READERS[fmt]
+    except KeyError:
+        raise UserError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})") from None

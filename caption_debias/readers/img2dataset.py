@@ -1,0 +1,79 @@
+"""img2dataset output folder: every <shard>.parquet metadata file; failures become rejects."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Iterator
+
+from caption_debias.records import Record, Reject, excerpt
+from caption_debias.readers.common import caption_problem
+
+NAME = "img2dataset"
+SHARD = re.compile(r"^\d+\.parquet$")
+IMAGE_EXTS = ("jpg", "png", "webp")
+# Metadata columns img2dataset always writes; anything else came from save_additional_columns.
+KNOWN = {"key", "caption", "url", "status", "error_message", "width", "height", "original_width",
+         "original_height", "exif", "sha256", "md5"}
+
+
+def shard_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if SHARD.match(p.name))
+
+
+def image_ref(folder: Path, shard: str, key: str) -> str:
+    """Where the stored sample lives, relative to the img2dataset folder (see docs/formats.md)."""
+    if (folder / shard).is_dir():  # output_format "files"
+        for ext in IMAGE_EXTS:
+            if (folder / shard / f"{key}.{ext}").is_file():
+                return f"{shard}/{key}.{ext}"
+        return f"{shard}/{key}.jpg"
+    if (folder / f"{shard}.tar").is_file():  # webdataset: member inside the tar
+        return f"{shard}.tar#{key}.jpg"
+    if (folder / f"{shard}.tfrecord").is_file():
+        return f"{shard}.tfrecord#{key}"
+    return f"{shard}.parquet#{key}"  # output_format "parquet": bytes in the same file
+
+
+def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for shard_path in shard_files(path):
+        shard = shard_path.stem
+        try:
+            pf = pq.ParquetFile(shard_path)
+            # Skip image-bytes columns (output_format "parquet" stores images in this file).
+            columns = [f.name for f in pf.schema_arrow if not pa.types.is_binary(f.type) and not pa.types.is_large_binary(f.type)]
+            batches = pf.iter_batches(batch_size=4096, columns=columns)
+            index = 0
+            for batch in batches:
+                for row in batch.to_pylist():
+                    location = f"{shard_path.name}:{index}"
+                    index += 1
+                    yield from _row(path, shard, row, location, name, options)
+        except Exception as exc:  # a broken metadata file: keep what came before, stop this input
+            yield Reject(name, f"{shard_path.name}", f"truncated input: unreadable img2dataset metadata ({exc})", "", fatal=True)
+            return
+
+
+def _row(folder: Path, shard: str, row: dict, location: str, name: str, options):
+    status = row.get("status")
+    key = row.get("key")
+    if status != "success":
+        yield Reject(name, location, f"{status or 'no status'}: {row.get('error_message') or ''}".rstrip(": ").strip(),
+                     excerpt({k: row.get(k) for k in ("key", "url", "caption")}))
+        return
+    caption = row.get(options.caption_column) if options.caption_column in row else row.get("caption")
+    problem = caption_problem(caption)
+    if problem is None and key is None:
+        problem = "missing field: key"
+    if problem:
+        yield Reject(name, location, problem, excerpt({k: row.get(k) for k in ("key", "url", "caption")}))
+        return
+    meta = {k: row.get(k) for k in ("url", "width", "height", "original_width", "original_height", "sha256") if row.get(k) is not None}
+    meta.update({k: v for k, v in row.items() if k not in KNOWN and k != options.caption_column})
+    meta = json.loads(json.dumps(meta, default=str))
+    yield Record(source=NAME, input=name, location=location, source_id=str(key),
+                 image=image_ref(folder, shard, str(key)), caption=caption, split=options.split, meta=meta)

@@ -1,0 +1,148 @@
+"""Generic tables: JSON lines, CSV, TSV or Parquet with named image / caption / key columns."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+from caption_debias.errors import UserError
+from caption_debias.records import Record, Reject, excerpt
+from caption_debias.readers.common import caption_problem, input_stem
+
+NAME = "table"
+JSONL_SUFFIXES = (".jsonl", ".jsonlines", ".ndjson", ".json")
+CSV_SUFFIXES = (".csv",)
+TSV_SUFFIXES = (".tsv", ".tab")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def kind_of(path: Path) -> str:
+    suffix = path.suffix.lower()
+    for kind, suffixes in (("jsonl", JSONL_SUFFIXES), ("csv", CSV_SUFFIXES), ("tsv", TSV_SUFFIXES), ("parquet", PARQUET_SUFFIXES)):
+        if suffix in suffixes:
+            return kind
+    raise UserError(f"{path}: unknown table type {suffix!r} (expected .jsonl, .csv, .tsv or .parquet)")
+
+
+def iter_jsonl(path: Path, name: str) -> Iterator[tuple[int, dict] | Reject]:
+    """(line number, object) per line; a broken last line without newline means the file was cut off."""
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                yield Reject(name, lineno, "undecodable bytes", excerpt(raw))
+                continue
+            try:
+                value = json.loads(line)
+            except ValueError as exc:
+                if not raw.endswith(b"\n"):
+                    yield Reject(name, lineno, "truncated input: last line cut off", excerpt(line), fatal=True)
+                    return
+                yield Reject(name, lineno, f"broken JSON line: {exc.msg}", excerpt(line))
+                continue
+            if not isinstance(value, dict):
+                yield Reject(name, lineno, "not an object", excerpt(value))
+                continue
+            yield lineno, value
+
+
+def _iter_delimited(path: Path, name: str, delimiter: str) -> Iterator[tuple[int, dict] | Reject]:
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long captions exceed the 128 KiB default
+    with open(path, encoding="utf-8", errors="surrogateescape", newline="") as fh:
+        reader = csv.DictReader(fh, delimiter=delimiter, strict=True)  # strict: an unclosed quote at EOF is an error
+        index = 0
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                yield Reject(name, index + 1, f"truncated input: {exc}", "", fatal=True)
+                return
+            index += 1
+            if None in row:  # more fields than the header
+                yield Reject(name, index, "wrong number of fields", excerpt(row))
+                continue
+            yield index, row
+
+
+def _iter_parquet(path: Path, name: str, columns: list[str]) -> Iterator[tuple[int, dict] | Reject]:
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises several types for a broken file
+        yield Reject(name, 0, f"truncated input: unreadable Parquet ({exc})", "", fatal=True)
+        return
+    present = [c for c in columns if c in pf.schema_arrow.names]
+    index = 0
+    try:
+        for batch in pf.iter_batches(batch_size=4096, columns=present):
+            for row in batch.to_pylist():
+                yield index, row
+                index += 1
+    except Exception as exc:
+        yield Reject(name, index, f"truncated input: Parquet read failed ({exc})", "", fatal=True)
+
+
+def columns_of(path: Path, kind: str) -> list[str] | None:
+    """Header columns for CSV/TSV/Parquet, so a wrong --caption-column fails early with one line."""
+    if kind == "parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            return list(pq.ParquetFile(path).schema_arrow.names)
+        except Exception:
+            return None
+    if kind in ("csv", "tsv"):
+        with open(path, encoding="utf-8", errors="surrogateescape", newline="") as fh:
+            header = next(csv.reader(fh, delimiter="," if kind == "csv" else "\t"), None)
+        return header
+    return None
+
+
+def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
+    kind = kind_of(path)
+    image_col, caption_col, key_col = options.image_column, options.caption_column, options.key_column
+    header = columns_of(path, kind)
+    if header is not None:
+        missing = [c for c in (image_col, caption_col) if c not in header]
+        if missing:
+            raise UserError(f"{name}: no column {missing[0]!r} (columns: {', '.join(header)}); use --image-column / --caption-column")
+    if kind == "jsonl":
+        rows = iter_jsonl(path, name)
+    elif kind == "parquet":
+        rows = _iter_parquet(path, name, [image_col, caption_col, key_col])
+    else:
+        rows = _iter_delimited(path, name, "," if kind == "csv" else "\t")
+    stem = input_stem(path)
+    for item in rows:
+        if isinstance(item, Reject):
+            yield item
+            if item.fatal:
+                return
+            continue
+        location, row = item
+        yield from _to_record(row, location, name, stem, image_col, caption_col, key_col, options)
+
+
+def _to_record(row: dict[str, Any], location, name, stem, image_col, caption_col, key_col, options):
+    caption = row.get(caption_col)
+    problem = caption_problem(caption) if caption_col in row else f"missing field: {caption_col}"
+    if problem is None and row.get(image_col) is None:
+        problem = f"missing field: {image_col}"
+    if problem:
+        yield Reject(name, location, problem, excerpt(row))
+        return
+    key = row.get(key_col)
+    key = None if key is None or (isinstance(key, str) and not key.strip()) else str(key)
+    meta = {k: v for k, v in row.items() if k not in (image_col, caption_col, key_col)}
+    meta = json.loads(json.dumps(meta, default=str))  # Parquet rows may hold dates, bytes...
+    yield Record(source=NAME, input=name, location=location, source_id=key, image=row[image_col],
+                 caption=caption, split=options.split, meta=meta)
