@@ -13,6 +13,7 @@ from typing import Callable, Iterator
 from caption_debias.errors import UserError
 from caption_debias.records import Record, Reject
 from caption_debias.readers import coco, dci, docci, img2dataset, sharegpt4v, table, urban1k
+from caption_debias.readers import dreamlip, pixelprose, recap_datacomp
 
 ReadFn = Callable[..., Iterator[Record | Reject]]
 
@@ -24,6 +25,10 @@ READERS: dict[str, ReadFn] = {
     "coco": coco.read,
     "table": table.read,
     "img2dataset": img2dataset.read,
+    # URL sets for img2dataset (docs/scale.md); named with --format, never auto-detected.
+    "dreamlip": dreamlip.read,
+    "recap-datacomp": recap_datacomp.read,
+    "pixelprose": pixelprose.read,
 }
 FORMATS = ("auto", *READERS)
 
