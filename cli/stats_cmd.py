@@ -1,8 +1,37 @@
-"""Placeholder until the command lands."""
-from caption_debias.errors import UserError
+"""`caption-debias stats`: figures, plots and reports of one or more prepared folders."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
 
 
+class By(str, Enum):
+    source = "source"
+    split = "split"
 
-def stats() -> None:
-    """Not implemented yet."""
-    raise UserError("this command is not implemented yet")
+
+def stats(
+    folders: List[Path] = typer.Argument(..., help="Prepared folders (output of `caption-debias prepare`); several are compared side by side."),
+    report: Optional[Path] = typer.Option(None, "--report", "-r", help="Folder to write stats.json, report.md, report.html and plots/ into (created if missing)."),
+    by: Optional[By] = typer.Option(None, "--by", help="Also give every figure per source reader or per split."),
+    top: int = typer.Option(15, "--top", min=1, help="How many of the most common opening phrases to keep per group."),
+    phrase_words: int = typer.Option(3, "--phrase-words", min=1, help="Opening phrase = this many lowercased words of the first sentence."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the table on the terminal."),
+) -> None:
+    """Caption lengths against CLIP's 77 and Long-CLIP's 248 tokens, sentences per caption,
+    where summaries sit and how captions open."""
+    from caption_debias.stats.compute import StatsOptions, compute_stats
+    from caption_debias.stats.report import print_table, write_report
+
+    options = StatsOptions(by=by.value if by else None, top_phrases=top, phrase_words=phrase_words)
+    result = compute_stats(folders, options)
+    if not quiet:
+        print_table(result)
+    if report is not None:
+        files = write_report(result, report)
+        if not quiet:
+            typer.echo(f"report: {files['html']}")

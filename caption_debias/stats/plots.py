@@ -1,0 +1,209 @@
+"""Matplotlib figures of the stats dict, as PNG bytes; several groups are drawn side by side.
+
+Every function takes `groups`: a list of (label, group stats) as made by compute.py, and
+reads only that dict, so figures can be redrawn from a saved stats.json.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any, Sequence
+
+from caption_debias.stats.compute import CLIP_CONTEXT, LONGCLIP_CONTEXT, SUMMARY_POSITIONS
+
+Groups = Sequence[tuple[str, dict[str, Any]]]
+
+PALETTE = ["#3b6ea8", "#e07b39", "#4f9d69", "#b5495b", "#7d5ba6", "#c9a227", "#3a9ea5", "#8c6d46"]
+INK = "#222831"
+GRID = "#e3e6ea"
+MAX_SENTENCES = 15  # counts above this share one "16+" bar
+MAX_TOKENS = 512  # token axis ends here; longer captions share the last bin
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, never a window
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update(
+        {
+            "font.size": 10,
+            "axes.edgecolor": "#9aa3ad",
+            "axes.labelcolor": INK,
+            "axes.titlesize": 12,
+            "axes.titleweight": "bold",
+            "axes.titlecolor": INK,
+            "xtick.color": "#4a525c",
+            "ytick.color": "#4a525c",
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "axes.grid": True,
+            "axes.axisbelow": True,
+            "grid.color": GRID,
+            "legend.frameon": False,
+        }
+    )
+    return plt
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", facecolor="white")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _color(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+def _percent_axis(ax, axis: str = "y") -> None:
+    from matplotlib.ticker import PercentFormatter
+
+    (ax.yaxis if axis == "y" else ax.xaxis).set_major_formatter(PercentFormatter(1.0, decimals=0))
+
+
+def _fractions(hist: dict[str, int]) -> dict[int, float]:
+    total = sum(hist.values())
+    return {int(k): v / total for k, v in hist.items()} if total else {}
+
+
+def sentences_per_caption(groups: Groups) -> bytes:
+    """Grouped bars: share of captions with 1, 2, ... sentences."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.2, 3.6))
+    width = 0.8 / max(len(groups), 1)
+    for i, (label, g) in enumerate(groups):
+        share: dict[int, float] = {}
+        for k, v in _fractions(g["sentences_per_caption"]["histogram"]).items():
+            share[min(k, MAX_SENTENCES + 1)] = share.get(min(k, MAX_SENTENCES + 1), 0.0) + v
+        xs = sorted(share)
+        ax.bar([x + (i - (len(groups) - 1) / 2) * width for x in xs], [share[x] for x in xs], width,
+               color=_color(i), label=f"{label} (median {_fmt(g['sentences_per_caption']['median'])})")
+    ax.set_title("Sentences per caption")
+    ax.set_xlabel("sentences")
+    ax.set_ylabel("captions")
+    ticks = list(range(0, MAX_SENTENCES + 2))
+    ax.set_xticks(ticks, [str(t) if t <= MAX_SENTENCES else f"{MAX_SENTENCES + 1}+" for t in ticks])
+    ax.set_xlim(0.4, MAX_SENTENCES + 1.6)
+    ax.grid(axis="x", visible=False)
+    _percent_axis(ax)
+    ax.legend(loc="upper right")
+    return _png(fig)
+
+
+def _step_hist(ax, groups: Groups, key: str, limit: int) -> None:
+    for i, (label, g) in enumerate(groups):
+        hist = g[key]["histogram"]
+        width = hist["bin_width"]
+        share: dict[int, float] = {}
+        for k, v in _fractions(hist["counts"]).items():
+            k = min(k, limit)  # overflow bin
+            share[k] = share.get(k, 0.0) + v
+        if not share:
+            continue
+        edges = list(range(0, max(share) + width + 1, width))
+        values = [share.get(e, 0.0) for e in edges[:-1]]
+        ax.stairs(values, edges, color=_color(i), linewidth=1.8, fill=len(groups) == 1, alpha=0.85 if len(groups) > 1 else 0.55,
+                  label=f"{label} (median {_fmt(g[key]['median'])})")
+        if len(groups) == 1:
+            ax.stairs(values, edges, color=_color(i), linewidth=1.6)
+    _percent_axis(ax)
+
+
+def tokens_per_caption(groups: Groups) -> bytes:
+    """Histogram of CLIP tokens per caption (start and end included), 77 and 248 marked."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.2, 3.6))
+    _step_hist(ax, groups, "tokens_per_caption", MAX_TOKENS)
+    top = ax.get_ylim()[1]
+    for limit, name in ((CLIP_CONTEXT, "CLIP"), (LONGCLIP_CONTEXT, "Long-CLIP")):
+        ax.axvline(limit, color="#b5495b", linestyle="--", linewidth=1.3)
+        ax.text(limit + 4, top * 0.97, f"{name} {limit}", color="#b5495b", va="top", fontsize=9, fontweight="bold")
+    ax.set_title("Tokens per caption")
+    ax.set_xlabel(f"CLIP tokens with start and end (last bin: {MAX_TOKENS}+)")
+    ax.set_ylabel("captions")
+    ax.set_xlim(0, None)
+    ax.legend(loc="center right")
+    return _png(fig)
+
+
+def first_sentence_tokens(groups: Groups) -> bytes:
+    """Histogram of the first sentence's length in tokens (without start and end)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.2, 3.6))
+    _step_hist(ax, groups, "first_sentence_tokens", 120)
+    ax.set_title("First-sentence length")
+    ax.set_xlabel("CLIP tokens without start and end (last bin: 120+)")
+    ax.set_ylabel("captions")
+    ax.set_xlim(0, None)
+    ax.legend(loc="upper right")
+    return _png(fig)
+
+
+def summary_positions(groups: Groups) -> bytes:
+    """Grouped bars: share of captions with a summary sentence opening, in the middle, closing, none."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.2, 3.6))
+    width = 0.8 / max(len(groups), 1)
+    for i, (label, g) in enumerate(groups):
+        values = [g["summary_position"][k] or 0.0 for k in SUMMARY_POSITIONS]
+        xs = [x + (i - (len(groups) - 1) / 2) * width for x in range(len(SUMMARY_POSITIONS))]
+        bars = ax.bar(xs, values, width, color=_color(i), label=label)
+        ax.bar_label(bars, labels=[f"{v:.0%}" for v in values], fontsize=8, padding=2, color=INK)
+    ax.set_xticks(range(len(SUMMARY_POSITIONS)), ["opening", "middle", "closing", "no summary"])
+    ax.set_title("Where summaries sit")
+    ax.set_ylabel("captions")
+    ax.set_ylim(0, 1.1)
+    ax.grid(axis="x", visible=False)
+    _percent_axis(ax)
+    if len(groups) > 1:
+        ax.legend(loc="upper right")
+    return _png(fig)
+
+
+def opening_phrases(groups: Groups, top: int = 10) -> bytes:
+    """Horizontal bars of the most common opening phrases, one panel per group."""
+    plt = _pyplot()
+    n = max(len(groups), 1)
+    cols = min(n, 3)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 0.32 * top * rows + 1.2), squeeze=False)
+    for i, (label, g) in enumerate(groups):
+        ax = axes[i // cols][i % cols]
+        items = g["opening_phrases"][:top][::-1]
+        ax.barh([p["phrase"] for p in items], [p["fraction"] for p in items], color=_color(i))
+        ax.set_title(label if n > 1 else "Top opening phrases", fontsize=11)
+        ax.grid(axis="y", visible=False)
+        ax.tick_params(axis="y", length=0)
+        _percent_axis(ax, "x")
+        for y, p in enumerate(items):
+            ax.text(p["fraction"], y, f" {p['count']:,}", va="center", fontsize=8, color="#4a525c")
+        ax.set_xlim(0, max([p["fraction"] for p in items] + [0.01]) * 1.25)
+    for j in range(len(groups), rows * cols):
+        axes[j // cols][j % cols].set_visible(False)
+    if n > 1:
+        fig.suptitle("Top opening phrases (share of first sentences)", fontweight="bold", color=INK)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _fmt(x) -> str:
+    return "-" if x is None else f"{x:g}"
+
+
+FIGURES = {
+    "sentences_per_caption": sentences_per_caption,
+    "tokens_per_caption": tokens_per_caption,
+    "first_sentence_tokens": first_sentence_tokens,
+    "summary_positions": summary_positions,
+    "opening_phrases": opening_phrases,
+}
+
+
+def all_figures(groups: Groups) -> dict[str, bytes]:
+    """Every figure of the report, by name, as PNG bytes."""
+    return {name: draw(groups) for name, draw in FIGURES.items()}

@@ -1,0 +1,272 @@
+"""Write the stats dict out: stats.json, report.md (+ plots/*.png), a self-contained
+report.html (PNGs embedded as base64, inline CSS, no network) and a rich terminal table."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from caption_debias.errors import UserError
+
+MAX_PLOT_GROUPS = 8  # more groups than this make unreadable side-by-side plots
+
+FIGURE_TITLES = {
+    "tokens_per_caption": "Tokens per caption",
+    "sentences_per_caption": "Sentences per caption",
+    "first_sentence_tokens": "First-sentence length",
+    "summary_positions": "Where summaries sit",
+    "opening_phrases": "Top opening phrases",
+}
+
+
+def comparison_groups(stats: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The groups shown side by side: the folders (split by --by value when given), else the
+    --by values, else the single dataset."""
+    datasets = stats["datasets"]
+    if len(datasets) > 1:
+        if "by" in stats:
+            return [(f"{d['name']} · {v}", g) for d in datasets for v, g in d["by"].items()]
+        return [(d["name"], d) for d in datasets]
+    if "by" in stats:
+        return list(stats["by"]["groups"].items())
+    return [(datasets[0]["name"], stats)]
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _num(x, digits: int = 1) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, int) or float(x).is_integer():
+        return f"{int(x):,}"
+    return f"{x:,.{digits}f}"
+
+
+# (label, getter, formatter) rows of every summary table
+ROWS = [
+    ("records", lambda g: g["records"], _num),
+    ("sentences / caption, mean", lambda g: g["sentences_per_caption"]["mean"], _num),
+    ("sentences / caption, median", lambda g: g["sentences_per_caption"]["median"], _num),
+    ("sentences / caption, p95", lambda g: g["sentences_per_caption"]["p95"], _num),
+    ("single-sentence captions", lambda g: g["sentences_per_caption"]["single_sentence"], _pct),
+    ("tokens / caption, mean", lambda g: g["tokens_per_caption"]["mean"], _num),
+    ("tokens / caption, median", lambda g: g["tokens_per_caption"]["median"], _num),
+    ("tokens / caption, p95", lambda g: g["tokens_per_caption"]["p95"], _num),
+    ("tokens / caption, max", lambda g: g["tokens_per_caption"]["max"], _num),
+    ("longer than 77 tokens (CLIP)", lambda g: g["tokens_per_caption"]["over_77"], _pct),
+    ("longer than 248 tokens (Long-CLIP)", lambda g: g["tokens_per_caption"]["over_248"], _pct),
+    ("first sentence tokens, mean", lambda g: g["first_sentence_tokens"]["mean"], _num),
+    ("first sentence tokens, median", lambda g: g["first_sentence_tokens"]["median"], _num),
+    ("summary opens the caption", lambda g: g["opening_summary_rate"], _pct),
+    ("summary closes the caption", lambda g: g["closing_summary_rate"], _pct),
+    ("summary in the middle", lambda g: g["summary_position"]["middle"], _pct),
+    ("no summary sentence", lambda g: g["summary_position"]["none"], _pct),
+]
+
+
+def _table_groups(stats: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    groups = comparison_groups(stats)
+    if len(groups) > 1:
+        return [("all", stats)] + groups
+    return groups
+
+
+def summary_table(stats: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the figures table (first column: the figure; then one per group)."""
+    groups = _table_groups(stats)
+    header = ["figure"] + [label for label, _ in groups]
+    rows = [[label] + [fmt(get(g)) for _, g in groups] for label, get, fmt in ROWS]
+    return header, rows
+
+
+def print_table(stats: dict[str, Any], console=None) -> None:
+    """A short rich table of the headline figures on the terminal."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    header, rows = summary_table(stats)
+    table = Table(title="caption-debias stats", title_style="bold", header_style="bold cyan")
+    table.add_column(header[0])
+    for name in header[1:]:
+        table.add_column(name, justify="right")
+    headline = {"records", "tokens / caption, median", "longer than 77 tokens (CLIP)",
+                "longer than 248 tokens (Long-CLIP)", "sentences / caption, median",
+                "first sentence tokens, median", "summary opens the caption", "summary closes the caption"}
+    for row in rows:
+        if row[0] in headline:
+            table.add_row(*row)
+    console.print(table)
+    top = stats["opening_phrases"][:3]
+    if top:
+        console.print("top opening phrases: " + ", ".join(f"\"{p['phrase']}\" {_pct(p['fraction'])}" for p in top))
+    if stats["rejects_by_reason"]:
+        console.print("rejects: " + ", ".join(f"{r} {n:,}" for r, n in stats["rejects_by_reason"].items()))
+
+
+def _phrase_rows(stats: dict[str, Any], groups) -> tuple[list[str], list[list[str]]]:
+    depth = max((len(g["opening_phrases"]) for _, g in groups), default=0)
+    header = ["#"] + [label for label, _ in groups]
+    rows = []
+    for i in range(depth):
+        row = [str(i + 1)]
+        for _, g in groups:
+            p = g["opening_phrases"][i] if i < len(g["opening_phrases"]) else None
+            row.append(f"{p['phrase']} ({_pct(p['fraction'])})" if p else "")
+        rows.append(row)
+    return header, rows
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> str:
+    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(esc(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def render_markdown(stats: dict[str, Any], figure_files: dict[str, str]) -> str:
+    header, rows = summary_table(stats)
+    groups = _table_groups(stats)
+    parts = [
+        "# Dataset statistics",
+        "",
+        "Folders: " + ", ".join(f"`{f}`" for f in stats["folders"]),
+        "",
+        "Tokens are CLIP BPE tokens; caption lengths include the start and end tokens, "
+        "first-sentence lengths do not.",
+        "",
+        "## Figures",
+        "",
+        _md_table(header, rows),
+        "",
+        "## Top opening phrases",
+        "",
+        _md_table(*_phrase_rows(stats, groups)),
+        "",
+        "## Rejects by reason",
+        "",
+        _md_table(["reason", "records"], [[r, f"{n:,}"] for r, n in stats["rejects_by_reason"].items()])
+        if stats["rejects_by_reason"]
+        else "No rejects.",
+        "",
+        "## Plots",
+        "",
+    ]
+    for name, path in figure_files.items():
+        parts += [f"![{FIGURE_TITLES[name]}]({path})", ""]
+    return "\n".join(parts)
+
+
+CSS = """
+:root { --ink:#222831; --muted:#5b6470; --line:#e3e6ea; --accent:#3b6ea8; --bg:#f6f7f9; }
+* { box-sizing: border-box; }
+body { margin:0; background:var(--bg); color:var(--ink);
+  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
+main { max-width: 1240px; margin: 0 auto; padding: 28px 28px 60px; }
+h1 { font-size: 28px; margin: 0 0 4px; }
+h2 { font-size: 19px; margin: 34px 0 12px; border-bottom: 2px solid var(--line); padding-bottom: 6px; }
+.sub { color: var(--muted); margin: 0 0 20px; font-size: 14px; }
+code { background:#eceff3; padding:1px 5px; border-radius:4px; font-size: 13px; }
+.cards { display:grid; grid-template-columns: repeat(auto-fit, minmax(170px, 1fr)); gap:14px; }
+.card { background:#fff; border:1px solid var(--line); border-radius:10px; padding:14px 16px; }
+.card .v { font-size: 26px; font-weight: 700; color: var(--accent); }
+.card .k { color: var(--muted); font-size: 13px; }
+.plots { display:grid; grid-template-columns: repeat(auto-fit, minmax(540px, 1fr)); gap:16px; }
+figure { margin:0; background:#fff; border:1px solid var(--line); border-radius:10px; padding:12px; }
+figure.wide { grid-column: 1 / -1; }
+figure img { width:100%; height:auto; display:block; }
+table { border-collapse: collapse; background:#fff; border:1px solid var(--line); border-radius:10px;
+  overflow:hidden; width:100%; font-size: 14px; }
+th, td { padding: 7px 12px; border-bottom: 1px solid var(--line); text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+thead th { background:#eef2f7; font-weight:600; }
+tbody tr:nth-child(even) { background:#fafbfc; }
+.note { color: var(--muted); font-size: 13px; }
+"""
+
+
+def _html_table(header: list[str], rows: list[list[str]], left: bool = False) -> str:
+    e = html.escape
+    align = ' style="text-align:left"' if left else ""
+    head = "".join(f"<th{align if i else ''}>{e(h)}</th>" for i, h in enumerate(header))
+    body = "".join("<tr>" + "".join(f"<td{align if i else ''}>{e(c)}</td>" for i, c in enumerate(r)) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def render_html(stats: dict[str, Any], figures: dict[str, bytes]) -> str:
+    e = html.escape
+    groups = _table_groups(stats)
+    tp = stats["tokens_per_caption"]
+    cards = [
+        (_num(stats["records"]), "records"),
+        (_num(tp["median"]), "median tokens per caption"),
+        (_pct(tp["over_77"]), "longer than CLIP's 77 tokens"),
+        (_pct(tp["over_248"]), "longer than Long-CLIP's 248"),
+        (_num(stats["sentences_per_caption"]["median"]), "median sentences per caption"),
+        (_pct(stats["opening_summary_rate"]), "open with a summary"),
+    ]
+    card_html = "".join(f'<div class="card"><div class="v">{e(v)}</div><div class="k">{e(k)}</div></div>' for v, k in cards)
+    plots = []
+    for name, png in figures.items():
+        wide = ' class="wide"' if name == "opening_phrases" and len(comparison_groups(stats)) > 1 else ""
+        data = base64.b64encode(png).decode("ascii")
+        plots.append(f'<figure{wide}><img alt="{e(FIGURE_TITLES[name])}" src="data:image/png;base64,{data}"></figure>')
+    rejects = (
+        _html_table(["reason", "records"], [[r, f"{n:,}"] for r, n in stats["rejects_by_reason"].items()])
+        if stats["rejects_by_reason"]
+        else '<p class="note">No rejects recorded in the manifest.</p>'
+    )
+    header, rows = summary_table(stats)
+    folders = ", ".join(f"<code>{e(f)}</code>" for f in stats["folders"])
+    by = f" · grouped by <b>{e(stats['by']['field'])}</b>" if "by" in stats else ""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>caption-debias stats</title><style>{CSS}</style></head>
+<body><main>
+<h1>Dataset statistics</h1>
+<p class="sub">{folders}{by}</p>
+<div class="cards">{card_html}</div>
+<h2>Plots</h2>
+<div class="plots">{''.join(plots)}</div>
+<h2>Figures</h2>
+{_html_table(header, rows)}
+<p class="note">Tokens are CLIP BPE tokens. Caption lengths include the start and end tokens
+(CLIP reads 77, Long-CLIP 248); first-sentence lengths do not. A summary sentence is one the
+prepare step flagged in <code>summary_mask</code>; a one-sentence caption counts as opening only.</p>
+<h2>Top opening phrases</h2>
+{_html_table(*_phrase_rows(stats, groups), left=True)}
+<p class="note">The first {stats['options']['phrase_words']} lowercased words of the first sentence, punctuation dropped.</p>
+<h2>Rejects by reason</h2>
+{rejects}
+</main></body></html>
+"""
+
+
+def write_report(stats: dict[str, Any], report_dir: str | Path) -> dict[str, Path]:
+    """Write stats.json, report.md, plots/*.png and report.html into report_dir."""
+    from caption_debias.stats.plots import all_figures
+
+    out = Path(report_dir)
+    try:
+        (out / "plots").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{out}: cannot create the report folder ({exc.strerror})") from None
+    groups = comparison_groups(stats)
+    if len(groups) > MAX_PLOT_GROUPS:
+        groups = groups[:MAX_PLOT_GROUPS]  # the tables still list every group
+    figures = all_figures(groups)
+    files = {"stats": out / "stats.json", "markdown": out / "report.md", "html": out / "report.html"}
+    files["stats"].write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    figure_files = {}
+    for name, png in figures.items():
+        (out / "plots" / f"{name}.png").write_bytes(png)
+        figure_files[name] = f"plots/{name}.png"
+    files["markdown"].write_text(render_markdown(stats, figure_files), encoding="utf-8")
+    files["html"].write_text(render_html(stats, figures), encoding="utf-8")
+    return files
