@@ -228,14 +228,13 @@ def _check_stretch(stage1: Path, context_length: int) -> dict[str, Any]:
 
 def _evaluate(cfg: DemoConfig, models: dict[str, Path], prepared: Path, image_root: Path, probe_dir: Path):
     from caption_debias.evaluate.probe import probe
-    from caption_debias.evaluate.retrieval import evaluate, load_data
+    from caption_debias.evaluate.retrieval import as_data, evaluate
     from caption_debias.model.load import load_model
 
-    data = load_data(prepared, image_root=image_root)
+    data = as_data(prepared, image_root)
     loaded = {name: load_model(str(run)) for name, run in models.items()}
     scores = {name: evaluate(m, data, variants=VARIANTS, batch_size=cfg.eval_batch_size) for name, m in loaded.items()}
-    probe_dir.mkdir(parents=True, exist_ok=True)
-    return scores, probe(loaded, data, probe_dir)
+    return scores, probe(loaded, data, probe_dir, batch_size=cfg.eval_batch_size)
 
 
 def summarise(scores: dict[str, Any]) -> dict[str, Any]:
