@@ -1,0 +1,274 @@
+"""Retrieval benchmarks read straight from their public layouts (no re-saved copies).
+
+Each loader returns a RetrievalData: image paths, and every caption as its sentences with
+the index of its image. Layouts and caption conventions: docs/evaluation.md.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from caption_debias.errors import UserError
+
+
+@dataclass
+class RetrievalData:
+    name: str
+    images: list[Path]  # one entry per image, absolute or relative to the cwd
+    captions: list[list[str]]  # one entry per caption: its sentences
+    text_image: list[int]  # caption index -> image index
+    definition: str = ""  # what exactly was read (for reports)
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if len(self.captions) != len(self.text_image):
+            raise ValueError("captions and text_image differ in length")
+
+    @property
+    def n_images(self) -> int:
+        return len(self.images)
+
+    def check_images(self) -> None:
+        """One clear error when image files are missing, before any model work."""
+        missing = [p for p in self.images if not Path(p).is_file()]
+        if missing:
+            raise UserError(f"{self.name}: {len(missing)} of {len(self.images)} images missing, first: {missing[0]}")
+
+
+class _Builder:
+    """Collects (image, caption) pairs, merging captions of the same image path."""
+
+    def __init__(self, segmenter: str):
+        from caption_debias.text.segment import get_segmenter
+
+        self.segmenter = get_segmenter(segmenter)
+        self.index: dict[str, int] = {}
+        self.images: list[Path] = []
+        self.captions: list[list[str]] = []
+        self.text_image: list[int] = []
+
+    def sentences(self, caption: str) -> list[str]:
+        return [caption[s:e].strip() for s, e in self.segmenter.spans(caption) if caption[s:e].strip()]
+
+    def add(self, image: Path, caption: str | None = None, sentences: Sequence[str] | None = None) -> None:
+        key = str(image)
+        if key not in self.index:
+            self.index[key] = len(self.images)
+            self.images.append(image)
+        sents = list(sentences) if sentences is not None else self.sentences(caption or "")
+        self.captions.append(sents)
+        self.text_image.append(self.index[key])
+
+    def build(self, name: str, definition: str, **info) -> RetrievalData:
+        if not self.images:
+            raise UserError(f"{name}: no image-caption pairs found")
+        info.setdefault("segmenter", self.segmenter.name)
+        return RetrievalData(name, self.images, self.captions, self.text_image, definition, info)
+
+
+def _need(path: Path, what: str) -> Path:
+    if not path.exists():
+        raise UserError(f"{path}: not found ({what})")
+    return path
+
+
+def _find_dir(root: Path, marker: str, children: Iterable[str]) -> Path:
+    """root itself when it holds `marker`, else the first child folder that does."""
+    for cand in [root, *(root / c for c in children)]:
+        if (cand / marker).exists():
+            return cand
+    raise UserError(f"{root}: expected {marker} inside (or under {', '.join(children)})")
+
+
+def _read_json(path: Path):
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: unreadable JSON ({exc})") from None
+
+
+def _iter_jsonlines(path: Path):
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    raise UserError(f"{path}:{n}: not a JSON line") from None
+
+
+def load_urban1k(path: Path, image_root: Path | None, segmenter: str) -> RetrievalData:
+    root = _find_dir(path, "caption", ["Urban1k", "urban1k"])
+    images = image_root or root / "image"
+    b = _Builder(segmenter)
+    texts = sorted(_need(root / "caption", "Urban1k captions").glob("*.txt"), key=lambda p: (len(p.stem), p.stem))
+    for txt in texts:
+        jpg = images / f"{txt.stem}.jpg"
+        b.add(jpg, txt.read_text("utf-8").strip())
+    return b.build("urban1k", "Urban1k: caption/N.txt with image/N.jpg")
+
+
+def load_docci(path: Path, image_root: Path | None, segmenter: str, split: str = "test") -> RetrievalData:
+    root = path.parent if path.is_file() else _find_dir(path, "docci_descriptions.jsonlines", ["docci"])
+    desc = path if path.is_file() else root / "docci_descriptions.jsonlines"
+    images = image_root or root / "images"
+    b = _Builder(segmenter)
+    for row in _iter_jsonlines(_need(desc, "DOCCI descriptions")):
+        if row.get("split") == split:
+            b.add(images / row["image_file"], row["description"])
+    return b.build("docci", f"DOCCI {split} split of {desc.name}")
+
+
+def _dci_rows(path: Path, image_root: Path | None):
+    root = _find_dir(path, "splits.json", ["densely_captioned_images"])
+    splits = _read_json(root / "splits.json")
+    images = image_root or root / "photos"
+    for split in ("train", "valid", "test"):  # all 7,805 annotated images, as in the paper
+        for name in splits.get(split, []):
+            ann = _read_json(_need(root / "annotations" / name, "DCI annotation listed in splits.json"))
+            yield images / ann["image"], ann.get("short_caption") or "", ann.get("extra_caption") or ""
+
+
+def load_dci(path: Path, image_root: Path | None, segmenter: str) -> RetrievalData:
+    b = _Builder(segmenter)
+    for image, short, extra in _dci_rows(path, image_root):
+        # Joined with "\n" (a sentence boundary) so the splitter never glues the two parts.
+        b.add(image, "\n".join(x.strip() for x in (short, extra) if x.strip()))
+    return b.build("dci", "DCI: all images of splits.json, short_caption + extra_caption")
+
+
+def load_long_dci(path: Path, image_root: Path | None, segmenter: str) -> RetrievalData:
+    b = _Builder(segmenter)
+    skipped = 0
+    for image, _short, extra in _dci_rows(path, image_root):
+        if extra.strip():
+            b.add(image, extra.strip())
+        else:
+            skipped += 1
+    return b.build("long-dci", "Long-DCI: extra_caption only, empty ones skipped", skipped_empty=skipped)
+
+
+def load_coco(path: Path, image_root: Path | None, segmenter: str) -> RetrievalData:
+    if path.is_file():
+        ann_path = path
+        guess = [path.parent.parent / "val2017", path.parent / "val2017"]
+    else:
+        ann_path = _need(path / "annotations" / "captions_val2017.json", "COCO val2017 captions")
+        guess = [path / "val2017", path / "images" / "val2017"]
+    images = image_root or next((g for g in guess if g.is_dir()), guess[0])
+    doc = _read_json(ann_path)
+    files = {im["id"]: im["file_name"] for im in doc.get("images", [])}
+    b = _Builder(segmenter)
+    for im_id in sorted(files):  # every image first, so image order is the file's id order
+        b.index[str(images / files[im_id])] = len(b.images)
+        b.images.append(images / files[im_id])
+    for ann in doc.get("annotations", []):
+        if ann.get("image_id") not in files:
+            raise UserError(f"{ann_path}: caption {ann.get('id')} names unknown image {ann.get('image_id')}")
+        b.add(images / files[ann["image_id"]], ann["caption"].strip())
+    return b.build("coco", f"COCO captions from {ann_path.name}, all captions of every image")
+
+
+def load_flickr30k(path: Path, image_root: Path | None, segmenter: str, full: bool = False) -> RetrievalData:
+    """Karpathy split file (dataset_flickr30k.json): test split, or every image with full=True."""
+    karpathy = path if path.is_file() else _need(path / "dataset_flickr30k.json", "Karpathy split file")
+    root = karpathy.parent
+    images = image_root or next((g for g in (root / "flickr30k-images", root / "images") if g.is_dir()), root / "flickr30k-images")
+    doc = _read_json(karpathy)
+    b = _Builder(segmenter)
+    for im in doc.get("images", []):
+        if full or im.get("split") == "test":
+            for sent in im.get("sentences", []):
+                b.add(images / im["filename"], sent["raw"].strip())
+    what = "all images" if full else "Karpathy test split"
+    return b.build("flickr30k-full" if full else "flickr30k", f"Flickr30k {what} of {karpathy.name}")
+
+
+def load_sharegpt4v_1k(path: Path, image_root: Path | None, segmenter: str, sam_only: bool) -> RetrievalData:
+    """First 1,000 records of the 1.2M file (Long-CLIP's held-out set) or first 1,000 SAM records."""
+    from caption_debias.readers.sharegpt4v import first_gpt_turn, iter_array
+    from caption_debias.records import Reject
+
+    file = path if path.is_file() else _need(path / "share-captioner_coco_lcs_sam_1246k_1107.json", "ShareGPT4V-PT file")
+    images = image_root or file.parent
+    b = _Builder(segmenter)
+    taken = 0
+    for item in iter_array(file):
+        if isinstance(item, Reject):
+            raise UserError(f"{file}: {item.reason} at byte {item.location}")
+        _offset, el = item
+        image = el.get("image", "") if isinstance(el, dict) else ""
+        if sam_only and not image.startswith("sam/"):
+            continue
+        caption, problem = first_gpt_turn(el) if isinstance(el, dict) else (None, "not an object")
+        if problem or not isinstance(caption, str):
+            raise UserError(f"{file}: record {taken + 1} unusable ({problem or 'caption not text'})")
+        b.add(images / image, caption)
+        taken += 1
+        if taken == 1000:
+            break
+    name = "sharegpt4v-1k-sam" if sam_only else "sharegpt4v-1k"
+    what = "first 1,000 SAM records" if sam_only else "first 1,000 records"
+    return b.build(name, f"ShareGPT4V-1k: {what} of {file.name}")
+
+
+def load_prepared(path: Path, image_root: Path | None, name: str | None = None) -> RetrievalData:
+    """A prepared folder: rows grouped by image path (several rows of one image = its captions)."""
+    from caption_debias.dataset import PreparedDataset
+
+    ds = PreparedDataset.open(path)
+    root = image_root
+    if root is None:
+        opt = (ds.manifest.get("options") or {}).get("image_root")
+        root = Path(opt) if opt else None
+    if root is None:
+        raise UserError(f"{path}: give --image-root (the manifest records no image root)")
+    table = ds.read(["image", "sentences"])
+    index: dict[str, int] = {}
+    images: list[Path] = []
+    captions: list[list[str]] = []
+    text_image: list[int] = []
+    for image, sents in zip(table.column("image").to_pylist(), table.column("sentences").to_pylist()):
+        if "://" in image:
+            raise UserError(f"{path}: image {image!r} is a URL; evaluation needs local images")
+        if image not in index:
+            index[image] = len(images)
+            images.append(root / image)
+        captions.append(list(sents))
+        text_image.append(index[image])
+    if not images:
+        raise UserError(f"{path}: prepared folder has no rows")
+    return RetrievalData(name or Path(path).name, images, captions, text_image,
+                         f"prepared folder {path} (sentences as prepared)", {"segmenter": (ds.manifest.get("segmenter") or {}).get("name")})
+
+
+Loader = Callable[[Path, "Path | None", str], RetrievalData]
+BENCHMARKS: dict[str, Loader] = {
+    "urban1k": load_urban1k,
+    "docci": load_docci,
+    "dci": load_dci,
+    "long-dci": load_long_dci,
+    "coco": load_coco,
+    "flickr30k": load_flickr30k,
+    "flickr30k-full": lambda p, r, s: load_flickr30k(p, r, s, full=True),
+    "sharegpt4v-1k": lambda p, r, s: load_sharegpt4v_1k(p, r, s, sam_only=False),
+    "sharegpt4v-1k-sam": lambda p, r, s: load_sharegpt4v_1k(p, r, s, sam_only=True),
+}
+
+
+def load_benchmark(name: str | None, data: str | Path, image_root: str | Path | None = None,
+                   segmenter: str = "fast") -> RetrievalData:
+    """name=None (or 'prepared') reads a prepared folder; otherwise one of BENCHMARKS."""
+    path = Path(data)
+    root = Path(image_root) if image_root is not None else None
+    if not path.exists():
+        raise UserError(f"{path}: no such file or folder")
+    if name in (None, "prepared"):
+        return load_prepared(path, root)
+    if name not in BENCHMARKS:
+        raise UserError(f"unknown benchmark {name!r} (choose from prepared, {', '.join(BENCHMARKS)})")
+    return BENCHMARKS[name](path, root, segmenter)

@@ -1,0 +1,172 @@
+"""Presenting results: rich tables for the terminal, and the probe report (JSON, PNG, HTML)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+PROBE_JSON = "probe.json"
+ATTENTION_PNG = "attention.png"
+FILLER_PNG = "filler.png"
+PROBE_HTML = "index.html"
+
+
+def _triple(d: dict[str, float]) -> str:
+    return " / ".join(f"{d[k]:.1f}" for k in ("r1", "r5", "r10"))
+
+
+def retrieval_table(results: dict[str, dict[str, dict[str, Any]]], title: str = "Retrieval recall@1/5/10 (%)"):
+    """results: {model: {benchmark: {variant: {t2i, i2t}}}} -> one side-by-side rich Table."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("benchmark")
+    table.add_column("variant")
+    for model in results:
+        table.add_column(f"{model}\nT2I R@1/5/10", justify="right")
+        table.add_column(f"{model}\nI2T R@1/5/10", justify="right")
+    rows: list[tuple[str, str]] = []
+    for per_bench in results.values():
+        for bench, per_variant in per_bench.items():
+            for variant in per_variant:
+                if (bench, variant) not in rows:
+                    rows.append((bench, variant))
+    for bench, variant in rows:
+        cells = []
+        for per_bench in results.values():
+            r = per_bench.get(bench, {}).get(variant)
+            cells += [_triple(r["t2i"]), _triple(r["i2t"])] if r else ["-", "-"]
+        table.add_row(bench, variant, *cells)
+    return table
+
+
+def zeroshot_table(results: dict[str, dict[str, dict[str, float]]]):
+    from rich.table import Table
+
+    table = Table(title="Zero-shot classification accuracy (%)")
+    for col in ("model", "data", "top-1", "top-5", "classes", "images"):
+        table.add_column(col, justify="right" if col not in ("model", "data") else "left")
+    for model, per_data in results.items():
+        for name, r in per_data.items():
+            table.add_row(model, name, f"{r['top1']:.1f}", f"{r['top5']:.1f}", str(r["classes"]), str(r["images"]))
+    return table
+
+
+def plot_attention(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for label, r in result["models"].items():
+        mean = r["attention"]["mean"]
+        pts = [(p, v) for p, v in enumerate(mean) if v is not None and v > 0]
+        if pts:
+            ax.plot([p for p, _ in pts], [v for _, v in pts], label=label, lw=1.5)
+    ax.set_yscale("log")
+    ax.set_xlabel("token position")
+    ax.set_ylabel("mean attention from the pooled (EOT) query")
+    ax.set_title(f"Attention by token position, {result['data']['name']}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_filler(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for label, r in result["models"].items():
+        curve = r["filler_curve"]
+        ax.plot(curve["n"], curve["t2i_r1"], marker="o", label=f"{label} T2I")
+        ax.plot(curve["n"], curve["i2t_r1"], marker="s", ls="--", label=f"{label} I2T")
+    ax.set_xlabel('N copies of "This is a photo." before the first two sentences')
+    ax.set_ylabel("R@1 (%)")
+    ax.set_title("Filler prefix probe")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _html_table(result: dict[str, Any], key: str, variants: list[str]) -> str:
+    labels = list(result["models"])
+    head = "".join(f"<th>{html.escape(m)}<br>T2I R@1/5/10</th><th>{html.escape(m)}<br>I2T R@1/5/10</th>" for m in labels)
+    body = []
+    for v in variants:
+        cells = "".join(
+            f"<td>{_triple(result['models'][m][key][v]['t2i'])}</td><td>{_triple(result['models'][m][key][v]['i2t'])}</td>"
+            for m in labels
+        )
+        body.append(f"<tr><th>{html.escape(v)}</th>{cells}</tr>")
+    return f"<table><tr><th>variant</th>{head}</tr>{''.join(body)}</table>"
+
+
+def _filler_table(result: dict[str, Any]) -> str:
+    labels = list(result["models"])
+    ns = result["models"][labels[0]]["filler_curve"]["n"]
+    head = "".join(f"<th>N={n}</th>" for n in ns)
+    rows = []
+    for m in labels:
+        c = result["models"][m]["filler_curve"]
+        for d in ("t2i_r1", "i2t_r1"):
+            rows.append(f"<tr><th>{html.escape(m)} {d.split('_')[0].upper()} R@1</th>"
+                        + "".join(f"<td>{x:.1f}</td>" for x in c[d]) + "</tr>")
+    return f"<table><tr><th></th>{head}</tr>{''.join(rows)}</table>"
+
+
+def _img(path: Path, alt: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+
+
+def write_probe_report(result: dict[str, Any], out: Path) -> dict[str, str]:
+    """probe.json, attention.png (log scale), filler.png and a self-contained index.html."""
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"json": out / PROBE_JSON, "attention_png": out / ATTENTION_PNG,
+             "filler_png": out / FILLER_PNG, "html": out / PROBE_HTML}
+    plot_attention(result, files["attention_png"])
+    plot_filler(result, files["filler_png"])
+    d = result["data"]
+    short_notes = "".join(
+        f"<li>{html.escape(m)}: captions too short for a variant (they degrade, see docs/evaluation.md): "
+        f"{html.escape(json.dumps({k: v for k, v in r['too_short'].items() if v}))}</li>"
+        for m, r in result["models"].items() if any(r["too_short"].values())
+    )
+    page = f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>caption-debias probe: {html.escape(d['name'])}</title>
+<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}table{{border-collapse:collapse;margin:1em 0}}
+td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}img{{max-width:100%}}</style></head><body>
+<h1>Does the model read past the first sentence?</h1>
+<p>Data: {html.escape(d['definition'])} ({d['images']} images, {d['captions']} captions).
+Models: {', '.join(html.escape(m) for m in result['models'])}.</p>
+<h2>Keep / move / remove (full captions)</h2>
+<p>keep: as is; move: first sentence moved to 4th place; remove: first sentence dropped.</p>
+{_html_table(result, 'position', ['keep', 'move', 'remove'])}
+<h2>Sentence order</h2>
+<p>first2: s1 s2; swap2: s2 s1; first: s1 only.</p>
+{_html_table(result, 'order', ['first2', 'swap2', 'first'])}
+<h2>Filler prefix</h2>
+{_filler_table(result)}
+{_img(files['filler_png'], 'filler curve')}
+<h2>Attention by token position</h2>
+<p>Mean attention weight from the pooled (EOT) query to each position, averaged over heads,
+layers and the captions reaching that position (log scale).</p>
+{_img(files['attention_png'], 'attention by position')}
+<ul>{short_notes}</ul>
+</body></html>
+"""
+    files["html"].write_text(page, "utf-8")
+    saved = {**result, "files": {k: str(v) for k, v in files.items()}}
+    files["json"].write_text(json.dumps(saved, indent=2), "utf-8")
+    return {k: str(v) for k, v in files.items()}

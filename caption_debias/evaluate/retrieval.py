@@ -1,0 +1,127 @@
+"""Image-text retrieval with a LoadedModel: encode once, score every caption variant.
+
+Images are encoded once per model and reused across variants; features are L2-normalised
+and compared by cosine similarity, on the model's own device (GPU when the model is there).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from caption_debias.errors import UserError
+from caption_debias.evaluate.benchmarks import RetrievalData, load_prepared
+from caption_debias.evaluate.metrics import retrieval_recall
+from caption_debias.evaluate.variants import DEFAULT_VARIANTS, make_variant, parse_variants, short_counts
+
+
+def as_data(data: Any, image_root: str | Path | None = None) -> RetrievalData:
+    """RetrievalData as is; a prepared folder (with image_root, or the one its manifest records);
+    or a (prepared folder, image root) pair."""
+    if isinstance(data, RetrievalData):
+        return data
+    if isinstance(data, (tuple, list)) and len(data) == 2:
+        data, image_root = data
+    if isinstance(data, (str, Path)):
+        return load_prepared(Path(data), Path(image_root) if image_root is not None else None)
+    raise TypeError(f"cannot evaluate on {type(data).__name__}: give RetrievalData or a prepared folder")
+
+
+def model_device(loaded) -> "torch.device":
+    import torch
+
+    try:
+        return next(loaded.model.parameters()).device
+    except StopIteration:
+        return torch.device("cpu")
+
+
+class _ImageFiles:
+    """Map-style dataset: path -> preprocessed tensor (a class so DataLoader workers can pickle it)."""
+
+    def __init__(self, paths: Sequence[Path], preprocess: Callable):
+        self.paths, self.preprocess = list(paths), preprocess
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i: int):
+        from PIL import Image, UnidentifiedImageError
+
+        try:
+            with Image.open(self.paths[i]) as im:
+                return self.preprocess(im.convert("RGB"))
+        except (OSError, UnidentifiedImageError) as exc:
+            raise UserError(f"{self.paths[i]}: unreadable image ({exc})") from None
+
+
+def encode_images(loaded, paths: Sequence[Path], batch_size: int = 64, workers: int | None = None):
+    """[N, D] normalised image features on the model's device."""
+    import torch
+    import torch.nn.functional as F
+
+    device = model_device(loaded)
+    if workers is None:  # worker start-up costs more than it saves on small sets
+        workers = 0 if len(paths) < 512 else min(8, os.cpu_count() or 1)
+    loader = torch.utils.data.DataLoader(
+        _ImageFiles(paths, loaded.preprocess), batch_size=batch_size, num_workers=workers,
+        pin_memory=device.type == "cuda",
+    )
+    feats = []
+    loaded.model.eval()
+    with torch.inference_mode():
+        for batch in loader:
+            feats.append(F.normalize(loaded.model.encode_image(batch.to(device, non_blocking=True)).float(), dim=-1))
+    return torch.cat(feats)
+
+
+def encode_texts(loaded, texts: Sequence[str], batch_size: int = 256):
+    """[N, D] normalised text features; the model's tokenizer truncates (last kept token = EOT)."""
+    import torch
+    import torch.nn.functional as F
+
+    device = model_device(loaded)
+    feats = []
+    loaded.model.eval()
+    with torch.inference_mode():
+        for s in range(0, len(texts), batch_size):
+            tokens = loaded.tokenizer(list(texts[s : s + batch_size])).to(device)
+            feats.append(F.normalize(loaded.model.encode_text(tokens).float(), dim=-1))
+    return torch.cat(feats)
+
+
+@dataclass
+class RetrievalRun:
+    table: dict[str, dict[str, dict[str, float]]]  # {variant: {t2i|i2t: {r1,r5,r10}}}
+    short: dict[str, int]  # captions too short for each variant (they degrade, see variants.py)
+    n_images: int
+    n_texts: int
+    image_features: Any  # reuse across calls on the same model and data
+
+
+def run_retrieval(loaded, data: RetrievalData, variants: Sequence[str] = DEFAULT_VARIANTS,
+                  batch_size: int = 64, image_features=None, workers: int | None = None) -> RetrievalRun:
+    import torch
+
+    variants = parse_variants(variants)
+    if image_features is None:
+        data.check_images()
+        image_features = encode_images(loaded, data.images, batch_size, workers)
+    text_image = torch.as_tensor(data.text_image, device=image_features.device)
+    table = {}
+    for variant in variants:
+        texts = [make_variant(sents, variant) for sents in data.captions]
+        text_features = encode_texts(loaded, texts, max(batch_size, 64))
+        table[variant] = retrieval_recall(text_features @ image_features.t(), text_image)
+    return RetrievalRun(table, short_counts(data.captions, variants), data.n_images, len(data.captions), image_features)
+
+
+def evaluate(model, data, variants: Sequence[str] = ("keep",), batch_size: int = 64,
+             image_root: str | Path | None = None) -> dict:
+    """{VARIANT: {"t2i": {"r1","r5","r10"}, "i2t": {...}}} in percent for one model on one data set.
+
+    data: RetrievalData (see benchmarks.load_benchmark), a prepared folder, or (folder, image root).
+    """
+    return run_retrieval(model, as_data(data, image_root), variants, batch_size).table
