@@ -1,0 +1,155 @@
+"""`export-captions`: captions from a prepared folder, summary-stripped or DeBias-augmented, as text.
+
+For users who train with open_clip_train, HF or their own code: open_clip's tab-separated
+`filepath`/`title` CSV, JSON lines or Parquet. Rows stream batch by batch; memory stays flat.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from caption_debias.dataset import PreparedDataset
+from caption_debias.errors import UserError
+
+FORMATS = ("open_clip-csv", "jsonl", "parquet")
+STRIPS = ("summary", "opening", "none")
+AUGMENTS = ("none", "debias")
+_SUFFIX_FORMAT = {".csv": "open_clip-csv", ".tsv": "open_clip-csv", ".jsonl": "jsonl", ".parquet": "parquet"}
+_MARK_SOT, _MARK_EOT = -1, -2  # markers no sentence index can take
+URL_PREFIXES = ("http://", "https://", "file://", "s3://", "gs://")
+
+
+def format_for(path: Path, fmt: str | None) -> str:
+    if fmt is None:
+        try:
+            return _SUFFIX_FORMAT[path.suffix.lower()]
+        except KeyError:
+            raise UserError(f"{path}: cannot tell the format from the name; pass --format ({', '.join(FORMATS)})") from None
+    if fmt not in FORMATS:
+        raise UserError(f"unknown --format {fmt!r} (choose from {', '.join(FORMATS)})")
+    return fmt
+
+
+def debias_options(strip: str, subsample: bool):
+    """train.augment's options for --strip: summary -> detected flags, opening -> s1, none -> keep all."""
+    from caption_debias.train.augment import DebiasOptions
+
+    return DebiasOptions(drop_summary="detected" if strip == "summary" else "first",
+                         no_drop_summary=strip == "none", no_subsample=not subsample, no_pad=True)
+
+
+def chosen_sentences(k: int, summary_mask: Sequence[bool], rng: np.random.Generator, opts) -> list[int] | None:
+    """Sentence indices train.augment.debias_text would keep (in its order); None = full-caption fallback.
+
+    The selection is the training code's own: it runs on one-token "sentences" holding each
+    sentence's index + 1, and the indices are read back from the token layout it returns.
+    """
+    from caption_debias.train.augment import debias_text
+
+    ids = [np.array([i + 1], dtype=np.int64) for i in range(k)]
+    out, fallback = debias_text(ids, summary_mask, rng, k + 2, opts, sot=_MARK_SOT, eot=_MARK_EOT)
+    if fallback:
+        return None
+    end = int(np.flatnonzero(out == _MARK_EOT)[0])
+    return [int(i) - 1 for i in out[1:end]]
+
+
+def row_rng(seed: int, key: str) -> np.random.Generator:
+    """Per-row generator from (seed, key): the same variants whatever the shard layout or row order."""
+    digest = hashlib.blake2b(f"{seed}\x00{key}".encode("utf-8"), digest_size=8).digest()
+    return np.random.default_rng([seed, int.from_bytes(digest, "big")])
+
+
+def _texts(row: dict[str, Any], strip: str, augment: str, copies: int, seed: int, counts: dict[str, int]) -> list[str]:
+    sentences, mask = row["sentences"], row["summary_mask"]
+    if strip == "none" and augment == "none":
+        return [row["caption"]]  # verbatim, paragraph breaks and all
+    opts = debias_options(strip, subsample=augment == "debias")
+    rng = row_rng(seed, row["key"])
+    n = copies if augment == "debias" else 1
+    texts = []
+    for _ in range(n):
+        picked = chosen_sentences(len(sentences), mask, rng, opts)
+        if picked is None:
+            # Nothing left once the summary goes (one-sentence captions): the full caption, counted.
+            counts["fallback_full_caption"] += 1
+            texts.append(row["caption"])
+        else:
+            texts.append(" ".join(sentences[i] for i in picked))
+    return texts
+
+
+def _rows(data: PreparedDataset, strip, augment, copies, seed, image_root, counts) -> Iterator[dict[str, Any]]:
+    columns = ["key", "image", "caption", "sentences", "summary_mask"]
+    for batch in data.iter_batches(columns, batch_size=2048):
+        for row in batch.to_pylist():
+            counts["images"] += 1
+            image = row["image"]
+            if image_root is not None and not image.startswith(URL_PREFIXES):
+                image = str(Path(image_root) / image)
+            for copy, text in enumerate(_texts(row, strip, augment, copies, seed, counts)):
+                counts["rows"] += 1
+                yield {"key": row["key"], "filepath": image, "title": text, "copy": copy}
+
+
+def export_captions(prepared: str | Path, to: str | Path, *, fmt: str | None = None, strip: str = "summary",
+                    augment: str = "none", copies: int = 1, seed: int = 0, image_root: str | Path | None = None,
+                    overwrite: bool = False) -> dict[str, Any]:
+    """Write one row per image (or `copies` rows with --augment debias); returns counts for the CLI."""
+    to = Path(to)
+    fmt = format_for(to, fmt)
+    if strip not in STRIPS:
+        raise UserError(f"unknown --strip {strip!r} (choose from {', '.join(STRIPS)})")
+    if augment not in AUGMENTS:
+        raise UserError(f"unknown --augment {augment!r} (choose from {', '.join(AUGMENTS)})")
+    if copies < 1:
+        raise UserError(f"--copies must be at least 1, not {copies}")
+    if augment == "none" and copies != 1:
+        raise UserError("--copies needs --augment debias")
+    if to.exists() and not overwrite:
+        raise UserError(f"{to}: already exists (pass --overwrite to replace it)")
+    data = PreparedDataset.open(prepared)
+    to.parent.mkdir(parents=True, exist_ok=True)
+    counts = {"images": 0, "rows": 0, "fallback_full_caption": 0}
+    rows = _rows(data, strip, augment, copies, seed, image_root, counts)
+    tmp = to.with_name(to.name + ".partial")  # renamed at the end: a half-written file never looks finished
+    {"open_clip-csv": _write_csv, "jsonl": _write_jsonl, "parquet": _write_parquet}[fmt](tmp, rows)
+    tmp.replace(to)
+    return {"path": str(to), "format": fmt, "strip": strip, "augment": augment, "copies": copies, "seed": seed, **counts}
+
+
+def _write_csv(path: Path, rows: Iterator[dict[str, Any]]) -> None:
+    # open_clip reads this with pandas.read_csv(sep="\t"): quoting keeps tabs and newlines inside a title.
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh, delimiter="\t", lineterminator="\n")
+        writer.writerow(["filepath", "title"])
+        for row in rows:
+            writer.writerow([row["filepath"], row["title"]])
+
+
+def _write_jsonl(path: Path, rows: Iterator[dict[str, Any]]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps({"key": row["key"], "image": row["filepath"], "caption": row["title"], "copy": row["copy"]},
+                                ensure_ascii=False) + "\n")
+
+
+def _write_parquet(path: Path, rows: Iterator[dict[str, Any]], chunk: int = 8192) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([("key", pa.string()), ("image", pa.string()), ("caption", pa.string()), ("copy", pa.int32())])
+    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        buf: list[dict[str, Any]] = []
+        for row in rows:
+            buf.append({"key": row["key"], "image": row["filepath"], "caption": row["title"], "copy": row["copy"]})
+            if len(buf) >= chunk:
+                writer.write_table(pa.Table.from_pylist(buf, schema=schema))
+                buf.clear()
+        writer.write_table(pa.Table.from_pylist(buf, schema=schema))

@@ -1,0 +1,81 @@
+"""`urls`: an img2dataset-ready URL list from prepared shards, and the exact img2dataset command.
+
+img2dataset overwrites a column named `key` with its own 9-digit sample id, so our key travels in
+`caption_key` (passed with --save_additional_columns) and comes back in each KEY.json to join on.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from caption_debias.dataset import PreparedDataset
+from caption_debias.errors import UserError
+
+KEY_COLUMN = "caption_key"
+URL_COLUMN = "url"
+CAPTION_COLUMN = "caption"
+URL_PATTERN = r"^[A-Za-z][A-Za-z0-9+.-]*://"
+
+
+def img2dataset_command(url_list: Path, images: Path, *, image_size: int = 256, processes: int = 8,
+                        threads: int = 64, samples_per_shard: int = 10000) -> str:
+    """The img2dataset call that downloads `url_list` into webdataset tars `train` can read."""
+    args = [
+        "img2dataset",
+        "--url_list", str(url_list),
+        "--input_format", "parquet",
+        "--url_col", URL_COLUMN,
+        "--caption_col", CAPTION_COLUMN,
+        "--save_additional_columns", f'["{KEY_COLUMN}"]',
+        "--output_format", "webdataset",
+        "--output_folder", str(images),
+        "--image_size", str(image_size),
+        "--resize_mode", "keep_ratio",
+        "--processes_count", str(processes),
+        "--thread_count", str(threads),
+        "--number_sample_per_shard", str(samples_per_shard),
+    ]
+    return shlex.join(args)
+
+
+def write_url_list(prepared: str | Path, to: str | Path, *, images: str | Path | None = None, image_size: int = 256,
+                   processes: int = 8, threads: int = 64, overwrite: bool = False) -> dict[str, Any]:
+    """Write (caption_key, url, caption) for every row whose image is a URL; count the rows that are not."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    data = PreparedDataset.open(prepared)
+    to = Path(to)
+    if to.suffix.lower() not in (".parquet", ".pq"):
+        raise UserError(f"{to}: the URL list is written as Parquet; name it LIST.parquet")
+    if to.exists() and not overwrite:
+        raise UserError(f"{to}: already exists (pass --overwrite to replace it)")
+    to.parent.mkdir(parents=True, exist_ok=True)
+    schema = pa.schema([(KEY_COLUMN, pa.string()), (URL_COLUMN, pa.string()), (CAPTION_COLUMN, pa.string())])
+    written = not_url = 0
+    tmp = to.with_name(to.name + ".partial")
+    # Streamed batch by batch: a billion-row set never sits in memory; renamed at the end so a
+    # half-written list is never mistaken for a finished one.
+    with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+        for batch in data.iter_batches(["key", "image", "caption"]):
+            is_url = pc.match_substring_regex(batch.column("image"), URL_PATTERN)
+            kept = batch.filter(is_url)
+            not_url += batch.num_rows - kept.num_rows
+            if kept.num_rows:
+                writer.write_table(pa.table([kept.column("key"), kept.column("image"), kept.column("caption")], schema=schema))
+                written += kept.num_rows
+    if written == 0:
+        tmp.unlink()
+        raise UserError(f"{prepared}: no row has a URL image ({not_url} rows hold file paths); nothing to download")
+    tmp.replace(to)
+    images = Path(images) if images is not None else to.with_name(to.stem + "_images")
+    return {
+        "path": str(to),
+        "rows": written,
+        "skipped_not_url": not_url,
+        "images": str(images),
+        "command": img2dataset_command(to, images, image_size=image_size, processes=processes, threads=threads),
+    }
