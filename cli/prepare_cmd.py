@@ -1,8 +1,40 @@
-"""Placeholder until the command lands."""
-from caption_debias.errors import UserError
+"""`caption-debias prepare`: every dump format to tokenized Parquet shards (see docs/formats.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+FORMATS = ("auto", "sharegpt4v", "dci", "docci", "urban1k", "coco", "table", "img2dataset")
 
 
+def prepare(
+    inputs: List[Path] = typer.Argument(..., help="Input files or folders (one dataset dump each).", show_default=False),
+    output: Path = typer.Option(..., "--output", "-o", help="Output folder for shards, manifest.json and rejects.jsonl."),
+    format: str = typer.Option("auto", "--format", "-f", help=f"Input format: {', '.join(FORMATS)} (auto: from path and first bytes)."),
+    image_root: Optional[Path] = typer.Option(None, "--image-root", help="Folder the image paths are relative to (default: the dataset's own root)."),
+    image_column: str = typer.Option("image", "--image-column", help="Table/img2dataset column holding the image path or URL."),
+    caption_column: str = typer.Option("caption", "--caption-column", help="Table/img2dataset column holding the caption."),
+    key_column: str = typer.Option("key", "--key-column", help="Table column holding a record id (keys are derived when absent)."),
+    split: Optional[str] = typer.Option(None, "--split", help="Split name for records whose input names none."),
+    shard_rows: int = typer.Option(20_000, "--shard-rows", min=1, help="Records per shard (shard boundaries depend only on this)."),
+    workers: int = typer.Option(1, "--workers", "-j", min=1, help="Worker processes for the text steps (output is identical for any value)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Delete an earlier run in --output and start over (default: resume it)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no summary."),
+    segmenter: str = typer.Option("fast", "--segmenter", help="Sentence splitter: fast, pysbd or spacy."),
+    summary: str = typer.Option("detect", "--summary", help="Summary-sentence rule: detect, first or none."),
+    dci_caption: str = typer.Option("short+extra", "--dci-caption", help="DCI caption: short+extra (joined by a newline), extra (Long-DCI), short+extra+masks."),
+) -> None:
+    """Turn image-caption dumps into tokenized Parquet shards with a manifest and a rejects list."""
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare as run_prepare
 
-def prepare() -> None:
-    """Not implemented yet."""
-    raise UserError("this command is not implemented yet")
+    options = PrepareOptions(
+        format=format, image_root=str(image_root) if image_root else None, image_column=image_column,
+        caption_column=caption_column, key_column=key_column, split=split, shard_rows=shard_rows,
+        workers=workers, overwrite=overwrite, quiet=quiet, segmenter=segmenter, summary=summary,
+        dci_caption=dci_caption,
+    )
+    run_prepare([str(p) for p in inputs], output, options)

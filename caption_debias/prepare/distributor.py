@@ -1,0 +1,42 @@
+"""Ordered parallel map with a bounded number of work items in flight (memory stays flat)."""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections import deque
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any, Callable, Iterable, Iterator
+
+
+class Ready:
+    """An item whose result is already known (a finished shard on resume): passed through in order."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: int, max_in_flight: int) -> Iterator[Any]:
+    """fn(item) for each item, results in input order.
+
+    workers == 1 runs in this process (no pickling, easy to debug). Otherwise a process pool
+    ('spawn': safe with the progress bar's thread) gets at most `max_in_flight` items at once,
+    so a slow consumer or a fast reader never piles chunks up in memory.
+    """
+    if workers <= 1:
+        for item in items:
+            yield item.value if isinstance(item, Ready) else fn(item)
+        return
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        pending: deque[Future] = deque()
+        for item in items:
+            if isinstance(item, Ready):
+                done: Future = Future()
+                done.set_result(item.value)
+                pending.append(done)
+            else:
+                pending.append(pool.submit(fn, item))
+            if len(pending) >= max_in_flight:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()

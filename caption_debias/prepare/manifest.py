@@ -1,0 +1,38 @@
+"""Build OUT/manifest.json from the per-input counts and the finished shards."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timezone
+from typing import Any
+
+from caption_debias import __version__
+from caption_debias.schema import SCHEMA_VERSION
+
+
+def build(*, inputs: list[dict[str, Any]], shards: list[dict[str, Any]], rejects_by_reason: Counter,
+          options: dict[str, Any], tokenizer: dict, segmenter: dict, summary: dict, elapsed_s: float) -> dict[str, Any]:
+    read = sum(i["read"] for i in inputs)
+    written = sum(i["written"] for i in inputs)
+    rejected = sum(i["rejected"] for i in inputs)
+    assert read == written + rejected, (read, written, rejected)  # counts must reconcile
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "complete": all(i["complete"] for i in inputs),
+        "counts": {
+            "read": read,
+            "written": written,
+            "rejected": rejected,
+            "duplicate_keys": sum(i.get("duplicate_keys", 0) for i in inputs),
+            "rejects_by_reason": dict(sorted(rejects_by_reason.items(), key=lambda kv: (-kv[1], kv[0]))),
+        },
+        "inputs": inputs,
+        "shards": shards,
+        "options": options,
+        "tokenizer": tokenizer,
+        "segmenter": segmenter,
+        "summary": summary,
+        "toolkit_version": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "elapsed_s": round(elapsed_s, 3),
+    }

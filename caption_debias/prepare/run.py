@@ -1,0 +1,160 @@
+"""prepare(): inputs -> ordered chunks -> text steps in workers -> atomic shards -> rejects, manifest.
+
+Resumable: every finished chunk leaves a sidecar (rows, sha256, rejects, counts); a rerun with
+the same options re-reads the input but reuses each chunk whose sidecar matches it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterator
+
+from caption_debias.dataset import MANIFEST, REJECTS
+from caption_debias.errors import IncompleteInput, UserError
+from caption_debias.prepare import state
+from caption_debias.prepare.distributor import Ready, ordered_map
+from caption_debias.prepare.manifest import build
+from caption_debias.prepare.options import PrepareOptions
+from caption_debias.prepare.progress import Progress, print_summary
+from caption_debias.prepare.stream import Chunk, InputCounts, chunks, reason_group, resolve_format
+from caption_debias.prepare.writer import write_json, write_shard, write_text
+
+
+def _clean(text: Any) -> Any:
+    """Reject fields may hold lone surrogates (undecodable input bytes): make them writable."""
+    return text.encode("utf-8", "replace").decode("utf-8") if isinstance(text, str) else text
+
+
+def finish_chunk(task: tuple[Chunk, str, str, str, str]) -> dict[str, Any]:
+    """Worker: text steps, shard and sidecar for one chunk. Returns the sidecar."""
+    from caption_debias.prepare.steps import process_records
+
+    chunk, out, fingerprint, segmenter, summary = task
+    out_dir = Path(out)
+    table, step_rejects = process_records(chunk.records, segmenter, summary)
+    per_input: dict[str, dict[str, int]] = {}
+    for name, (read, rejected, duplicates) in chunk.counts.items():
+        per_input[name] = {"read": read, "rejected": rejected, "duplicate_keys": duplicates}
+    for rej in step_rejects:
+        per_input[rej.input]["rejected"] += 1
+    for counts in per_input.values():
+        counts["written"] = counts["read"] - counts["rejected"]
+    # Deterministic order: the chunk's reader rejects, then its text-step rejects.
+    rejects = [*chunk.rejects, *step_rejects]
+    side: dict[str, Any] = {
+        "index": chunk.index, "fingerprint": fingerprint, "rows": len(table), "path": None, "sha256": None, "bytes": None,
+        "inputs": per_input,
+        "rejects": [{k: _clean(v) for k, v in r.to_json().items()} for r in rejects],
+        "fatal": [r.input for r in chunk.rejects if r.fatal],
+    }
+    if len(table):
+        rel = state.shard_name(chunk.index)
+        side.update(path=rel, sha256=write_shard(table, out_dir / rel), bytes=(out_dir / rel).stat().st_size)
+    write_json(side, state.sidecar_path(out_dir, chunk.index))
+    return side
+
+
+def _resolve_inputs(inputs: list[str | Path], fmt: str) -> list[tuple[str, Path, str]]:
+    if not inputs:
+        raise UserError("no input given")
+    resolved = []
+    for given in inputs:
+        path = Path(given)
+        if not path.exists():
+            raise UserError(f"{given}: no such file or folder")
+        resolved.append((str(given), path, state_format(path, fmt)))
+    names = [n for n, _, _ in resolved]
+    if len(set(names)) != len(names):
+        raise UserError("the same input is given twice")
+    return resolved
+
+
+def state_format(path: Path, fmt: str) -> str:
+    from caption_debias.readers import READERS
+
+    if fmt != "auto" and fmt not in READERS:
+        raise UserError(f"unknown format {fmt!r} (choose from auto, {', '.join(READERS)})")
+    return resolve_format(path, fmt)
+
+
+def prepare(inputs: list[str | Path], output: str | Path, options: PrepareOptions | None = None) -> dict[str, Any]:
+    """Prepare `inputs` into the folder `output`; returns the manifest.
+
+    Raises IncompleteInput after writing everything when an input was cut off.
+    """
+    from caption_debias.text import summary as summary_mod
+    from caption_debias.text.segment import get_segmenter
+    from caption_debias.text.tokenize import get_tokenizer
+
+    options = options or PrepareOptions()
+    options.validate()
+    started = time.monotonic()
+    out = Path(output)
+    resolved = _resolve_inputs(inputs, options.format)
+    shaping = {"inputs": [n for n, _, _ in resolved], "formats": [f for _, _, f in resolved], **options.output_shaping()}
+    resumed = state.start(out, shaping, options.overwrite)
+    (out / MANIFEST).unlink(missing_ok=True)  # a manifest is only ever there for a finished run
+
+    totals = {name: InputCounts(name, fmt) for name, _, fmt in resolved}
+    reused = 0
+
+    def tasks() -> Iterator[Any]:
+        nonlocal reused
+        for chunk in chunks(resolved, options, totals):
+            fingerprint = chunk.fingerprint()
+            side = state.load_sidecar(out, chunk.index, fingerprint) if resumed else None
+            if side is not None:
+                reused += 1
+                yield Ready(side)
+            else:
+                yield (chunk, str(out), fingerprint, options.segmenter, options.summary)
+
+    per_input = {name: Counter() for name, _, _ in resolved}
+    reasons: Counter = Counter()
+    shards: list[dict[str, Any]] = []
+    n_chunks = 0
+    progress = Progress(options.quiet)
+    rejects_tmp = out / state.STATE_DIR / "rejects.jsonl.partial"
+    try:
+        with open(rejects_tmp, "w", encoding="utf-8") as rejects_fh:
+            for side in ordered_map(finish_chunk, tasks(), options.workers, options.max_in_flight * options.workers):
+                n_chunks += 1
+                for name, counts in side["inputs"].items():
+                    per_input[name].update(counts)
+                for rej in side["rejects"]:
+                    reasons[reason_group(rej["reason"])] += 1
+                    rejects_fh.write(json.dumps(rej, ensure_ascii=False) + "\n")
+                if side["path"] is not None:
+                    shards.append({"path": side["path"], "rows": side["rows"], "sha256": side["sha256"]})
+                progress.update(sum(c["read"] for c in per_input.values()), sum(reasons.values()), len(shards))
+    finally:
+        progress.close()
+    state.remove_beyond(out, n_chunks)
+    with open(rejects_tmp, encoding="utf-8") as lines:  # rejects.jsonl appears whole or not at all
+        write_text(lines, out / REJECTS)
+    rejects_tmp.unlink()
+
+    input_entries = []
+    for name, _, fmt in resolved:
+        c = per_input[name]
+        input_entries.append({
+            "path": name, "format": fmt, "read": c["read"], "written": c["written"], "rejected": c["rejected"],
+            "duplicate_keys": c["duplicate_keys"], "complete": totals[name].complete,
+        })
+    manifest = build(
+        inputs=input_entries, shards=shards, rejects_by_reason=reasons,
+        options={"inputs": shaping["inputs"], **options.to_dict()},
+        tokenizer=get_tokenizer().describe(), segmenter=get_segmenter(options.segmenter).describe(),
+        summary=summary_mod.describe(options.summary), elapsed_s=time.monotonic() - started,
+    )
+    write_json(manifest, out / MANIFEST)
+    if not options.quiet:
+        print_summary(manifest, str(out), reused)
+    broken = [e["path"] for e in input_entries if not e["complete"]]
+    if broken:
+        raise IncompleteInput(f"{', '.join(broken)}: input cut off or broken mid-way; kept every complete record "
+                              f"before the fault (see {out / REJECTS}); manifest says complete: false")
+    return manifest

@@ -1,0 +1,135 @@
+"""The single ordered stream: inputs -> records with unique keys -> chunks of `shard_rows` records.
+
+It runs in the main process only, so keys, duplicate suffixes and chunk boundaries do not
+depend on how many workers process the chunks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from caption_debias.readers import detect, get_reader
+from caption_debias.readers.common import image_problem, input_stem
+from caption_debias.records import Record, Reject, excerpt
+
+
+def reason_group(reason: str) -> str:
+    """'missing field: image' -> 'missing field' (reasons carry details after ': ')."""
+    return reason.split(": ", 1)[0]
+
+
+@dataclass
+class InputCounts:
+    path: str
+    format: str
+    read: int = 0
+    rejected: int = 0  # by the reader or the stream; text-step rejects are added by workers
+    duplicate_keys: int = 0
+    complete: bool = True
+
+
+@dataclass
+class Chunk:
+    """One future shard: its records in input order plus the rejects read alongside them."""
+
+    index: int
+    records: list[tuple[str, Record]] = field(default_factory=list)  # (key, record)
+    rejects: list[Reject] = field(default_factory=list)
+    # per input path: [read, rejected, duplicate_keys] within this chunk
+    counts: dict[str, list[int]] = field(default_factory=dict)
+
+    def count(self, input_name: str, read: int = 0, rejected: int = 0, duplicate: int = 0) -> None:
+        c = self.counts.setdefault(input_name, [0, 0, 0])
+        c[0] += read
+        c[1] += rejected
+        c[2] += duplicate
+
+    def fingerprint(self) -> str:
+        """Hash of everything the chunk carries: a resumed run reuses a shard only if it matches."""
+        h = hashlib.sha256()
+        for key, r in self.records:
+            h.update(json.dumps([key, r.source, r.image, r.caption, r.split, r.location, r.meta],
+                                ensure_ascii=False, sort_keys=True, default=str).encode("utf-8", "surrogatepass"))
+        for j in self.rejects:
+            h.update(json.dumps(j.to_json(), ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+        return h.hexdigest()
+
+
+class KeyAssigner:
+    """Unique keys in input order; duplicates get '#2', '#3', ...
+
+    Keys are remembered as 8-byte blake2b digests, not strings, so 1.25M keys cost ~60 MB;
+    a digest collision (p ~ 1e-7 at that size) only adds an unneeded suffix, keys stay unique.
+    """
+
+    def __init__(self) -> None:
+        self.seen: set[bytes] = set()
+        self.next_suffix: dict[bytes, int] = {}
+
+    @staticmethod
+    def _digest(key: str) -> bytes:
+        return hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+
+    def assign(self, base: str) -> tuple[str, bool]:
+        d = self._digest(base)
+        if d not in self.seen:
+            self.seen.add(d)
+            return base, False
+        n = self.next_suffix.get(d, 2)
+        while True:
+            key = f"{base}#{n}"
+            kd = self._digest(key)
+            n += 1
+            if kd not in self.seen:
+                self.seen.add(kd)
+                self.next_suffix[d] = n
+                return key, True
+
+
+def base_key(record: Record, stem: str) -> str:
+    if record.source_id is not None and str(record.source_id).strip():
+        return f"{record.source}/{record.source_id}"
+    return f"{record.source}/{stem}:{record.location}"
+
+
+def resolve_format(path: Path, fmt: str) -> str:
+    return detect(path) if fmt == "auto" else fmt
+
+
+def chunks(inputs: list[tuple[str, Path, str]], options, totals: dict[str, InputCounts]) -> Iterator[Chunk]:
+    """Chunks of up to `shard_rows` records, in input order.
+
+    A full chunk is held back until the next record arrives, so rejects read after its last
+    record still join it and only an input with no records at all makes a record-less chunk.
+    """
+    keys = KeyAssigner()
+    current = Chunk(0)
+    for name, path, fmt in inputs:
+        counts = totals[name]
+        stem = input_stem(path)
+        for item in get_reader(fmt)(path, name, options):
+            counts.read += 1
+            if isinstance(item, Record):
+                problem = image_problem(item.image)
+                if problem:
+                    item = Reject(name, item.location, problem, excerpt(item.image))
+            if isinstance(item, Reject):
+                counts.rejected += 1
+                current.rejects.append(item)
+                current.count(name, read=1, rejected=1)
+                if item.fatal:
+                    counts.complete = False
+                continue
+            if len(current.records) >= options.shard_rows:
+                yield current
+                current = Chunk(current.index + 1)
+            key, duplicate = keys.assign(base_key(item, stem))
+            counts.duplicate_keys += duplicate
+            current.records.append((key, item))
+            current.count(name, read=1, duplicate=int(duplicate))
+    if current.records or current.rejects:
+        yield current
