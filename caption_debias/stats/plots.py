@@ -86,9 +86,11 @@ def sentences_per_caption(groups: Groups) -> bytes:
     ax.set_title("Sentences per caption")
     ax.set_xlabel("sentences")
     ax.set_ylabel("captions")
-    ticks = list(range(0, MAX_SENTENCES + 2))
+    last = max([int(k) for _, g in groups for k in g["sentences_per_caption"]["histogram"]] + [1])
+    last = min(max(last, 5), MAX_SENTENCES + 1)  # axis ends at the longest caption seen
+    ticks = list(range(1, last + 1))
     ax.set_xticks(ticks, [str(t) if t <= MAX_SENTENCES else f"{MAX_SENTENCES + 1}+" for t in ticks])
-    ax.set_xlim(0.4, MAX_SENTENCES + 1.6)
+    ax.set_xlim(0.4, last + 0.6)
     ax.grid(axis="x", visible=False)
     _percent_axis(ax)
     ax.legend(loc="upper right")
@@ -171,7 +173,9 @@ def opening_phrases(groups: Groups, top: int = 10) -> bytes:
     n = max(len(groups), 1)
     cols = min(n, 3)
     rows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 0.32 * top * rows + 1.2), squeeze=False)
+    # 14.4 in wide when side by side (two 7.2 in plots), so fonts match the other figures
+    width = 7.2 if n == 1 else 14.4
+    fig, axes = plt.subplots(rows, cols, figsize=(width, (0.27 * top + 0.9) * rows + 0.4), squeeze=False)
     for i, (label, g) in enumerate(groups):
         ax = axes[i // cols][i % cols]
         items = g["opening_phrases"][:top][::-1]
