@@ -175,3 +175,90 @@ def test_bad_inputs_are_user_errors(tmp_path, folder_a):
     (folder_a / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(UserError, match="manifest lists"):
         compute_stats([folder_a])
+
+
+def _plain_python_stats(dataset: PreparedDataset) -> dict:
+    """The headline figures recomputed row by row from the shards, without polars."""
+    table = dataset.read(["sentences", "sentence_tokens", "num_tokens", "summary_mask"]).to_pylist()
+    n = len(table)
+    return {
+        "records": n,
+        "over_77": sum(r["num_tokens"] > 77 for r in table) / n,
+        "max": max(r["num_tokens"] for r in table),
+        "first_mean": sum(len(r["sentence_tokens"][0]) for r in table) / n,
+        "opening": sum(r["summary_mask"][0] for r in table) / n,
+        "closing": sum(len(r["summary_mask"]) > 1 and r["summary_mask"][-1] for r in table) / n,
+        "hist": {str(k): sum(len(r["sentences"]) == k for r in table) for k in {len(r["sentences"]) for r in table}},
+    }
+
+
+def test_on_real_prepare_output(tmp_path):
+    """prepare() on a small JSON-lines table, then stats: figures agree with a row-by-row count,
+    and the token counts are the real CLIP tokenizer's."""
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+    from caption_debias.text.tokenize import get_tokenizer
+
+    captions = [
+        "The image shows a red bus on a wet street. People wait at the stop. Rain falls.",
+        "A small kitchen with white cabinets. A kettle sits on the stove.",
+        "The photo shows a beach at sunset. " + "Waves roll in over the dark sand near the old pier. " * 8,
+        "",  # rejected: empty caption
+        "Two dogs play in a park. One is brown. The other is black and white. In short, dogs at play.",
+    ]
+    src = tmp_path / "captions.jsonl"
+    src.write_text("".join(json.dumps({"image": f"{i}.jpg", "caption": c, "key": str(i)}) + "\n" for i, c in enumerate(captions)))
+    out = tmp_path / "prepared"
+    manifest = prepare([src], out, PrepareOptions(format="table", quiet=True, split="val"))
+    s = compute_stats([out], StatsOptions(by="split"))
+    expect = _plain_python_stats(PreparedDataset.open(out))
+    assert s["records"] == manifest["counts"]["written"] == expect["records"] == 4
+    assert s["rejected"] == manifest["counts"]["rejected"] == 1 and sum(s["rejects_by_reason"].values()) == 1
+    assert s["tokens_per_caption"]["over_77"] == pytest.approx(expect["over_77"], abs=1e-6)
+    assert s["tokens_per_caption"]["max"] == expect["max"]
+    tok = get_tokenizer()
+    assert s["tokens_per_caption"]["max"] == len(tok.encode(captions[2])) + 2 > 77
+    assert s["first_sentence_tokens"]["mean"] == pytest.approx(expect["first_mean"], abs=1e-4)
+    assert s["opening_summary_rate"] == pytest.approx(expect["opening"], abs=1e-6)
+    assert s["closing_summary_rate"] == pytest.approx(expect["closing"], abs=1e-6)
+    assert s["sentences_per_caption"]["histogram"] == expect["hist"]
+    assert list(s["by"]["groups"]) == ["val"]
+    assert {p["phrase"] for p in s["opening_phrases"]} >= {"the image shows", "the photo shows", "two dogs play"}
+
+
+def test_cli_writes_self_contained_report(folder_a, folder_b, tmp_path):
+    from typer.testing import CliRunner
+
+    from caption_debias.cli.main import app
+
+    report = tmp_path / "report"
+    result = CliRunner().invoke(app, ["stats", str(folder_a), str(folder_b), "--report", str(report), "--by", "split"])
+    assert result.exit_code == 0, result.output
+    assert "set · train" in result.output and "empty caption 3, missing image 1" in result.output
+    saved = json.loads((report / "stats.json").read_text())
+    assert saved["records"] == 8 and saved["by"]["field"] == "split"
+    assert saved["datasets"][0]["by"]["train"]["records"] == 2
+    page = (report / "report.html").read_text()
+    images = re.findall(r'<img[^>]*src="data:image/png;base64,([^"]+)"', page)
+    assert len(images) == 5
+    assert all(base64.b64decode(i)[:8] == b"\x89PNG\r\n\x1a\n" for i in images)
+    # opens offline: nothing is fetched from anywhere
+    assert not re.search(r'(src|href)="(https?:)?//', page) and "@import" not in page
+    assert "set · train" in page and "other · test" in page  # side by side, per split
+    md = (report / "report.md").read_text()
+    assert "| longer than 77 tokens (CLIP) | 50.0% |" in md
+    assert all((report / link).is_file() for link in re.findall(r"\]\((plots/[^)]+\.png)\)", md))
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", "from caption_debias.cli.main import main; main()", "stats", str(tmp_path / "missing")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "no such folder" in proc.stderr
+    assert "Traceback" not in proc.stderr

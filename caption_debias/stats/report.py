@@ -84,23 +84,34 @@ def summary_table(stats: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+# (column header, getter, formatter) of the terminal table: one row per group, short headers
+TERMINAL_COLUMNS = [
+    ("records", lambda g: g["records"], _num),
+    ("tokens\nmedian", lambda g: g["tokens_per_caption"]["median"], _num),
+    ("tokens\n>77", lambda g: g["tokens_per_caption"]["over_77"], _pct),
+    ("tokens\n>248", lambda g: g["tokens_per_caption"]["over_248"], _pct),
+    ("sents\nmedian", lambda g: g["sentences_per_caption"]["median"], _num),
+    ("sum.\nopens", lambda g: g["opening_summary_rate"], _pct),
+    ("sum.\ncloses", lambda g: g["closing_summary_rate"], _pct),
+]
+
+
 def print_table(stats: dict[str, Any], console=None) -> None:
-    """A short rich table of the headline figures on the terminal."""
+    """A short rich table of the headline figures on the terminal, one row per group."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
     console = console or Console()
-    header, rows = summary_table(stats)
-    table = Table(title="caption-debias stats", title_style="bold", header_style="bold cyan")
-    table.add_column(header[0])
-    for name in header[1:]:
-        table.add_column(name, justify="right")
-    headline = {"records", "tokens / caption, median", "longer than 77 tokens (CLIP)",
-                "longer than 248 tokens (Long-CLIP)", "sentences / caption, median",
-                "first sentence tokens, median", "summary opens the caption", "summary closes the caption"}
-    for row in rows:
-        if row[0] in headline:
-            table.add_row(*row)
+    table = Table(title="caption-debias stats", title_style="bold", header_style="bold cyan",
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, caption="CLIP tokens with start/end; sum. = summary sentence")
+    table.add_column("group", overflow="fold", min_width=10)
+    for name, _, _ in TERMINAL_COLUMNS:
+        table.add_column(name, justify="right", no_wrap=True)
+    groups = _table_groups(stats)
+    for i, (label, g) in enumerate(groups):
+        table.add_row(label, *[fmt(get(g)) for _, get, fmt in TERMINAL_COLUMNS],
+                      end_section=len(groups) > 1 and i == 0)
     console.print(table)
     top = stats["opening_phrases"][:3]
     if top:
