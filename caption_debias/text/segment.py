@@ -14,7 +14,7 @@ Three segmenters share one interface (`spans(text)` -> [(start, end)], with
 
 from __future__ import annotations
 
-import re
+import regex
 from functools import lru_cache
 from typing import Protocol
 
@@ -140,61 +140,152 @@ class SpacySegmenter:
 
 # --- fast ----------------------------------------------------------------------------
 
-def _pysbd_abbreviations() -> frozenset[str]:
+def _pysbd_abbreviations() -> tuple[frozenset[str], frozenset[str]]:
+    """(all abbreviations pysbd knows, those it never ends a sentence after).
+
+    Probing pysbd 0.3.4 showed: after an ordinary abbreviation ("co.", "man.", "etc.")
+    it splits before a capitalised word (except "I"), as after any word; after a
+    prepositive one ("Dr.", "St.", "Mt."), a dotted one ("e.g.", "U.S.") and "fig.",
+    "ph.", "v.", "vs." it never does. tests/test_text_segment.py re-checks this.
+    """
     from pysbd.lang.english import English
 
     ab = English.Abbreviation
-    return frozenset(a.lower() for a in (*ab.ABBREVIATIONS, *ab.PREPOSITIVE_ABBREVIATIONS, *ab.NUMBER_ABBREVIATIONS))
+    every = frozenset(a.lower() for a in (*ab.ABBREVIATIONS, *ab.PREPOSITIVE_ABBREVIATIONS, *ab.NUMBER_ABBREVIATIONS))
+    never = frozenset(
+        {a.lower() for a in ab.PREPOSITIVE_ABBREVIATIONS} | {a for a in every if "." in a} | {"fig", "ph", "v", "vs", "st"}
+    )
+    return every, never
 
 
-# Characters outside this set (quotes, brackets, newlines, tabs, ellipsis, non-ASCII
-# punctuation, ...) make pysbd apply rules we do not re-implement: such captions go to it.
-_SAFE_TEXT = re.compile(r"[A-Za-z0-9 ,;:'\-/%&+$#*=@.!?()\u00C0-\u024F]*")
-# Every sentence-final mark with the word before it and what follows it.
-_MARK = re.compile(r"([A-Za-z0-9'\-/%&+$#*=@()\u00C0-\u024F]*)([.!?]+)(\s*)")
+# Characters with no sentence-splitting rule of their own in pysbd: letters, digits and
+# ordinary punctuation. Anything else (brackets, ellipsis "\u2026", tabs, bullets, CJK
+# marks, control characters, ...) sends the caption to pysbd.
+_SAFE_TEXT = regex.compile(
+    r"[\p{L}\p{N}\p{M} \xa0\n\r,;:'\-/%&+$#*=@.!?()\u2018\u2019\u201c\u201d\"\u2013\u2014\u00b0\u00d7\u00bc-\u00be\u00b2\u00b3]*"
+)
+# Double-quoted stretches. pysbd never splits inside them; a stretch ending in one mark
+# ('reads "Stop." The') ends a sentence when a capital follows, as a word would.
+_DOUBLE_QUOTED = regex.compile(r"\"([^\"\n]*)\"|\u201c([^\u201d\u201c\n]*)\u201d")
+_DOUBLE_QUOTE_CHAR = regex.compile(r"[\"\u201c\u201d]")
+# Single-quoted stretches (not apostrophes); pysbd's rules there are subtler: any mark
+# inside one sends the caption to pysbd.
+_SINGLE_QUOTED = regex.compile(r"(?<![\p{L}\p{N}])['\u2018][^'\u2019\n]*['\u2019](?![\p{L}\p{N}])")
+# Every run of sentence marks, with the token before it and the spaces after it.
+_MARK = regex.compile(r"(\S*?)([.!?]+)([ \xa0]*)")
+# A plain word: letters, possibly joined by hyphens or apostrophes ("t-shirt", "woman's").
+_PLAIN_WORD = regex.compile(r"\p{L}+(?:['\u2019\-]\p{L}+)*")
+_WORD_PART = regex.compile(r"['\u2019\-]")
+_TIME = regex.compile(r"\d{1,2}:\d{2}")
+_QUOTE_END = regex.compile(r".*[\"\u201d]")
+_CAPITALISED = regex.compile(r"\p{Lu}\p{Ll}")
+_PARAGRAPH_BREAK = regex.compile(r"[ \xa0]*[\r\n]\s*")
+_HIDDEN = "\x00"  # fills quoted text in the scanned copy; never in safe text
 
 
 class FastSegmenter:
     """Decides easy captions itself and gives the doubtful ones to pysbd whole.
 
-    A caption is easy when it has only ordinary characters and each [.!?] run is one
-    of: the end of the text; a single mark after a plain word of 2+ letters that is
-    not an abbreviation pysbd knows, followed by one space and a capital letter
-    (a boundary); a decimal point between digits (not a boundary). Everything else
-    (e.g. "Dr. Smith", "U.S.", "a.m.", "...", "1. item", quotes, newlines, a lower-case
-    word after a period) is decided by pysbd, so the fast path never has to guess.
+    A caption is easy when it has only ordinary characters, balanced quotes, and each
+    [.!?] run is one of: the end of a line or of the text; a single mark followed by
+    spaces and a capital after a plain word (2+ letters, not all capitals, not an
+    abbreviation pysbd keeps together), a quote, or a time "08:45" (a boundary); a
+    decimal point "3.5" (no boundary). Marks inside double quotes never split; a quote
+    ending in a mark splits before a capital and not before anything else. Line breaks
+    always end a sentence, as in pysbd. Everything else ("Dr. Smith", "U.S.", "a.m.",
+    "1. item", "...", "?!", a lower-case word after a period) is decided by pysbd, so
+    the fast path never guesses.
     """
 
     name = "fast"
 
     def __init__(self):
         self._pysbd = PysbdSegmenter()
-        self._abbrev = _pysbd_abbreviations()
+        self._abbrev, self._abbrev_never = _pysbd_abbreviations()
         self.calls = 0
         self.delegated = 0
+
+    def _boundary_after(self, word: str, next_text: str) -> bool | None:
+        """True: split after `word` + one mark before `next_text`; None: not sure."""
+        if _QUOTE_END.fullmatch(word) or _TIME.fullmatch(word):
+            return True
+        if len(word) < 2 or word.isupper() or _PLAIN_WORD.fullmatch(word) is None:
+            return None
+        for part in _WORD_PART.split(word):
+            p = part.lower()
+            if p in self._abbrev_never:
+                return None
+            if p in self._abbrev and not _CAPITALISED.match(next_text):
+                return None
+        return True
+
+    def _line_cuts(self, scan: str, start: int, stop: int, cuts: list[int]) -> bool:
+        """Append the sentence ends inside scan[start:stop] (one line); False when in doubt."""
+        for m in _MARK.finditer(scan, start, stop):
+            word, marks, space = m.group(1), m.group(2), m.group(3)
+            after = m.end()
+            quote_mark = word[:1] in ('"', "\u201c") and word.endswith(_HIDDEN)  # '"Stop.' seen as '"\0\0\0\0.'
+            if after >= stop:
+                if len(marks) != 1:
+                    return False  # "sun.." at a line end: pysbd splits it oddly
+                continue
+            if quote_mark:
+                if space and scan[after].isupper():
+                    cuts.append(m.end(2))
+                continue  # '"Go!" and left': no boundary
+            if not space:
+                if marks == "." and word[-1:].isdigit() and scan[after].isdigit():
+                    continue  # decimal "3.5"
+                return False
+            if len(marks) != 1 or not scan[after].isupper():
+                return False
+            if not self._boundary_after(word, scan[after : after + 2]):
+                return False
+            cuts.append(m.end(2))
+        return True
+
+    def _scan_copy(self, text: str) -> str | None:
+        """`text` with double-quoted text hidden (same length); None when quotes are doubtful."""
+        if not _DOUBLE_QUOTE_CHAR.search(text) and "'" not in text and "\u2018" not in text:
+            return text
+        for q in _SINGLE_QUOTED.finditer(text):
+            if any(c in q.group() for c in ".!?"):
+                return None
+        chars = list(text)
+        for q in _DOUBLE_QUOTED.finditer(text):
+            a, b = q.start() + 1, q.end() - 1  # inside the quotes
+            inner = text[a:b]
+            ends_with_mark = inner[-1:] in (".", "!", "?")
+            if ends_with_mark and len(inner) > 1 and inner[-2] in ".!?":
+                return None  # "Wait..." / "Really?!"
+            if inner.rstrip()[-1:] in (".", "!", "?") and not ends_with_mark:
+                return None  # '"DKP. " The': pysbd keeps it together
+            chars[a:b] = _HIDDEN * (b - a)
+            if ends_with_mark:
+                # the closing quote stands in for the mark, so the mark run is seen as
+                # '"\0\0\0' + '.'; a quote is never the same length as its inside.
+                chars[b] = inner[-1]
+        scan = "".join(chars)
+        if _DOUBLE_QUOTE_CHAR.sub("", _DOUBLE_QUOTED.sub("", text)) != _DOUBLE_QUOTED.sub("", text):
+            return None  # an unpaired double quote
+        return scan
 
     def _easy_spans(self, text: str) -> list[tuple[int, int]] | None:
         if _SAFE_TEXT.fullmatch(text) is None:
             return None
-        n = len(text)
+        scan = self._scan_copy(text)
+        if scan is None:
+            return None
         cuts = [0]
-        for m in _MARK.finditer(text):
-            word, marks, space = m.group(1), m.group(2), m.group(3)
-            after = m.end()
-            if after >= n:  # end of text: the last sentence closes here
-                break
-            if marks == "." and not space and word[-1:].isdigit() and text[after].isdigit():
-                continue  # decimal "3.5"; no boundary
-            if len(marks) != 1 or space != " " or not text[after].isupper():
+        pos = 0
+        for br in _PARAGRAPH_BREAK.finditer(scan):
+            if not self._line_cuts(scan, pos, br.start(), cuts):
                 return None
-            if marks == "." and (
-                len(word) < 2 or not word.isalpha() or word.lower() in self._abbrev or word.isupper()
-            ):
-                return None
-            if marks != "." and not word[-1:].isalpha():
-                return None
-            cuts.append(m.end(2))
-        cuts.append(n)
+            cuts.append(br.start())
+            pos = br.end()
+        if not self._line_cuts(scan, pos, len(scan), cuts):
+            return None
+        cuts.append(len(scan))
         out = []
         for a, b in zip(cuts, cuts[1:]):
             t = _tight(text, a, b)
