@@ -262,3 +262,18 @@ def test_cli_errors_are_one_line(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "no such folder" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_incomplete_and_summary_none_are_flagged(folder_a, tmp_path):
+    from caption_debias.stats.report import notes, write_report
+
+    manifest = json.loads((folder_a / "manifest.json").read_text())
+    manifest["complete"] = False
+    manifest["summary"] = {"mode": "none"}
+    (folder_a / "manifest.json").write_text(json.dumps(manifest))
+    s = compute_stats([folder_a])
+    assert s["datasets"][0]["prepared_with"] == {"segmenter": None, "summary": "none", "complete": False}
+    found = notes(s)
+    assert len(found) == 2 and "cut off" in found[0] and "--summary none" in found[1]
+    files = write_report(s, tmp_path / "r")
+    assert "cut off" in files["html"].read_text() and "cut off" in files["markdown"].read_text()

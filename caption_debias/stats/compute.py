@@ -248,6 +248,11 @@ def compute_stats(folders: Sequence[str | Path], options: StatsOptions | None = 
                 f"{ds.folder}: shards hold {entry['records']} rows but the manifest lists {ds.rows}"
             )
         entry["manifest_counts"] = _manifest_counts(ds)
+        entry["prepared_with"] = {
+            "segmenter": (ds.manifest.get("segmenter") or {}).get("name"),
+            "summary": (ds.manifest.get("summary") or {}).get("mode"),
+            "complete": ds.manifest.get("complete"),  # False: an input was cut off mid-way
+        }
         if options.by:
             entry["by"] = {g[1]: _group_stats(finest[g], top) for g in sorted(own, key=lambda g: g[1])}
         per_dataset.append(entry)

@@ -116,8 +116,32 @@ def print_table(stats: dict[str, Any], console=None) -> None:
     top = stats["opening_phrases"][:3]
     if top:
         console.print("top opening phrases: " + ", ".join(f"\"{p['phrase']}\" {_pct(p['fraction'])}" for p in top))
+    for note in notes(stats):
+        console.print(f"[yellow]note:[/] {note}")
     if stats["rejects_by_reason"]:
         console.print("rejects: " + ", ".join(f"{r} {n:,}" for r, n in stats["rejects_by_reason"].items()))
+
+
+def notes(stats: dict[str, Any]) -> list[str]:
+    """Caveats a reader of the figures must know."""
+    out = []
+    for d in stats["datasets"]:
+        prepared = d.get("prepared_with", {})
+        if prepared.get("complete") is False:
+            out.append(f"{d['name']}: the manifest says an input was cut off; figures cover what was read")
+        if prepared.get("summary") == "none":
+            out.append(f"{d['name']}: prepared with --summary none, so no sentence is flagged as a summary")
+    if len(comparison_groups(stats)) > MAX_PLOT_GROUPS:
+        out.append(f"plots show the first {MAX_PLOT_GROUPS} of {len(comparison_groups(stats))} groups; the tables list all")
+    return out
+
+
+def _prepared_line(stats: dict[str, Any]) -> str:
+    parts = []
+    for d in stats["datasets"]:
+        p = d.get("prepared_with", {})
+        parts.append(f"{d['name']}: segmenter {p.get('segmenter') or '?'}, summary rule {p.get('summary') or '?'}")
+    return "; ".join(parts)
 
 
 def _phrase_rows(stats: dict[str, Any], groups) -> tuple[list[str], list[list[str]]]:
@@ -151,9 +175,12 @@ def render_markdown(stats: dict[str, Any], figure_files: dict[str, str]) -> str:
         "Tokens are CLIP BPE tokens; caption lengths include the start and end tokens, "
         "first-sentence lengths do not.",
         "",
+        *[f"> **Note:** {n}\n" for n in notes(stats)],
         "## Figures",
         "",
         _md_table(header, rows),
+        "",
+        f"Prepared with {_prepared_line(stats)}.",
         "",
         "## Top opening phrases",
         "",
@@ -198,6 +225,7 @@ th:first-child, td:first-child { text-align: left; }
 thead th { background:#eef2f7; font-weight:600; }
 tbody tr:nth-child(even) { background:#fafbfc; }
 .note { color: var(--muted); font-size: 13px; }
+.warn { background:#fff6e0; border:1px solid #f0d58a; border-radius:8px; padding:8px 12px; margin: 0 0 14px; }
 """
 
 
@@ -233,6 +261,7 @@ def render_html(stats: dict[str, Any], figures: dict[str, bytes]) -> str:
         else '<p class="note">No rejects recorded in the manifest.</p>'
     )
     header, rows = summary_table(stats)
+    notes_html = "".join(f'<p class="warn">{e(n)}</p>' for n in notes(stats))
     folders = ", ".join(f"<code>{e(f)}</code>" for f in stats["folders"])
     by = f" · grouped by <b>{e(stats['by']['field'])}</b>" if "by" in stats else ""
     return f"""<!DOCTYPE html>
@@ -242,14 +271,15 @@ def render_html(stats: dict[str, Any], figures: dict[str, bytes]) -> str:
 <body><main>
 <h1>Dataset statistics</h1>
 <p class="sub">{folders}{by}</p>
-<div class="cards">{card_html}</div>
+{notes_html}<div class="cards">{card_html}</div>
 <h2>Plots</h2>
 <div class="plots">{''.join(plots)}</div>
 <h2>Figures</h2>
 {_html_table(header, rows)}
 <p class="note">Tokens are CLIP BPE tokens. Caption lengths include the start and end tokens
 (CLIP reads 77, Long-CLIP 248); first-sentence lengths do not. A summary sentence is one the
-prepare step flagged in <code>summary_mask</code>; a one-sentence caption counts as opening only.</p>
+prepare step flagged in <code>summary_mask</code>; a one-sentence caption counts as opening only.
+Prepared with {e(_prepared_line(stats))}.</p>
 <h2>Top opening phrases</h2>
 {_html_table(*_phrase_rows(stats, groups), left=True)}
 <p class="note">The first {stats['options']['phrase_words']} lowercased words of the first sentence, punctuation dropped.</p>
