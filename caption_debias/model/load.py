@@ -39,6 +39,26 @@ class LoadedModel:
     name: str  # open_clip architecture name (or the spec for local-dir/hf-hub)
     spec: str
     info: dict = field(default_factory=dict)  # where the weights came from
+    model_cfg: dict | None = None  # open_clip model config of the architecture (as loaded)
+
+    def open_clip_config(self) -> dict:
+        """{"model_cfg", "preprocess_cfg"} at the model's current context: what local-dir: reads."""
+        import copy
+
+        import open_clip
+
+        if self.model_cfg is None:
+            raise UserError(f"no open_clip config known for {self.spec}")
+        cfg = copy.deepcopy(self.model_cfg)
+        cfg["text_cfg"]["context_length"] = int(self.model.context_length)
+        return {"model_cfg": cfg, "preprocess_cfg": open_clip.get_model_preprocess_cfg(self.model)}
+
+    def set_context(self, context_length: int) -> None:
+        """After stretching: a tokenizer for the new context."""
+        import open_clip
+
+        self.context_length = int(context_length)
+        self.tokenizer = open_clip.get_tokenizer(self.info.get("tokenizer", self.name), context_length=self.context_length)
 
 
 @lru_cache(maxsize=1)
@@ -79,7 +99,9 @@ def _finish(model, pre_train, pre_val, tok_name: str, name: str, spec: str, devi
     model.to(device).eval()
     context = int(getattr(model, "context_length", None) or model.text.context_length)
     tokenizer = open_clip.get_tokenizer(tok_name, context_length=context)
-    return LoadedModel(model, pre_val, pre_train, tokenizer, context, name, spec, info)
+    model_cfg = open_clip.get_model_config(tok_name)
+    info = {**info, "tokenizer": tok_name}
+    return LoadedModel(model, pre_val, pre_train, tokenizer, context, name, spec, info, model_cfg)
 
 
 def _load_file_checkpoint(arch: str, path: Path, device: str, spec: str) -> LoadedModel:
