@@ -179,6 +179,8 @@ _WORD_PART = regex.compile(r"['\u2019\-]")
 _TIME = regex.compile(r"\d{1,2}:\d{2}")
 _QUOTE_END = regex.compile(r".*[\"\u201d]")
 _CAPITALISED = regex.compile(r"\p{Lu}\p{Ll}")
+# "1) item", "a) item", "iv) item": pysbd splits list items even without a period.
+_LIST_MARKER = regex.compile(r"(?:^|\s)[\p{L}\p{N}]{1,3}\)")
 _PARAGRAPH_BREAK = regex.compile(r"[ \xa0]*[\r\n]\s*")
 _HIDDEN = "\x00"  # fills quoted text in the scanned copy; never in safe text
 
@@ -272,6 +274,8 @@ class FastSegmenter:
 
     def _easy_spans(self, text: str) -> list[tuple[int, int]] | None:
         if _SAFE_TEXT.fullmatch(text) is None:
+            return None
+        if ")" in text and _LIST_MARKER.search(text):
             return None
         scan = self._scan_copy(text)
         if scan is None:
