@@ -1,0 +1,113 @@
+"""Sentence segmenters: exact spans, pysbd agreement of the fast path, Golden Rules."""
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from caption_debias.errors import UserError
+from caption_debias.text.segment import SEGMENTERS, _pysbd_abbreviations, align_sentences, get_segmenter
+
+GOLDEN = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "golden_rules_en.json"
+
+# Calibration-style long captions with the marks that make splitting hard.
+CAPTIONS = [
+    "A red bicycle leans on a wooden fence. The bicycle has a wicker basket. Its tires are worn.",
+    "The image shows a street at 08:45 in the morning. A sign reads \"OPEN.\" The shop is 3.5 m wide.",
+    "A man stands near St. Mary's church, e.g. by the gate. Dr. Smith waves. The U.S. flag flies.",
+    "An aerial view of a harbour.\n\nBoats are moored along the pier. Overall, the scene is calm.",
+    "A sign with the words \"Blue bottle coffee. \" She smiles. The words \"EXIT\". Only one door.",
+    "Two dogs play... One is brown. The other?! It is white.",
+    "A chart lists 1. apples 2. pears. The title is bold.",
+    "A woman holds a cup. She reads 'Stop. Go.' The end. He said \"Go!\" and left. Then it rained.",
+    "It is behind the man. The people wait. It is the co. A thing. Half of the art. The end",
+    "A vintage poster. 1) A car 2) A plane. The colours (red, blue.) fade. A time of 12:05. The face.",
+    "The sign “SAMSUNG” is red. A sign reads “All you need is love.” The wall is grey.",
+    "Trailing marks at the end of the sun.. A new line\nstarts here. And a tab\there.",
+    "A yellow-co. The end. A t-shirt. The dog's bowl. A woman's hat. The BMW. The TV. Done.",
+    "Wow!! Really? Yes. The price is $100.00. It costs 5. The next one.",
+    "  Leading and trailing spaces.   Two  spaces. \xa0Non-breaking.\xa0 ",
+]
+
+
+def _check_spans(text, spans):
+    prev = 0
+    for s, e in spans:
+        assert prev <= s < e <= len(text)
+        assert text[s:e] == text[s:e].strip() != ""
+        prev = e
+
+
+@pytest.mark.parametrize("name", SEGMENTERS)
+def test_spans_are_exact_and_ordered(name):
+    seg = get_segmenter(name)
+    for text in CAPTIONS:
+        _check_spans(text, seg.spans(text))
+    assert seg.spans("") == [] and seg.spans("  \n ") == []
+    assert seg.describe()["name"] == name
+
+
+def test_fast_equals_pysbd_on_hard_captions():
+    fast, ref = get_segmenter("fast"), get_segmenter("pysbd")
+    rng = random.Random(5)
+    texts = list(CAPTIONS)
+    # shuffled sentence orders and joins make new combinations of the same hard spots
+    for _ in range(150):
+        parts = rng.sample(CAPTIONS, 3)
+        texts.append(rng.choice([" ", "  ", "\n", "\n\n"]).join(parts))
+    for text in texts:
+        assert fast.spans(text) == ref.spans(text), text
+    assert 0 < fast.delegated < fast.calls  # both the fast path and the fallback were used
+
+
+def test_fast_path_handles_plain_captions_itself():
+    fast = get_segmenter("fast")
+    before = fast.delegated
+    text = CAPTIONS[0] + " In the background, a 3.5 m wall stands at 08:45. The dog's bowl is red."
+    spans = fast.spans(text)
+    assert fast.delegated == before
+    assert [text[s:e] for s, e in spans][:2] == ["A red bicycle leans on a wooden fence.", "The bicycle has a wicker basket."]
+    assert len(spans) == 5
+
+
+def test_abbreviation_classes_match_pysbd_behaviour():
+    # The fast path treats ordinary abbreviations as words before a capitalised word and
+    # sends the others to pysbd; re-check that claim against the installed pysbd.
+    import pysbd
+
+    seg = pysbd.Segmenter(language="en", clean=False)
+    every, never = _pysbd_abbreviations()
+    for abbr in sorted(every - never):
+        if len(abbr) < 2:
+            continue
+        out = seg.segment(f"It is behind the {abbr}. The thing is red.")
+        assert len(out) == 2, abbr
+
+
+def test_golden_rules():
+    cases = json.loads(GOLDEN.read_text(encoding="utf-8"))["cases"]
+    assert len(cases) == 48
+    for name, minimum in (("fast", 47), ("pysbd", 47)):
+        seg = get_segmenter(name)
+        passed = sum([c["text"][s:e] for s, e in seg.spans(c["text"])] == c["expected"] for c in cases)
+        assert passed >= minimum, (name, passed)
+
+
+def test_align_sentences_keeps_every_character():
+    text = "Alpha beta. Gamma delta. Epsilon."
+    assert align_sentences(text, ["Alpha beta. ", "Gamma delta. ", "Epsilon."]) == [(0, 11), (12, 24), (25, 33)]
+    # an altered sentence is kept as the text up to the next one found
+    assert align_sentences(text, ["Alpha beta.", "GAMMA", "Epsilon."]) == [(0, 11), (12, 24), (25, 33)]
+    assert align_sentences(text, ["Alpha beta."]) == [(0, 11), (12, 33)]
+
+
+def test_spacy_says_which_pipeline():
+    d = get_segmenter("spacy").describe()
+    assert d["method"] in ("senter", "parser", "sentencizer")
+    assert d["pipeline"]
+
+
+def test_unknown_segmenter_is_a_user_error():
+    with pytest.raises(UserError, match="unknown segmenter"):
+        get_segmenter("nltk")

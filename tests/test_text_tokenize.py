@@ -1,0 +1,100 @@
+"""The torch-free CLIP tokenizer must give open_clip's ids exactly."""
+
+import random
+import subprocess
+import sys
+
+import pytest
+
+from caption_debias.text.tokenize import ClipTokenizer, get_tokenizer
+
+CAPTIONS = [
+    "A close-up outdoor shot shows an Echinops Bannaticus Blue Glow Globe flower in front of a blue sky.",
+    "The flower's spiky extensions are light purple-blue in color with curled tips of dark brown.",
+    'The sign reads "OPEN 24/7" in neon; the clock shows 08:45 and the shelf is 3.5 m long.',
+    "Overall, the image conveys a calm, serene atmosphere.\n\nIn the background, e.g. trees, i.e. oaks.",
+    "Captured at eye-level, Dr. Smith's café on St. Mary St. sells crème brûlée for €4.50 (approx.).",
+    "Their plumage is a rich, reddish-brown… contrasting with “white” feathers — really ‘striking’.",
+]
+EDGE_CASES = [
+    "",
+    "   ",
+    "\t\n",
+    "a",
+    "A",
+    "Fish &amp; chips &lt;3 &#39;quoted&#39; &amp;amp; &nbsp;space &copy; 2024",
+    "<b>bold</b> &quot;html&quot; &#x263A;",
+    "naïve façade jalapeño Zürich Ελληνικά русский текст 中文字符 日本語のテキスト 한국어",
+    "emoji 😀🎉👍🏽 flags 🇫🇷 zwj 👨‍👩‍👧",
+    "mojibake: cafÃ© â€œquotedâ€\x9d",
+    "pneumonoultramicroscopicsilicovolcanoconiosis " * 3,
+    "supercalifragilisticexpialidocious" * 4,
+    "1234567890 3.14159 1,000,000 #42 $19.99 50% 1/2 ½ ² ³ ⅞",
+    "IT'S THE DOG'S BALL, ISN'T IT? We'll, they're, I've, I'm, you'd",
+    "<start_of_text> literal special <end_of_text> tokens",
+    "control\x00chars\x07here\x1b[31mred\x1b[0m",
+    "ﬁ ligature ｆｕｌｌｗｉｄｔｈ ＡＢＣ",
+    "tab\tseparated\r\nwindows\u2028line\u00a0nbsp",
+    "...!!!???,,,;;;:::---___",
+    "a" * 600,
+]
+
+
+def _random_texts(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    palette = (
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789     .,;:!?'\"-()&#\n\t"
+        "éèàüößñçøåæœ€£°½—–…“”‘’😀中文ж"
+    )
+    return ["".join(rng.choice(palette) for _ in range(rng.randint(0, 120))) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def reference():
+    open_clip = pytest.importorskip("open_clip")
+    return open_clip.tokenizer.SimpleTokenizer()
+
+
+def test_identical_to_open_clip_on_many_texts(reference):
+    tok = get_tokenizer()
+    texts = CAPTIONS + EDGE_CASES + _random_texts(400, seed=3)
+    assert tok.encode_batch(texts) == [reference.encode(t) for t in texts]
+    # the word cache must not change anything on a second pass
+    assert [tok.encode(t) for t in texts] == [reference.encode(t) for t in texts]
+
+
+def test_matches_open_clip_get_tokenizer_with_start_end(reference):
+    import open_clip
+
+    oc = open_clip.get_tokenizer("ViT-B-32")
+    tok = get_tokenizer()
+    tensor = oc(CAPTIONS + EDGE_CASES[:10])
+    for row, text in zip(tensor.tolist(), CAPTIONS + EDGE_CASES[:10]):
+        ids = [tok.sot_id] + tok.encode(text)[: 77 - 2] + [tok.eot_id]
+        assert row[: len(ids)] == ids
+        assert all(x == tok.pad_id for x in row[len(ids):])
+
+
+def test_special_ids_and_describe():
+    tok = get_tokenizer()
+    assert (tok.sot_id, tok.eot_id, tok.pad_id) == (49406, 49407, 0)
+    assert tok.vocab_size == 49408
+    d = tok.describe()
+    assert d["sot_id"] == 49406 and len(d["vocab_sha256"]) == 64
+    assert tok.num_tokens("a red car") == 5
+    assert get_tokenizer() is tok
+
+
+def test_separate_instances_agree():
+    texts = _random_texts(50, seed=11)
+    assert ClipTokenizer().encode_batch(texts) == get_tokenizer().encode_batch(texts)
+
+
+def test_text_package_does_not_import_torch():
+    code = (
+        "import sys; import caption_debias.text.tokenize as t, caption_debias.text.segment as s, "
+        "caption_debias.text.summary as m; t.get_tokenizer().encode('a dog'); s.get_segmenter('fast').spans('A. B.'); "
+        "m.summary_scores(['a', 'b']); print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
