@@ -7,6 +7,7 @@ the index of its image. Layouts and caption conventions: docs/evaluation.md.
 from __future__ import annotations
 
 import json
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -22,6 +23,8 @@ class RetrievalData:
     text_image: list[int]  # caption index -> image index
     definition: str = ""  # what exactly was read (for reports)
     info: dict = field(default_factory=dict)
+    # Image features per model (weakly keyed by the nn.Module), so eval + probe encode images once.
+    image_features: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if len(self.captions) != len(self.text_image):

@@ -26,8 +26,8 @@ def retrieval_table(results: dict[str, dict[str, dict[str, Any]]], title: str = 
     table.add_column("benchmark")
     table.add_column("variant")
     for model in results:
-        table.add_column(f"{model}\nT2I R@1/5/10", justify="right")
-        table.add_column(f"{model}\nI2T R@1/5/10", justify="right")
+        table.add_column(f"{model}\nT2I R@1/5/10", justify="right", no_wrap=True)
+        table.add_column(f"{model}\nI2T R@1/5/10", justify="right", no_wrap=True)
     rows: list[tuple[str, str]] = []
     for per_bench in results.values():
         for bench, per_variant in per_bench.items():

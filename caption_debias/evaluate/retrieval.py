@@ -107,8 +107,11 @@ def run_retrieval(loaded, data: RetrievalData, variants: Sequence[str] = DEFAULT
 
     variants = parse_variants(variants)
     if image_features is None:
+        image_features = data.image_features.get(loaded.model)
+    if image_features is None:  # cached per model: weights are not expected to change during evaluation
         data.check_images()
         image_features = encode_images(loaded, data.images, batch_size, workers)
+        data.image_features[loaded.model] = image_features
     text_image = torch.as_tensor(data.text_image, device=image_features.device)
     table = {}
     for variant in variants:

@@ -1,0 +1,138 @@
+"""Several models x several data sets in one call: what `caption-debias eval` and `probe` run.
+
+Data sets are read once; models are loaded one at a time (and freed) so large models on
+large sets do not all sit in memory together.
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from caption_debias.errors import UserError
+from caption_debias.evaluate.benchmarks import BENCHMARKS, load_benchmark
+
+ZEROSHOT = "imagefolder"  # folder-per-class zero-shot classification
+DATA_KINDS = ("prepared", *BENCHMARKS, ZEROSHOT)
+
+
+@dataclass
+class DataSpec:
+    benchmark: str  # "prepared", a name in BENCHMARKS, or ZEROSHOT
+    path: Path
+    image_root: Path | None = None
+
+    @property
+    def label(self) -> str:
+        return self.path.name if self.benchmark == "prepared" else self.benchmark
+
+
+def pair_data(benchmarks: Sequence[str], paths: Sequence[Path], image_root: Path | None) -> list[DataSpec]:
+    """--benchmark/--data given in pairs; no --benchmark at all means every --data is a prepared folder."""
+    if not paths:
+        raise UserError("give --data (a prepared folder with --image-root, or a benchmark layout with --benchmark)")
+    if not benchmarks:
+        benchmarks = ["prepared"] * len(paths)
+    if len(benchmarks) != len(paths):
+        raise UserError(f"--benchmark given {len(benchmarks)} times but --data {len(paths)} times: give them in pairs")
+    for b in benchmarks:
+        if b not in DATA_KINDS:
+            raise UserError(f"unknown benchmark {b!r} (choose from {', '.join(DATA_KINDS)})")
+    specs = [DataSpec(b, Path(p), image_root) for b, p in zip(benchmarks, paths)]
+    labels = [s.label for s in specs]
+    if len(set(labels)) != len(labels):
+        raise UserError(f"the same data set is named twice: {', '.join(labels)}")
+    return specs
+
+
+def model_labels(specs: Sequence[str]) -> list[str]:
+    """Short unique names for the table and JSON: a run folder's name, else the spec as given."""
+    labels: list[str] = []
+    for spec in specs:
+        p = Path(spec)
+        base = p.name if p.is_dir() and not spec.startswith(("local-dir:", "hf-hub:")) else spec
+        label, n = base, 2
+        while label in labels:
+            label, n = f"{base}#{n}", n + 1
+        labels.append(label)
+    return labels
+
+
+def resolve_device(name: str) -> str:
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"--device {name}: no CUDA device here")
+    return name
+
+
+def load_data(spec: DataSpec, segmenter: str):
+    if spec.benchmark == ZEROSHOT:
+        return spec.path  # read per model (its preprocess) by zeroshot()
+    return load_benchmark(spec.benchmark, spec.path, spec.image_root, segmenter)
+
+
+def run_eval(model_specs: Sequence[str], data_specs: Sequence[DataSpec], variants: Sequence[str], *,
+             pretrained: str | None = None, context_length: int | None = None, device: str = "auto",
+             batch_size: int = 64, segmenter: str = "fast", template_set: str = "openai",
+             log: Callable[[str], None] = lambda _m: None) -> dict[str, dict[str, Any]]:
+    """{model label: {data label: {variant: {t2i, i2t}} or zero-shot {top1, top5, ...}}}."""
+    from caption_debias.evaluate.retrieval import run_retrieval
+    from caption_debias.evaluate.zeroshot import zeroshot
+    from caption_debias.model.load import load_model
+
+    device = resolve_device(device)
+    datasets = {}
+    for ds in data_specs:
+        datasets[ds.label] = load_data(ds, segmenter)
+        d = datasets[ds.label]
+        if not isinstance(d, Path):
+            d.check_images()
+            log(f"{ds.label}: {d.n_images} images, {len(d.captions)} captions ({d.definition})")
+    results: dict[str, dict[str, Any]] = {}
+    for label, spec in zip(model_labels(model_specs), model_specs):
+        loaded = load_model(spec, pretrained, context_length, device=device)
+        log(f"{label}: {loaded.name} on {device}, context {loaded.context_length}")
+        results[label] = {}
+        for name, d in datasets.items():
+            if isinstance(d, Path):
+                results[label][name] = zeroshot(loaded, d, template_set, batch_size)
+            else:
+                run = run_retrieval(loaded, d, variants, batch_size)
+                results[label][name] = run.table
+                short = {v: n for v, n in run.short.items() if n}
+                if short:
+                    log(f"{label} / {name}: captions with too few sentences for a variant: {short}")
+                d.image_features.pop(loaded.model, None)
+        del loaded
+        gc.collect()
+    return results
+
+
+def output_json(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One model on one data set: its table alone; otherwise the nested {MODEL: {DATA: ...}}."""
+    if len(results) == 1:
+        (per_data,) = results.values()
+        if len(per_data) == 1:
+            (table,) = per_data.values()
+            return table
+    return results
+
+
+def run_probe(model_specs: Sequence[str], data_spec: DataSpec, report_dir: Path | None, *,
+              pretrained: str | None = None, context_length: int | None = None, device: str = "auto",
+              batch_size: int = 64, segmenter: str = "fast") -> dict[str, Any]:
+    from caption_debias.evaluate.probe import probe
+    from caption_debias.model.load import load_model
+
+    if data_spec.benchmark == ZEROSHOT:
+        raise UserError("probe needs captions: give a prepared folder or a retrieval benchmark, not imagefolder")
+    device = resolve_device(device)
+    data = load_data(data_spec, segmenter)
+    models = {label: load_model(spec, pretrained, context_length, device=device)
+              for label, spec in zip(model_labels(model_specs), model_specs)}
+    return probe(models, data, report_dir, batch_size=batch_size)

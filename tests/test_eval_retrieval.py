@@ -1,0 +1,162 @@
+"""Retrieval and zero-shot figures against an independent plain-open_clip computation; the eval CLI."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+from caption_debias.errors import UserError
+from caption_debias.evaluate.benchmarks import RetrievalData
+from caption_debias.evaluate.retrieval import as_data, evaluate, run_retrieval
+from caption_debias.evaluate.variants import make_variant
+from caption_debias.evaluate.zeroshot import zeroshot
+from caption_debias.model.load import load_model
+
+sys.path.insert(0, str(Path(__file__).parent))
+from eval_fixtures import make_images, write_prepared  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("evalworld")
+    rows = make_images(root, 14, seed=1)
+    # Two extra captions for image 0 so images have several captions.
+    rows += [(rows[0][0], ["A second caption.", "It names nothing."]), (rows[0][0], ["Third one here."])]
+    return root, write_prepared(root / "prepared", rows, image_root=root)
+
+
+def _plain_open_clip_recall(seed, data: RetrievalData, variant: str):
+    """Independent: open_clip's own factory, transforms and tokenizer; ranks by argsort."""
+    import open_clip
+
+    from caption_debias.model.load import register_shipped_configs
+
+    register_shipped_configs()
+    torch.manual_seed(seed)
+    model, _, preprocess = open_clip.create_model_and_transforms("tiny")
+    model.eval()
+    tokenizer = open_clip.get_tokenizer("tiny")
+    with torch.no_grad():
+        img = model.encode_image(torch.stack([preprocess(Image.open(p).convert("RGB")) for p in data.images]))
+        txt = model.encode_text(tokenizer([make_variant(s, variant) for s in data.captions]))
+    img, txt = img / img.norm(dim=-1, keepdim=True), txt / txt.norm(dim=-1, keepdim=True)
+    sim = txt @ img.t()
+    ti = torch.tensor(data.text_image)
+    t2i_rank = (sim.argsort(dim=1, descending=True) == ti.view(-1, 1)).float().argmax(dim=1)
+    order = sim.t().argsort(dim=1, descending=True)
+    i2t_rank = torch.stack([torch.nonzero(ti[order[i]] == i).min() for i in range(len(data.images))])
+    return {name: {f"r{k}": 100.0 * float((r < k).double().mean()) for k in (1, 5, 10)}
+            for name, r in (("t2i", t2i_rank), ("i2t", i2t_rank))}
+
+
+def test_recall_agrees_with_plain_open_clip(world):
+    root, prepared = world
+    data = as_data(prepared, root)
+    assert data.n_images == 14 and len(data.captions) == 16
+    torch.manual_seed(5)
+    loaded = load_model("tiny")
+    got = evaluate(loaded, data, variants=("keep", "remove", "filler:2"))
+    assert set(got) == {"keep", "remove", "filler:2"}
+    for variant in got:
+        expected = _plain_open_clip_recall(5, data, variant)
+        for direction in ("t2i", "i2t"):
+            assert got[variant][direction] == pytest.approx(expected[direction], abs=1e-9), (variant, direction)
+
+
+def test_images_are_encoded_once_per_model(world, monkeypatch):
+    from caption_debias.evaluate import retrieval
+
+    root, prepared = world
+    data = as_data((prepared, root))
+    loaded = load_model("tiny")
+    calls = []
+    real = retrieval.encode_images
+    monkeypatch.setattr(retrieval, "encode_images", lambda *a, **k: calls.append(1) or real(*a, **k))
+    first = run_retrieval(loaded, data, ["keep"]).table
+    again = run_retrieval(loaded, data, ["keep", "first"]).table
+    assert len(calls) == 1 and again["keep"] == first["keep"]
+
+
+def test_missing_or_url_images_are_user_errors(tmp_path):
+    rows = make_images(tmp_path, 3)
+    write_prepared(tmp_path / "p", rows + [("img/none.png", ["Missing image."])], image_root=tmp_path)
+    with pytest.raises(UserError, match="1 of 4 images missing"):
+        evaluate(load_model("tiny"), tmp_path / "p")
+    write_prepared(tmp_path / "u", [("https://x.org/a.jpg", ["A url."])], image_root=tmp_path)
+    with pytest.raises(UserError, match="URL"):
+        as_data(tmp_path / "u")
+
+
+def test_zeroshot_matches_an_independent_classifier(tmp_path):
+    import open_clip
+    from open_clip.zero_shot_metadata import SIMPLE_IMAGENET_TEMPLATES
+
+    colours = {"red_thing": (220, 30, 30), "green_thing": (30, 200, 40), "blue_thing": (30, 40, 220)}
+    for name, rgb in colours.items():
+        for i in range(3):
+            (tmp_path / name).mkdir(exist_ok=True)
+            Image.new("RGB", (64, 64), tuple(max(0, c - 20 * i) for c in rgb)).save(tmp_path / name / f"{i}.png")
+    torch.manual_seed(2)
+    loaded = load_model("tiny")
+    got = zeroshot(loaded, tmp_path, "simple")
+    assert got["classes"] == 3 and got["images"] == 9
+    # Independent: mean of normalised template features per class, argmax.
+    tok = open_clip.get_tokenizer("tiny")
+    with torch.no_grad():
+        weights = []
+        for name in sorted(colours):
+            f = loaded.model.encode_text(tok([t(name.replace("_", " ")) for t in SIMPLE_IMAGENET_TEMPLATES]), normalize=True)
+            weights.append(torch.nn.functional.normalize(f.mean(0), dim=0))
+        weights = torch.stack(weights)
+        hits = 0
+        for label, name in enumerate(sorted(colours)):
+            for i in range(3):
+                x = loaded.preprocess(Image.open(tmp_path / name / f"{i}.png").convert("RGB")).unsqueeze(0)
+                hits += int((loaded.model.encode_image(x, normalize=True) @ weights.t()).argmax()) == label
+    assert got["top1"] == pytest.approx(100.0 * hits / 9)
+    assert got["top5"] == 100.0  # only 3 classes
+
+
+def _cli(*args):
+    """In-process run (no second torch import), for commands expected to succeed."""
+    from typer.testing import CliRunner
+
+    from caption_debias.cli.main import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def _cli_process(*args):
+    """The real console entry point, to see how errors reach the user."""
+    return subprocess.run([sys.executable, "-c", "from caption_debias.cli.main import main; main()", *args],
+                          capture_output=True, text=True)
+
+
+def test_eval_cli_json_shapes(world, tmp_path):
+    root, prepared = world
+    one = tmp_path / "one.json"
+    r = _cli("eval", "tiny", "--data", str(prepared), "--image-root", str(root), "--variants", "keep,first",
+             "--out", str(one), "--device", "cpu", "-q")
+    assert r.exit_code == 0, r.output
+    table = json.loads(one.read_text())
+    assert set(table) == {"keep", "first"} and set(table["keep"]) == {"t2i", "i2t"}
+    assert set(table["keep"]["t2i"]) == {"r1", "r5", "r10"}
+    many = tmp_path / "many.json"
+    r = _cli("eval", "tiny", "tiny", "--data", str(prepared), "--out", str(many), "--device", "cpu")
+    assert r.exit_code == 0, r.output
+    nested = json.loads(many.read_text())
+    assert set(nested) == {"tiny", "tiny#2"} and set(nested["tiny"]) == {"prepared"}
+    assert set(nested["tiny"]["prepared"]) == {"keep"}
+    assert "T2I R@1/5/10" in r.output
+
+
+def test_eval_cli_bad_input_is_one_line(world, tmp_path):
+    root, prepared = world
+    r = _cli_process("eval", "tiny", "--data", str(prepared), "--variants", "keep,nope")
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "unknown caption variant" in r.stderr
+    r = _cli_process("eval", "tiny", "--benchmark", "docci", "--benchmark", "coco", "--data", str(prepared))
+    assert r.returncode == 2 and "in pairs" in r.stderr and "Traceback" not in r.stderr
