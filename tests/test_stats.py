@@ -277,3 +277,20 @@ def test_incomplete_and_summary_none_are_flagged(folder_a, tmp_path):
     assert len(found) == 2 and "cut off" in found[0] and "--summary none" in found[1]
     files = write_report(s, tmp_path / "r")
     assert "cut off" in files["html"].read_text() and "cut off" in files["markdown"].read_text()
+
+
+def test_opening_phrase_edge_cases(tmp_path):
+    rows = [
+        (["«Hello», world! Again"], [5], [True], "table", None),
+        (["It's an eye-level shot of a dog."], [9], [True], "table", None),
+        (["..."], [1], [False], "table", None),  # no word: no phrase, still a record
+        ([], [], [], "table", None),  # no sentence at all: no first sentence figures
+    ]
+    folder = write_prepared(tmp_path / "edge", rows, {})
+    s = compute_stats([folder], StatsOptions(phrase_words=1))
+    assert s["records"] == 4
+    assert [(p["phrase"], p["count"]) for p in s["opening_phrases"]] == [("hello", 1), ("it's", 1)]
+    assert s["first_sentence_tokens"]["records"] == 3 and s["first_sentence_tokens"]["mean"] == 5.0
+    assert s["sentences_per_caption"]["histogram"] == {"0": 1, "1": 3}
+    s = compute_stats([folder], StatsOptions(phrase_words=4))
+    assert {p["phrase"] for p in s["opening_phrases"]} == {"hello world again", "it's an eye-level shot"}

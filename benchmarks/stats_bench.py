@@ -1,0 +1,176 @@
+"""Time and peak memory of `caption-debias stats` on a large generated prepared folder.
+
+Builds a pool of really prepared rows (prepare() on the ImageInWords captions of
+/work/shared/data when present, else on generated captions), samples N rows from it into
+Parquet shards written like prepare's (zstd, 8,192-row groups; no dictionary pages, so
+repeated pool rows cost what unique rows would), then runs in fresh subprocesses:
+
+  lazy   : compute_stats() as the command runs it (polars lazy scan, streaming engine)
+  eager  : baseline, the same measures on the needed columns read whole into memory
+           (PreparedDataset.read -> polars DataFrame -> same expressions, in-memory engine)
+  report : write_report() (five matplotlib figures, JSON, Markdown, HTML) on the result
+
+and prints wall time and peak RSS of each, with lazy/eager ratios.
+
+    .venv/bin/python benchmarks/stats_bench.py --rows 1250000 --work /tmp/stats-bench [--reuse]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SHARD_ROWS = 50_000
+COLUMNS = ["source", "split", "sentence_spans", "num_tokens", "sentence_tokens", "summary_mask", "sentences"]
+
+CHILD = r"""
+import json, resource, sys, time
+mode, folder, report = sys.argv[1], sys.argv[2], sys.argv[3]
+t0 = time.perf_counter()
+from caption_debias.stats.compute import compute_stats, StatsOptions
+if mode == "lazy":
+    stats = compute_stats([folder], StatsOptions(by="source"))
+    records = stats["records"]
+elif mode == "eager":
+    import polars as pl
+    from caption_debias.dataset import PreparedDataset
+    from caption_debias.stats.compute import _row_measures
+    frame = pl.from_arrow(PreparedDataset.open(folder).read(COLUMNS))
+    rows = _row_measures(frame.lazy(), "bench", 3)
+    keys = ["dataset", "source"]
+    out = pl.collect_all([
+        rows.group_by(keys + ["n_sentences"]).len(),
+        rows.group_by(keys + ["n_tokens"]).len(),
+        rows.drop_nulls("first_tokens").group_by(keys + ["first_tokens"]).len(),
+        rows.group_by(keys + ["opening", "middle", "closing"]).len(),
+        rows.group_by(keys + ["phrase"]).len(),
+    ], engine="in-memory")
+    records = int(out[0]["len"].sum())
+else:
+    from caption_debias.stats.report import write_report
+    stats = json.load(open(folder))
+    write_report(stats, report)
+    records = stats["records"]
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"mode": mode, "seconds": time.perf_counter() - t0, "peak_mib": peak, "records": records}))
+"""
+
+
+def pool_captions(limit: int) -> list[str]:
+    """Real long captions when the calibration data is around; generated ones otherwise."""
+    data = Path("/work/shared/data")
+    captions: list[str] = []
+    for name in ("iiw400.jsonl", "iiw_cm3600.jsonl"):
+        path = data / name
+        if path.is_file():
+            for line in path.open(encoding="utf-8"):
+                row = json.loads(line)
+                captions += [row[k] for k in ("IIW", "IIW-P5B") if isinstance(row.get(k), str) and row[k].strip()]
+    if captions:
+        return captions[:limit]
+    rng = random.Random(0)
+    things = ["a red bus", "two dogs", "an old bridge", "a bowl of fruit", "a crowded market", "a lighthouse"]
+    details = ["The sky is pale blue.", "Shadows fall to the left.", "A man in a grey coat walks past.",
+               "The water is calm and dark.", "Leaves cover the ground.", "A sign reads OPEN in red letters."]
+    return [
+        f"The image shows {rng.choice(things)} in the afternoon light. "
+        + " ".join(rng.choice(details) for _ in range(rng.randint(1, 12)))
+        for _ in range(limit)
+    ]
+
+
+def build_pool(work: Path, size: int):
+    from caption_debias.dataset import PreparedDataset
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+
+    src = work / "pool.jsonl"
+    with src.open("w", encoding="utf-8") as fh:
+        for i, caption in enumerate(pool_captions(size)):
+            fh.write(json.dumps({"image": f"{i}.jpg", "caption": caption, "key": str(i)}) + "\n")
+    prepare([src], work / "pool", PrepareOptions(format="table", quiet=True, overwrite=True))
+    return PreparedDataset.open(work / "pool").read()
+
+
+def build_big(work: Path, rows: int) -> Path:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pool = build_pool(work, 5_000)
+    out = work / "big"
+    shutil.rmtree(out, ignore_errors=True)
+    (out / "shards").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    sources = np.array(["sharegpt4v", "coco", "docci"])
+    shards = []
+    for n, lo in enumerate(range(0, rows, SHARD_ROWS)):
+        count = min(SHARD_ROWS, rows - lo)
+        table = pool.take(rng.integers(0, len(pool), count))
+        table = table.set_column(0, "key", pa.array([f"bench/{i}" for i in range(lo, lo + count)]))
+        table = table.set_column(1, "source", pa.array(sources[rng.integers(0, 3, count)]))
+        path = out / "shards" / f"{n:05d}.parquet"
+        pq.write_table(table, path, compression="zstd", row_group_size=8192, use_dictionary=False)
+        shards.append({"path": f"shards/{path.name}", "rows": count, "sha256": "0" * 64})
+    manifest = {
+        "schema_version": 1, "complete": True,
+        "counts": {"read": rows, "written": rows, "rejected": 0, "rejects_by_reason": {}},
+        "inputs": [], "shards": shards, "options": {}, "tokenizer": {}, "segmenter": {},
+        "toolkit_version": "benchmark",
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    return out
+
+
+def run_child(mode: str, folder: Path, report: Path) -> dict:
+    code = f"COLUMNS = {COLUMNS!r}\n" + CHILD
+    proc = subprocess.run([sys.executable, "-c", code, mode, str(folder), str(report)],
+                          capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_250_000, help="rows in the generated prepared folder")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/stats-bench"), help="scratch folder")
+    parser.add_argument("--reuse", action="store_true", help="reuse WORK/big when it has --rows rows")
+    parser.add_argument("--skip-eager", action="store_true", help="do not run the in-memory baseline")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+
+    t0 = time.perf_counter()
+    big = args.work / "big"
+    manifest = big / "manifest.json"
+    if not (args.reuse and manifest.is_file() and sum(s["rows"] for s in json.loads(manifest.read_text())["shards"]) == args.rows):
+        big = build_big(args.work, args.rows)
+    size = sum(p.stat().st_size for p in (big / "shards").iterdir())
+    print(f"generated {args.rows:,} rows, {size / 2**20:,.0f} MiB of shards in {time.perf_counter() - t0:.0f} s")
+
+    results = {"lazy": run_child("lazy", big, args.work / "report")}
+    if not args.skip_eager:
+        results["eager"] = run_child("eager", big, args.work / "report")
+    # report timing from a saved stats.json of the lazy run
+    from caption_debias.stats.compute import StatsOptions, compute_stats
+
+    stats_path = args.work / "stats-input.json"
+    stats_path.write_text(json.dumps(compute_stats([big], StatsOptions(by="source"))))
+    results["report"] = run_child("report", stats_path, args.work / "report")
+
+    print(f"| run | rows | wall s | peak RSS MiB |")
+    print("|---|---|---|---|")
+    for mode, r in results.items():
+        print(f"| {mode} | {r['records']:,} | {r['seconds']:.1f} | {r['peak_mib']:,.0f} |")
+    if "eager" in results:
+        lazy, eager = results["lazy"], results["eager"]
+        print(f"lazy/eager: time {lazy['seconds'] / eager['seconds']:.2f}x, peak memory {lazy['peak_mib'] / eager['peak_mib']:.2f}x")
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
