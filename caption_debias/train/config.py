@@ -134,6 +134,19 @@ def resolve(cli_values: dict[str, Any], explicit: set[str], config_file: str | N
     for name, value in cli_values.items():
         if name in explicit or name not in values:
             values[name] = value
+    types = {f.name: type(f.default) for f in fields(TrainConfig) if f.default is not None}
+    for name, value in values.items():
+        want = types.get(name)
+        if value is not None and want in (int, float) and not isinstance(value, bool):
+            try:
+                values[name] = want(value)  # YAML reads 1e-6 as a string
+            except (TypeError, ValueError):
+                raise UserError(f"option {name}: {value!r} is not a number") from None
+    if values.get("grad_clip") is not None:
+        values["grad_clip"] = float(values["grad_clip"]) or None
+    for name in ("data", "out", "image_root"):
+        if values.get(name) is not None:
+            values[name] = str(values[name])
     try:
         cfg = TrainConfig(**values)
     except TypeError as exc:

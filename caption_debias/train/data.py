@@ -190,8 +190,11 @@ class BatchPlan:
             loose += rows[full:].tolist()
         # Remainders and rows without a group fill mixed chunks: no row is left out.
         loose_arr = rng.permutation(np.array(loose, dtype=np.int64))
-        chunks += [loose_arr[i : i + self.group_size] for i in range(0, len(loose_arr), self.group_size)]
-        return np.concatenate([chunks[i] for i in rng.permutation(len(chunks))]) if chunks else np.zeros(0, np.int64)
+        cut = len(loose_arr) // self.group_size * self.group_size
+        chunks += [loose_arr[i : i + self.group_size] for i in range(0, cut, self.group_size)]
+        # The one short chunk goes last, so every batch starts on a chunk boundary.
+        parts = [chunks[i] for i in rng.permutation(len(chunks))] + [loose_arr[cut:]]
+        return np.concatenate(parts)
 
     def batches(self, start_step: int, total_steps: int, rank: int = 0, world: int = 1) -> Iterator[list[tuple[int, int]]]:
         """(epoch, row) lists for steps start_step..total_steps-1, this rank's share of each global batch."""
