@@ -36,42 +36,13 @@ def make_images(root: Path, n: int, seed: int = 0, size: int = 64) -> list[tuple
 
 
 def write_prepared(folder: Path, rows: list[tuple[str, list[str]]], image_root: Path | None = None) -> Path:
-    """A prepared folder written directly with pyarrow against the shard schema."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    """A prepared folder made by the real `prepare` from a JSON-lines table of (image, caption)."""
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
 
-    from caption_debias.schema import SCHEMA_VERSION, shard_arrow_schema
-    from caption_debias.text.tokenize import get_tokenizer
-
-    tok = get_tokenizer()
-    folder.mkdir(parents=True, exist_ok=True)
-    cols = {c: [] for c in shard_arrow_schema().names}
-    for i, (image, sents) in enumerate(rows):
-        caption = " ".join(sents)
-        spans, pos = [], 0
-        for s in sents:
-            start = caption.index(s, pos)
-            spans.append({"start": start, "end": start + len(s)})
-            pos = start + len(s)
-        ids = tok.encode_batch(sents)
-        cols["key"].append(f"test/{i}")
-        cols["source"].append("table")
-        cols["split"].append(None)
-        cols["image"].append(image)
-        cols["caption"].append(caption)
-        cols["sentences"].append(sents)
-        cols["sentence_spans"].append(spans)
-        cols["sentence_tokens"].append(ids)
-        cols["num_tokens"].append(len(tok.encode(caption)) + 2)
-        cols["summary_mask"].append([j == 0 for j in range(len(sents))])
-        cols["summary_scores"].append([1.0 if j == 0 else 0.0 for j in range(len(sents))])
-        cols["meta"].append("{}")
-    table = pa.Table.from_pydict(cols, schema=shard_arrow_schema())
-    pq.write_table(table, folder / "shard-00000.parquet")
-    manifest = {"schema_version": SCHEMA_VERSION, "complete": True,
-                "counts": {"read": len(rows), "written": len(rows), "rejected": 0},
-                "inputs": [], "shards": [{"path": "shard-00000.parquet", "rows": len(rows), "sha256": "0" * 64}],
-                "options": {"image_root": str(image_root) if image_root else None},
-                "tokenizer": tok.describe(), "segmenter": {"name": "fast"}, "toolkit_version": "test"}
-    (folder / "manifest.json").write_text(json.dumps(manifest), "utf-8")
+    table = folder.with_name(folder.name + ".jsonl")
+    table.write_text("".join(json.dumps({"image": image, "caption": " ".join(sents)}) + "\n" for image, sents in rows), "utf-8")
+    options = PrepareOptions(format="table", image_root=str(image_root) if image_root else None, quiet=True)
+    manifest = prepare([table], folder, options)
+    assert manifest["counts"]["written"] == len(rows), manifest["counts"]
     return folder
