@@ -120,3 +120,9 @@ def test_bad_inputs_give_user_errors(tmp_path):
     broken.write_text('[{"id": "1", "image": "a.jpg", "conversations": [', "utf-8")
     with pytest.raises(UserError, match="truncated"):
         load_benchmark("sharegpt4v-1k", broken)
+
+
+def test_a_record_missing_a_field_is_a_user_error(tmp_path):
+    (tmp_path / "docci_descriptions.jsonlines").write_text('{"split": "test", "description": "No file."}\n', "utf-8")
+    with pytest.raises(UserError, match="not a docci layout"):
+        load_benchmark("docci", tmp_path)

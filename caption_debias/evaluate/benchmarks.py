@@ -274,4 +274,7 @@ def load_benchmark(name: str | None, data: str | Path, image_root: str | Path | 
         return load_prepared(path, root)
     if name not in BENCHMARKS:
         raise UserError(f"unknown benchmark {name!r} (choose from prepared, {', '.join(BENCHMARKS)})")
-    return BENCHMARKS[name](path, root, segmenter)
+    try:
+        return BENCHMARKS[name](path, root, segmenter)
+    except (KeyError, TypeError, AttributeError) as exc:  # a field missing or of the wrong kind
+        raise UserError(f"{path}: not a {name} layout ({type(exc).__name__}: {exc})") from None

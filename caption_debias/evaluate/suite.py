@@ -7,6 +7,7 @@ large sets do not all sit in memory together.
 from __future__ import annotations
 
 import gc
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -65,6 +66,8 @@ def resolve_device(name: str) -> str:
 
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
+    if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", name):
+        raise UserError(f"--device {name!r}: use auto, cpu, cuda, cuda:N or mps")
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise UserError(f"--device {name}: no CUDA device here")
     return name

@@ -54,7 +54,14 @@ def zeroshot(loaded, root: str | Path, template_set: str = "openai", batch_size:
         ).float()  # [D, C]
         ranks = []
         loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=workers)
-        for images, labels in loader:
+        batches = iter(loader)
+        while True:
+            try:
+                images, labels = next(batches)
+            except StopIteration:
+                break
+            except OSError as exc:  # PIL cannot read an image file
+                raise UserError(f"{root}: unreadable image ({exc})") from None
             feats = torch.nn.functional.normalize(loaded.model.encode_image(images.to(device)).float(), dim=-1)
             ranks.append(text_to_image_ranks(feats @ classifier, labels.to(device)).cpu())
     ranks = torch.cat(ranks)
