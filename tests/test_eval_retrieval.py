@@ -160,3 +160,12 @@ def test_eval_cli_bad_input_is_one_line(world, tmp_path):
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "unknown caption variant" in r.stderr
     r = _cli_process("eval", "tiny", "--benchmark", "docci", "--benchmark", "coco", "--data", str(prepared))
     assert r.returncode == 2 and "in pairs" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_identical_captions_tie_and_count_as_misses(world):
+    root, prepared = world
+    data = as_data(prepared, root)
+    same = RetrievalData("same", data.images[:3], [["One shared summary."]] * 3, [0, 1, 2])
+    got = evaluate(load_model("tiny"), same, variants=("keep",))
+    assert got["keep"]["i2t"]["r1"] == 0.0  # each image sees three equal captions: ties are misses
+    assert got["keep"]["i2t"]["r5"] == 100.0

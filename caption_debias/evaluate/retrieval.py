@@ -116,7 +116,12 @@ def run_retrieval(loaded, data: RetrievalData, variants: Sequence[str] = DEFAULT
     table = {}
     for variant in variants:
         texts = [make_variant(sents, variant) for sents in data.captions]
-        text_features = encode_texts(loaded, texts, max(batch_size, 64))
+        # Identical texts (e.g. shared summaries under `first`) are encoded once, so they get
+        # bit-identical features and tie exactly, whatever batch they would have landed in.
+        unique = list(dict.fromkeys(texts))
+        where = {t: i for i, t in enumerate(unique)}
+        unique_features = encode_texts(loaded, unique, max(batch_size, 64))
+        text_features = unique_features[torch.as_tensor([where[t] for t in texts], device=unique_features.device)]
         table[variant] = retrieval_recall(text_features @ image_features.t(), text_image)
     return RetrievalRun(table, short_counts(data.captions, variants), data.n_images, len(data.captions), image_features)
 
