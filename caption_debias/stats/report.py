@@ -242,7 +242,7 @@ def render_html(stats: dict[str, Any], figures: dict[str, bytes]) -> str:
     groups = _table_groups(stats)
     tp = stats["tokens_per_caption"]
     cards = [
-        (_num(stats["records"]), "records"),
+        (_num(stats["records"]), "records" + (f" in {len(stats['datasets'])} folders" if len(stats["datasets"]) > 1 else "")),
         (_num(tp["median"]), "median tokens per caption"),
         (_pct(tp["over_77"]), "longer than CLIP's 77 tokens"),
         (_pct(tp["over_248"]), "longer than Long-CLIP's 248"),
