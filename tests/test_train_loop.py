@@ -121,7 +121,7 @@ def test_cli_config_max_steps_zero_and_export(prepared, tmp_path):
     torch.manual_seed(0)
     start = knowledge_preserved_stretch(load_model("tiny").model.positional_embedding.detach(), 20)
     assert loaded.context_length == 248 and torch.equal(loaded.model.positional_embedding.detach(), start)
-    assert float(loaded.model.logit_scale) == pytest.approx(4.60517, abs=1e-4)
+    assert loaded.model.logit_scale.item() == pytest.approx(4.60517, abs=1e-4)
 
     out = tmp_path / "export"
     res = CliRunner().invoke(app, ["export", str(run), "--out", str(out)])

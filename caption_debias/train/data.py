@@ -233,13 +233,20 @@ class TrainSamples:
         return pixels
 
     def __getitem__(self, item: tuple[int, int]) -> dict[str, Any]:
+        row = item[1]
+        try:
+            pixels = self._image(row)
+        except Exception as exc:  # any unreadable image is skipped (or fatal with --strict) by the loop
+            return {"row": row, "fallback": False,
+                    "error": f"image {self.rows.images[row]!r} (key {self.rows.keys[row]}): {type(exc).__name__}: {exc}"}
+        out = self.text_only(item)
+        out["image"] = pixels
+        return out
+
+    def text_only(self, item: tuple[int, int]) -> dict[str, Any]:
+        """The recipe's token arrays for (epoch, row), without the image."""
         epoch, row = item
         out: dict[str, Any] = {"row": row, "error": None, "fallback": False}
-        try:
-            out["image"] = self._image(row)
-        except Exception as exc:  # any unreadable image is skipped (or fatal with --strict) by the loop
-            out["error"] = f"image {self.rows.images[row]!r} (key {self.rows.keys[row]}): {type(exc).__name__}: {exc}"
-            return out
         rng = np.random.default_rng([self.seed, epoch, row])
         sents = self.rows.tokens.sentences(row)
         ctx, sot, eot = self.context, self.sot, self.eot
@@ -266,7 +273,8 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
         "rows": torch.tensor([s["row"] for s in good], dtype=torch.long),
     }
     if good:
-        batch["image"] = torch.stack([s["image"] for s in good])
+        if "image" in good[0]:
+            batch["image"] = torch.stack([s["image"] for s in good])
         for name in ("long", "short"):
             if name in good[0]:
                 batch[name] = torch.from_numpy(np.stack([s[name] for s in good]))
