@@ -101,3 +101,25 @@ def test_group_plan_keeps_groups_whole():
     assert {groups[j] for j in order[24:]} == {None}
     with pytest.raises(UserError, match="multiple"):
         BatchPlan(26, 6, 0, groups, group_size=4)
+
+
+def test_folder_images_reads_files_and_webdataset_members(tmp_path):
+    import pickle
+    import tarfile
+
+    from PIL import Image
+
+    from caption_debias.train.data import FolderImages
+
+    Image.new("RGB", (8, 8), (255, 0, 0)).save(tmp_path / "a.png")
+    Image.new("RGB", (8, 8), (0, 255, 0)).save(tmp_path / "000000001.png")
+    with tarfile.open(tmp_path / "00000.tar", "w") as tar:
+        tar.add(tmp_path / "000000001.png", arcname="000000001.png")
+    src = pickle.loads(pickle.dumps(FolderImages(tmp_path)))
+    assert src.open("k", "a.png").getpixel((0, 0)) == (255, 0, 0)
+    # the img2dataset reader names members .jpg; the stored extension may differ
+    assert src.open("k", "00000.tar#000000001.jpg").getpixel((0, 0)) == (0, 255, 0)
+    with pytest.raises(FileNotFoundError):
+        src.open("k", "00000.tar#000000009.jpg")
+    with pytest.raises(OSError, match="URL"):
+        src.open("k", "http://x/y.jpg")

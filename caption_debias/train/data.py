@@ -34,20 +34,47 @@ class ImageSource(Protocol):
 
 
 class FolderImages:
-    """Images as files under a root folder, named by the shard's `image` column."""
+    """Images as files under a root folder, named by the shard's `image` column.
+
+    `SHARD.tar#MEMBER` (img2dataset webdataset output, as the img2dataset reader writes it)
+    is read from inside the tar; each process keeps its open tars and their member index.
+    """
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
         if not self.root.is_dir():
             raise UserError(f"--image-root {self.root}: no such folder")
+        self._tars: dict[str, Any] = {}
+
+    def _tar_member(self, tar_name: str, member: str):
+        import io
+        import tarfile
+
+        tar = self._tars.get(tar_name)
+        if tar is None:
+            tar = self._tars[tar_name] = tarfile.open(self.root / tar_name)
+            tar.getmembers()  # index every member once
+        names = [member] + [f"{member.rsplit('.', 1)[0]}.{ext}" for ext in ("jpg", "png", "webp", "jpeg")]
+        for name in names:
+            try:
+                info = tar.getmember(name)
+            except KeyError:
+                continue
+            return io.BytesIO(tar.extractfile(info).read())
+        raise FileNotFoundError(f"{member} not in {tar_name}")
 
     def open(self, key: str, image: str):
         from PIL import Image
 
         if "://" in image:
             raise OSError(f"{image} is a URL; download it first (img2dataset) and train from the files")
-        with Image.open(self.root / image) as im:
+        tar_name, sep, member = image.partition(".tar#")
+        source = self._tar_member(tar_name + ".tar", member) if sep else self.root / image
+        with Image.open(source) as im:
             return im.convert("RGB")
+
+    def __getstate__(self):  # DataLoader workers open their own tar handles
+        return {"root": self.root, "_tars": {}}
 
 
 @dataclass
