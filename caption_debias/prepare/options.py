@@ -8,7 +8,8 @@ from typing import Any
 
 DEFAULT_SHARD_ROWS = 20_000
 # Options that change nothing in the output: a resumed run may change them freely.
-RUNTIME_ONLY = frozenset({"workers", "overwrite", "quiet", "max_in_flight"})
+RUNTIME_ONLY = frozenset({"workers", "overwrite", "quiet", "max_in_flight", "engine", "ray_address"})
+ENGINES = ("local", "ray")
 
 
 @dataclass
@@ -29,6 +30,9 @@ class PrepareOptions:
     dci_caption: str = "short+extra"
     # chunks queued or in work at once per worker (bounds memory); runtime only
     max_in_flight: int = 2
+    # where chunks run (output is identical either way; see prepare/ray_engine.py); runtime only
+    engine: str = "local"
+    ray_address: str | None = None
 
     def validate(self) -> None:
         from caption_debias.errors import UserError
@@ -45,6 +49,8 @@ class PrepareOptions:
             raise UserError(f"unknown summary mode {self.summary!r} (choose from {', '.join(SUMMARY_MODES)})")
         if self.dci_caption not in CAPTION_MODES:
             raise UserError(f"unknown DCI caption mode {self.dci_caption!r} (choose from {', '.join(CAPTION_MODES)})")
+        if self.engine not in ENGINES:
+            raise UserError(f"unknown engine {self.engine!r} (choose from {', '.join(ENGINES)})")
         if self.shard_rows < 1:
             raise UserError(f"--shard-rows must be at least 1 (got {self.shard_rows})")
         if self.workers < 1:

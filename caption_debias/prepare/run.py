@@ -57,6 +57,17 @@ def finish_chunk(task: tuple[Chunk, str, str, str, str]) -> dict[str, Any]:
     return side
 
 
+def _mapper(options: PrepareOptions):
+    """The local process pool, or Ray Data tasks running the same finish_chunk (--engine ray)."""
+    if options.engine == "ray":
+        from functools import partial
+
+        from caption_debias.prepare.ray_engine import ray_ordered_map
+
+        return partial(ray_ordered_map, address=options.ray_address)
+    return ordered_map
+
+
 def _resolve_inputs(inputs: list[str | Path], fmt: str) -> list[tuple[str, Path, str]]:
     if not inputs:
         raise UserError("no input given")
@@ -120,7 +131,7 @@ def prepare(inputs: list[str | Path], output: str | Path, options: PrepareOption
     rejects_tmp = out / state.STATE_DIR / "rejects.jsonl.partial"
     try:
         with open(rejects_tmp, "w", encoding="utf-8") as rejects_fh:
-            for side in ordered_map(finish_chunk, tasks(), options.workers, options.max_in_flight * options.workers):
+            for side in _mapper(options)(finish_chunk, tasks(), options.workers, options.max_in_flight * options.workers):
                 n_chunks += 1
                 for name, counts in side["inputs"].items():
                     per_input[name].update(counts)
