@@ -45,6 +45,7 @@ class FolderImages:
         if not self.root.is_dir():
             raise UserError(f"--image-root {self.root}: no such folder")
         self._tars: dict[str, Any] = {}
+        self._downloads = None  # img2dataset download index, built on first URL (train/webdataset_source.py)
 
     def _tar_member(self, tar_name: str, member: str):
         import io
@@ -67,14 +68,21 @@ class FolderImages:
         from PIL import Image
 
         if "://" in image:
-            raise OSError(f"{image} is a URL; download it first (img2dataset) and train from the files")
+            # A URL row: its image is in img2dataset's webdataset output under the root, found by key.
+            from caption_debias.train.webdataset_source import build_index, is_img2dataset_webdataset
+
+            if self._downloads is None:  # checked once per process; False: the root holds no download
+                self._downloads = build_index(self.root) if is_img2dataset_webdataset(self.root) else False
+            if self._downloads is False:
+                raise OSError(f"{image} is a URL; download it first (caption-debias urls, img2dataset) and pass that folder as --image-root")
+            image = self._downloads.member(key)
         tar_name, sep, member = image.partition(".tar#")
         source = self._tar_member(tar_name + ".tar", member) if sep else self.root / image
         with Image.open(source) as im:
             return im.convert("RGB")
 
     def __getstate__(self):  # DataLoader workers open their own tar handles
-        return {"root": self.root, "_tars": {}}
+        return {"root": self.root, "_tars": {}, "_downloads": None}
 
 
 @dataclass
