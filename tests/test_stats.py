@@ -294,3 +294,17 @@ def test_opening_phrase_edge_cases(tmp_path):
     assert s["sentences_per_caption"]["histogram"] == {"0": 1, "1": 3}
     s = compute_stats([folder], StatsOptions(phrase_words=4))
     assert {p["phrase"] for p in s["opening_phrases"]} == {"hello world again", "it's an eye-level shot"}
+
+
+def test_folder_with_no_records_and_broken_shard(tmp_path, folder_a):
+    from caption_debias.stats.report import notes, write_report
+
+    empty = write_prepared(tmp_path / "empty", [], {"empty caption": 2})
+    s = compute_stats([empty], StatsOptions(by="split"))
+    assert s["records"] == 0 and s["tokens_per_caption"]["median"] is None and s["opening_summary_rate"] is None
+    assert s["rejected"] == 2 and notes(s) == ["empty: no records (see the rejects)"]
+    assert "no records" in write_report(s, tmp_path / "r")["html"].read_text()
+    shard = sorted(folder_a.glob("*.parquet"))[0]
+    shard.write_bytes(shard.read_bytes()[:500])  # cut off: no Parquet footer
+    with pytest.raises(UserError, match="cannot read shards"):
+        compute_stats([folder_a])

@@ -66,6 +66,11 @@ def _percent_axis(ax, axis: str = "y") -> None:
     (ax.yaxis if axis == "y" else ax.xaxis).set_major_formatter(PercentFormatter(1.0, decimals=0))
 
 
+def _legend(ax, loc: str) -> None:
+    if ax.get_legend_handles_labels()[0]:  # an empty dataset draws nothing to label
+        ax.legend(loc=loc)
+
+
 def _fractions(hist: dict[str, int]) -> dict[int, float]:
     total = sum(hist.values())
     return {int(k): v / total for k, v in hist.items()} if total else {}
@@ -93,7 +98,7 @@ def sentences_per_caption(groups: Groups) -> bytes:
     ax.set_xlim(0.4, last + 0.6)
     ax.grid(axis="x", visible=False)
     _percent_axis(ax)
-    ax.legend(loc="upper right")
+    _legend(ax, "upper right")
     return _png(fig)
 
 
@@ -124,12 +129,13 @@ def tokens_per_caption(groups: Groups) -> bytes:
     top = ax.get_ylim()[1]
     for limit, name in ((CLIP_CONTEXT, "CLIP"), (LONGCLIP_CONTEXT, "Long-CLIP")):
         ax.axvline(limit, color="#b5495b", linestyle="--", linewidth=1.3)
-        ax.text(limit + 4, top * 0.97, f"{name} {limit}", color="#b5495b", va="top", fontsize=9, fontweight="bold")
+        ax.text(limit + 4, top * 0.97, f"{name} {limit}", color="#b5495b", va="top", fontsize=9, fontweight="bold",
+                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1.5})
     ax.set_title("Tokens per caption")
     ax.set_xlabel(f"CLIP tokens with start and end (last bin: {MAX_TOKENS}+)")
     ax.set_ylabel("captions")
     ax.set_xlim(0, None)
-    ax.legend(loc="center right")
+    _legend(ax, "center right")
     return _png(fig)
 
 
@@ -142,7 +148,7 @@ def first_sentence_tokens(groups: Groups) -> bytes:
     ax.set_xlabel("CLIP tokens without start and end (last bin: 120+)")
     ax.set_ylabel("captions")
     ax.set_xlim(0, None)
-    ax.legend(loc="upper right")
+    _legend(ax, "upper right")
     return _png(fig)
 
 
@@ -163,7 +169,7 @@ def summary_positions(groups: Groups) -> bytes:
     ax.grid(axis="x", visible=False)
     _percent_axis(ax)
     if len(groups) > 1:
-        ax.legend(loc="upper right")
+        _legend(ax, "upper right")
     return _png(fig)
 
 

@@ -30,7 +30,7 @@ def comparison_groups(stats: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
         if "by" in stats:
             return [(f"{d['name']} · {v}", g) for d in datasets for v, g in d["by"].items()]
         return [(d["name"], d) for d in datasets]
-    if "by" in stats:
+    if "by" in stats and stats["by"]["groups"]:
         return list(stats["by"]["groups"].items())
     return [(datasets[0]["name"], stats)]
 
@@ -127,6 +127,8 @@ def notes(stats: dict[str, Any]) -> list[str]:
     out = []
     for d in stats["datasets"]:
         prepared = d.get("prepared_with", {})
+        if d["records"] == 0:
+            out.append(f"{d['name']}: no records (see the rejects)")
         if prepared.get("complete") is False:
             out.append(f"{d['name']}: the manifest says an input was cut off; figures cover what was read")
         if prepared.get("summary") == "none":
