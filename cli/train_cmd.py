@@ -46,6 +46,7 @@ def train(
     group_key: Optional[str] = typer.Option(None, "--group-key", help="Key in each row's meta: batches hold whole groups sharing it (hard negatives)."),
     group_size: int = typer.Option(4, "--group-size", help="Rows per group in a batch with --group-key."),
     cache_images: bool = typer.Option(False, "--cache-images", help="Keep decoded images in memory (small sets, --workers 0)."),
+    trim_padding: bool = typer.Option(True, "--trim-padding/--no-trim-padding", help="Cut each text batch after its latest end token: same features, less compute."),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N (torchrun picks cuda:LOCAL_RANK)."),
     tensorboard: bool = typer.Option(True, "--tensorboard/--no-tensorboard", help="Write TensorBoard logs to RUN/tensorboard."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or notes."),

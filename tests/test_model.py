@@ -125,3 +125,27 @@ def test_refuses_pickled_objects_and_bad_specs(tmp_path):
         load_model(str(path))
     with pytest.raises(UserError, match="neither a file nor a known tag"):
         load_model("tiny", pretrained="nope")
+
+
+def test_trimmed_text_forward_matches_open_clip(tiny):
+    from caption_debias.model.trim import TrimmedCLIP, can_trim, encode_text_trimmed, used_length
+
+    model = load_model("tiny").model
+    stretch_positional_embedding(model, 248)
+    assert can_trim(model)
+    g = torch.Generator().manual_seed(0)
+    text = torch.zeros(3, 248, dtype=torch.long)
+    for i, n in enumerate((5, 40, 17)):
+        text[i, 0], text[i, 1:n] = 49406, torch.randint(300, 40000, (n - 1,), generator=g)
+        text[i, n] = 49407
+    text[2, 1:11] = 0  # pads moved after SOT (DeBias)
+    assert used_length(text) == 41
+    with torch.no_grad():
+        full = model.encode_text(text, normalize=True)
+        cut = encode_text_trimmed(model, text[:, :41], normalize=True)
+        torch.testing.assert_close(cut, full, atol=1e-5, rtol=1e-5)
+        img = torch.randn(3, 3, 64, 64)
+        a = TrimmedCLIP(model)(img, text[:, :41])
+        b = model(img, text)
+        for x, y in zip(a, b):
+            torch.testing.assert_close(x, y, atol=1e-5, rtol=1e-5)

@@ -57,6 +57,7 @@ class TrainConfig:
     group_key: str | None = None  # meta key: batches made of whole groups sharing it
     group_size: int = 4
     cache_images: bool = False  # keep decoded images in memory (small sets, workers=0)
+    trim_padding: bool = True  # cut each text batch after its latest EOT (same features, less compute)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     tensorboard: bool = True
     quiet: bool = False

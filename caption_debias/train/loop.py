@@ -21,6 +21,7 @@ import torch.distributed as dist
 
 from caption_debias.errors import UserError
 from caption_debias.model.load import RUN_CONFIG, RUN_MODEL_CONFIG, latest_checkpoint, load_model
+from caption_debias.model.trim import TrimmedCLIP, can_trim, used_length
 from caption_debias.model.stretch import is_split, split_frozen_head, stretch_positional_embedding
 from caption_debias.train import checkpoint
 from caption_debias.train.augment import DebiasOptions
@@ -230,11 +231,12 @@ def _train(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> Path:
             save(total)  # --max-steps 0: the starting (stretched, untrained) model
         return run
 
-    net = model
+    trim = cfg.trim_padding and can_trim(model)
+    net = TrimmedCLIP(model) if trim else model
     if world > 1:
         from torch.nn.parallel import DistributedDataParallel
 
-        net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+        net = DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None,
                                       broadcast_buffers=False)
     from torch.utils.data import DataLoader
 
@@ -274,6 +276,8 @@ def _train(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> Path:
                     group["lr"] = lr
                 image = batch["image"].to(device, non_blocking=True)
                 text = torch.cat([batch["long"], batch["short"]]) if two_texts else batch["long"]
+                if trim:
+                    text = text[:, : used_length(text)]
                 n = image.shape[0]
                 with autocast():
                     img_f, txt_f, scale = net(image, text.to(device, non_blocking=True))[:3]
@@ -288,8 +292,6 @@ def _train(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> Path:
                         loss = loss_long + loss_short
                 else:
                     loss = loss_long
-                if not torch.isfinite(loss):
-                    raise UserError(f"step {step}: loss is {loss.item()}; lower --lr or use --precision fp32")
                 optimizer.zero_grad(set_to_none=True)
                 if scaler is not None:
                     scaler.scale(loss).backward()
@@ -307,8 +309,11 @@ def _train(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> Path:
                     model.logit_scale.clamp_(0, LN100)  # open_clip's bound: scale <= 100
                 seen += n
                 done = step + 1
-                progress.update(task, completed=done, info=f"loss {loss.item():.4f}")
-                if done % cfg.log_every == 0 or done == total:
+                progress.update(task, completed=done)
+                if done % cfg.log_every == 0 or done == total:  # .item() syncs a GPU: only on log steps
+                    if not torch.isfinite(loss):
+                        raise UserError(f"step {done}: loss is {loss.item()}; lower --lr or use --precision fp32")
+                    progress.update(task, info=f"loss {loss.item():.4f}")
                     parts = [loss.item(), loss_long.item(), loss_short.item() if loss_short is not None else 0.0,
                              float(seen), float(counters["skipped"]), float(counters["fallback"])]
                     parts = _all_sum(parts, device, world)
