@@ -11,8 +11,10 @@ from __future__ import annotations
 import base64
 import dataclasses
 import html
+import io
 import json
 import platform
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,6 +135,8 @@ def run_demo(cfg: DemoConfig, quiet: bool = False, on_table: Callable[[str], Non
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
+    for sub in ("world", "prepared", "runs", "probe"):  # the demo's own folders: a rerun starts clean
+        shutil.rmtree(out / sub, ignore_errors=True)
     worlds = {split: out / "world" / split for split in ("train", "test")}
     prepared = {split: out / "prepared" / split for split in ("train", "test")}
     runs = {name: out / "runs" / name for name in ("stage1", *ARMS)}
@@ -163,13 +167,14 @@ def run_demo(cfg: DemoConfig, quiet: bool = False, on_table: Callable[[str], Non
             results["stats"] = compute_stats([prepared["train"], prepared["test"]])
 
         common = dict(
-            data=[str(prepared["train"])], image_root=str(worlds["train"]), batch_size=cfg.batch_size,
-            seed=cfg.seed, group_key="group", group_size=cfg.group_size, workers=cfg.workers, **cfg.extra_train,
+            data=str(prepared["train"]), image_root=str(worlds["train"]), batch_size=cfg.batch_size,
+            seed=cfg.seed, group_key="group", group_size=cfg.group_size, cache_images=True,
+            precision="fp32", tensorboard=False, quiet=True, workers=0, **cfg.extra_train,
         )
         with progress.stage("stage1", f"`short` pretraining of {cfg.model} at 77, {cfg.stage1_steps} steps"):
             stage1 = _train_library(
-                recipe="short", model=cfg.model, out=str(runs["stage1"]), steps=cfg.stage1_steps,
-                lr=cfg.stage1_lr, context_length=77, **common,
+                recipe="short", model=cfg.model, out=str(runs["stage1"]), context_length=77,
+                **_budget(cfg.stage1_steps, cfg.stage1_lr), **common,
             )
 
         with progress.stage("stretch", f"positions 77 -> {cfg.context_length} (knowledge-preserved)"):
@@ -178,8 +183,8 @@ def run_demo(cfg: DemoConfig, quiet: bool = False, on_table: Callable[[str], Non
         for arm in ARMS:
             with progress.stage(arm, f"`{arm}` fine-tune from stage 1, {cfg.finetune_steps} steps"):
                 _train_library(
-                    recipe=arm, model=str(stage1), out=str(runs[arm]), steps=cfg.finetune_steps,
-                    lr=cfg.finetune_lr, context_length=cfg.context_length, lambda_s=cfg.lambda_s, **common,
+                    recipe=arm, model=str(stage1), out=str(runs[arm]), context_length=cfg.context_length,
+                    lambda_short=cfg.lambda_s, **_budget(cfg.finetune_steps, cfg.finetune_lr), **common,
                 )
 
         with progress.stage("evaluate", f"retrieval {', '.join(VARIANTS)} + probe on the test world"):
@@ -201,10 +206,16 @@ def run_demo(cfg: DemoConfig, quiet: bool = False, on_table: Callable[[str], Non
     return results
 
 
+def _budget(steps: int, lr: float) -> dict[str, Any]:
+    """Steps, peak lr, a 10% warm-up (the paper's 200 steps would be most of a demo run), logging."""
+    return dict(max_steps=steps, lr=lr, warmup_steps=steps // 10, log_every=max(1, steps // 30),
+                checkpoint_every=steps, keep_checkpoints=1)
+
+
 def _train_library(**wanted: Any) -> Path:
     from caption_debias.train.loop import train
 
-    return Path(train(_train_config(**wanted)))
+    return Path(train(_train_config(**wanted).validate()))
 
 
 def _check_stretch(stage1: Path, context_length: int) -> dict[str, Any]:
@@ -266,21 +277,19 @@ def terminal_table(results: dict[str, Any]) -> str:
     for model, row in summary["t2i_r1"].items():
         drop = row["keep"] - row["remove"]
         table.add_row(model, *(f"{row[v]:.1f}" for v in VARIANTS), f"{drop:.1f}")
-    console = Console(record=True, width=100)
-    with console.capture():
-        console.print(table)
-        console.print(
+    buf = io.StringIO()
+    console = Console(file=buf, width=100, color_system=None)
+    console.print(table)
+    console.print(
             f"removing the summary costs longclip {summary['remove_drop']['longclip']:.1f} points, "
             f"debias {summary['remove_drop']['debias']:.1f} (gap {summary['drop_gap']:.1f}, target >= 5); "
             f"debias - longclip on keep {summary['keep_gap']:+.1f} (target >= -2); "
             f"total {results['total_s']:.0f} s"
-        )
-    return console.export_text()
+    )
+    return buf.getvalue()
 
 
 def _loss_curves_png(curves: dict[str, list[dict[str, Any]]]) -> bytes:
-    import io
-
     import matplotlib
 
     matplotlib.use("Agg")
