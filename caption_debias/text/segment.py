@@ -14,9 +14,11 @@ Three segmenters share one interface (`spans(text)` -> [(start, end)], with
 
 from __future__ import annotations
 
-import regex
+import re
 from functools import lru_cache
 from typing import Protocol
+
+import regex
 
 from caption_debias.errors import UserError
 
@@ -171,8 +173,21 @@ _DOUBLE_QUOTE_CHAR = regex.compile(r"[\"\u201c\u201d]")
 # Single-quoted stretches (not apostrophes); pysbd's rules there are subtler: any mark
 # inside one sends the caption to pysbd.
 _SINGLE_QUOTED = regex.compile(r"(?<![\p{L}\p{N}])['\u2018][^'\u2019\n]*['\u2019](?![\p{L}\p{N}])")
-# Every run of sentence marks, with the token before it and the spaces after it.
-_MARK = regex.compile(r"(\S*?)([.!?]+)([ \xa0]*)")
+# Every run of sentence marks (the token before it is found with rfind: a lazy
+# "\S*?" prefix in the pattern made this scan 10x slower).
+_MARK = re.compile(r"[.!?]+")
+_UNSAFE_ASCII = re.compile(r"[^A-Za-z0-9 \n\r,;:'\-/%&+$#*=@.!?()\"]")  # _SAFE_TEXT for ASCII, 5x faster
+
+
+def _has_opening_single_quote(text: str) -> bool:
+    """A ' or \u2018 not preceded by a letter or digit (apostrophes are, and are common)."""
+    for ch in ("'", "\u2018"):
+        i = text.find(ch)
+        while i >= 0:
+            if i == 0 or not text[i - 1].isalnum():
+                return True
+            i = text.find(ch, i + 1)
+    return False
 # A plain word: letters, possibly joined by hyphens or apostrophes ("t-shirt", "woman's").
 _PLAIN_WORD = regex.compile(r"\p{L}+(?:['\u2019\-]\p{L}+)*")
 _WORD_PART = regex.compile(r"['\u2019\-]")
@@ -183,6 +198,18 @@ _CAPITALISED = regex.compile(r"\p{Lu}\p{Ll}")
 _LIST_MARKER = regex.compile(r"(?:^|\s)[\p{L}\p{N}]{1,3}\)")
 _PARAGRAPH_BREAK = regex.compile(r"[ \xa0]*[\r\n]\s*")
 _HIDDEN = "\x00"  # fills quoted text in the scanned copy; never in safe text
+
+
+_PAREN_GROUP = re.compile(r"\([^()]*\)")
+
+
+def _parentheses_are_plain(text: str) -> bool:
+    """Balanced, unnested, and no [.!?] inside: pysbd never splits inside parentheses."""
+    inner = _PAREN_GROUP.findall(text)
+    if any(c in g for g in inner for c in ".!?"):
+        return False
+    rest = _PAREN_GROUP.sub("", text)
+    return "(" not in rest and ")" not in rest
 
 
 class FastSegmenter:
@@ -204,11 +231,22 @@ class FastSegmenter:
     def __init__(self):
         self._pysbd = PysbdSegmenter()
         self._abbrev, self._abbrev_never = _pysbd_abbreviations()
+        self._boundary_cache: dict[tuple[str, bool], bool | None] = {}
         self.calls = 0
-        self.delegated = 0
+        self.delegated = 0  # captions given to pysbd whole
+        self.pysbd_stretches = 0  # stretches of a caption given to pysbd
 
     def _boundary_after(self, word: str, next_text: str) -> bool | None:
         """True: split after `word` + one mark before `next_text`; None: not sure."""
+        key = (word, _CAPITALISED.match(next_text) is not None)
+        hit = self._boundary_cache.get(key, 0)
+        if hit == 0:
+            hit = self._boundary_cache[key] = self._decide_boundary(word, key[1])
+            if len(self._boundary_cache) > 200_000:  # bound memory on endless vocabularies
+                self._boundary_cache.clear()
+        return hit
+
+    def _decide_boundary(self, word: str, capitalised_next: bool) -> bool | None:
         if _QUOTE_END.fullmatch(word) or _TIME.fullmatch(word):
             return True
         if len(word) < 2 or word.isupper() or _PLAIN_WORD.fullmatch(word) is None:
@@ -217,42 +255,49 @@ class FastSegmenter:
             p = part.lower()
             if p in self._abbrev_never:
                 return None
-            if p in self._abbrev and not _CAPITALISED.match(next_text):
+            if p in self._abbrev and not capitalised_next:
                 return None
         return True
 
-    def _line_cuts(self, scan: str, start: int, stop: int, cuts: list[int]) -> bool:
-        """Append the sentence ends inside scan[start:stop] (one line); False when in doubt."""
+    def _line_cuts(self, scan: str, start: int, stop: int, cuts: list[int], doubts: list[int]) -> None:
+        """Append the sure sentence ends inside scan[start:stop] (one line) to `cuts`, and
+        the positions of marks the fast path cannot decide to `doubts`."""
         for m in _MARK.finditer(scan, start, stop):
-            word, marks, space = m.group(1), m.group(2), m.group(3)
+            marks = m.group()
+            word = scan[max(scan.rfind(" ", start, m.start()), scan.rfind("\xa0", start, m.start())) + 1 : m.start()]
             after = m.end()
+            while after < stop and scan[after] in " \xa0":
+                after += 1
+            space = after > m.end()
             quote_mark = word[:1] in ('"', "\u201c") and word.endswith(_HIDDEN)  # '"Stop.' seen as '"\0\0\0\0.'
             if after >= stop:
                 if len(marks) != 1:
-                    return False  # "sun.." at a line end: pysbd splits it oddly
+                    doubts.append(m.start())  # "sun.." at a line end: pysbd splits it oddly
                 continue
             if quote_mark:
                 if space and scan[after].isupper():
-                    cuts.append(m.end(2))
+                    if after - m.end() == 1 and scan[m.end()] == " ":
+                        cuts.append(m.end())
+                    else:
+                        doubts.append(m.start())  # 'reads "X."  In': pysbd keeps it together
                 continue  # '"Go!" and left': no boundary
             if not space:
                 if marks == "." and word[-1:].isdigit() and scan[after].isdigit():
                     continue  # decimal "3.5"
-                return False
-            if len(marks) != 1 or not scan[after].isupper():
-                return False
-            if not self._boundary_after(word, scan[after : after + 2]):
-                return False
-            cuts.append(m.end(2))
-        return True
+                doubts.append(m.start())
+            elif len(marks) != 1 or not scan[after].isupper() or not self._boundary_after(word, scan[after : after + 2]):
+                doubts.append(m.start())
+            else:
+                cuts.append(m.end())
 
     def _scan_copy(self, text: str) -> str | None:
         """`text` with double-quoted text hidden (same length); None when quotes are doubtful."""
-        if not _DOUBLE_QUOTE_CHAR.search(text) and "'" not in text and "\u2018" not in text:
+        if _has_opening_single_quote(text):
+            for q in _SINGLE_QUOTED.finditer(text):
+                if any(c in q.group() for c in ".!?"):
+                    return None
+        if '"' not in text and "\u201c" not in text and "\u201d" not in text:
             return text
-        for q in _SINGLE_QUOTED.finditer(text):
-            if any(c in q.group() for c in ".!?"):
-                return None
         chars = list(text)
         for q in _DOUBLE_QUOTED.finditer(text):
             a, b = q.start() + 1, q.end() - 1  # inside the quotes
@@ -272,38 +317,56 @@ class FastSegmenter:
             return None  # an unpaired double quote
         return scan
 
-    def _easy_spans(self, text: str) -> list[tuple[int, int]] | None:
-        if _SAFE_TEXT.fullmatch(text) is None:
+    def _fast_spans(self, text: str) -> list[tuple[int, int]] | None:
+        """Spans, with pysbd asked only about the stretches between sure boundaries that
+        hold a doubtful mark; None when the whole caption must go to pysbd."""
+        if (_UNSAFE_ASCII.search(text) is not None) if text.isascii() else (_SAFE_TEXT.fullmatch(text) is None):
             return None
         if ")" in text and _LIST_MARKER.search(text):
+            return None
+        if ("(" in text or ")" in text) and not _parentheses_are_plain(text):
             return None
         scan = self._scan_copy(text)
         if scan is None:
             return None
         cuts = [0]
+        doubts: list[int] = []
         pos = 0
-        for br in _PARAGRAPH_BREAK.finditer(scan):
-            if not self._line_cuts(scan, pos, br.start(), cuts):
-                return None
+        for br in _PARAGRAPH_BREAK.finditer(scan) if ("\n" in scan or "\r" in scan) else ():
+            self._line_cuts(scan, pos, br.start(), cuts, doubts)
             cuts.append(br.start())
             pos = br.end()
-        if not self._line_cuts(scan, pos, len(scan), cuts):
-            return None
+        self._line_cuts(scan, pos, len(scan), cuts, doubts)
         cuts.append(len(scan))
         out = []
+        d = 0
         for a, b in zip(cuts, cuts[1:]):
+            if d < len(doubts) and doubts[d] < b:
+                while d < len(doubts) and doubts[d] < b:
+                    d += 1
+                # a stretch between two sure boundaries holding a doubtful mark: pysbd
+                # decides it (its rules look at the neighbouring words, not further).
+                self.pysbd_stretches += 1
+                out.extend((a + s, a + e) for s, e in self._pysbd.spans(text[a:b]))
+                continue
             t = _tight(text, a, b)
             if t:
                 out.append(t)
         return out
 
+    def _easy_spans(self, text: str) -> list[tuple[int, int]] | None:
+        """Spans when no part of the caption needs pysbd, else None (for benchmarks)."""
+        before = self.pysbd_stretches
+        spans = self._fast_spans(text)
+        return spans if spans is not None and self.pysbd_stretches == before else None
+
     def spans(self, text: str) -> list[tuple[int, int]]:
         self.calls += 1
         if not text or text.isspace():
             return []
-        easy = self._easy_spans(text)
-        if easy is not None:
-            return easy
+        spans = self._fast_spans(text)
+        if spans is not None:
+            return spans
         self.delegated += 1
         return self._pysbd.spans(text)
 

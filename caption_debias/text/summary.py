@@ -15,6 +15,7 @@ use position.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -48,62 +49,117 @@ def _words(sentence: str) -> list[str]:
     return _WORD.findall(sentence.lower().replace("\u2019", "'"))
 
 
+_DET_KIND = {**{w: 1 for w in _INDEFINITE}, **{w: 2 for w in _DEFINITE}}
+
+
 def _determined(words: list[str]) -> tuple[set[str], set[str]]:
-    """Content words first met after an indefinite / a definite determiner (within 3 words)."""
+    """Content words met within 3 words after an indefinite / a definite determiner."""
     indef, defin = set(), set()
-    last_det, dist = None, 99
+    kind, dist = 0, 99
+    det_get = _DET_KIND.get
     for w in words:
-        if w in _INDEFINITE:
-            last_det, dist = "i", 0
-            continue
-        if w in _DEFINITE:
-            last_det, dist = "d", 0
+        k = det_get(w)
+        if k:
+            kind, dist = k, 0
             continue
         dist += 1
-        if w not in _STOP and len(w) > 2 and dist <= 3:
-            (indef if last_det == "i" else defin).add(w) if last_det else None
+        if kind and dist <= 3 and len(w) > 2 and w not in _STOP:
+            (indef if kind == 1 else defin).add(w)
     return indef, defin
 
 
-def sentence_features(sentences: list[str]) -> list[dict[str, float]]:
-    """Sparse features of every sentence, from its words and its relation to the others."""
+def _sentence_words(sentences: list[str]) -> tuple[list[list[str]], list[tuple[set[str], set[str]]], dict[str, int], dict[str, int]]:
+    """Words, determined content words, and in how many sentences each content word
+    appears at all (df) and after an indefinite determiner (indef_df)."""
     words = [_words(s) for s in sentences]
-    content = [{w for w in ws if w not in _STOP and len(w) > 2} for ws in words]
     dets = [_determined(ws) for ws in words]
+    df: dict[str, int] = {}
+    indef_df: dict[str, int] = {}
+    for ws, (indef, _) in zip(words, dets):
+        for w in set(ws):
+            if len(w) > 2 and w not in _STOP:
+                df[w] = df.get(w, 0) + 1
+        for w in indef:
+            indef_df[w] = indef_df.get(w, 0) + 1
+    return words, dets, df, indef_df
+
+
+def sentence_features(sentences: list[str]) -> list[dict[str, float]]:
+    """Sparse features of every sentence, from its words and its relation to the others.
+
+    w:WORD (the sentence has WORD), f:WORD / f2:WORD WORD (its opening words),
+    introduces (log count of entities it names after "a"/"an"/"two"... that another
+    sentence names too), refers_back (log count of entities it names after "the"/"its"...
+    that another sentence introduces with an indefinite), len_ratio (length over the
+    caption's mean sentence length), log_len, closing_phrase ("Overall, ...").
+    """
+    words, dets, df, indef_df = _sentence_words(sentences)
     n = len(sentences)
     lengths = [len(ws) for ws in words]
     mean_len = sum(lengths) / n if n else 1.0
-    # document frequency of content words across sentences (for the relation features)
-    df: dict[str, int] = {}
-    for c in content:
-        for w in c:
-            df[w] = df.get(w, 0) + 1
     feats = []
     for i in range(n):
-        ws, c = words[i], content[i]
-        f: dict[str, float] = {}
-        for w in set(ws):
-            f["w:" + w] = 1.0
+        ws = words[i]
+        f: dict[str, float] = {"w:" + w: 1.0 for w in set(ws)}
         if ws:
             f["f:" + ws[0]] = 1.0
             f["f2:" + " ".join(ws[:2])] = 1.0
         if n > 1:
-            others = n - 1
-            shared = [w for w in c if df[w] > 1]
             indef, defin = dets[i]
-            f["shared_frac"] = len(shared) / max(1, len(c))
-            f["coverage"] = sum(1 for j in range(n) if j != i and content[j] & c) / others
-            # entities this sentence introduces that others name again, and the reverse
             f["introduces"] = math.log1p(sum(1 for w in indef if df[w] > 1))
-            f["refers_back"] = math.log1p(
-                sum(1 for w in defin if any(w in dets[j][0] for j in range(n) if j != i))
-            )
-            f["mentioned_by"] = math.log1p(sum(df[w] - 1 for w in c)) / math.log1p(others * 4)
+            f["refers_back"] = math.log1p(sum(1 for w in defin if indef_df.get(w, 0) - (w in indef) > 0))
         f["len_ratio"] = lengths[i] / mean_len if mean_len else 0.0
         f["log_len"] = math.log1p(lengths[i])
         f["closing_phrase"] = 1.0 if _CLOSING.match(sentences[i].strip().lower()) else 0.0
         feats.append(f)
     return feats
+
+
+class _Scorer:
+    """The shipped weights split by feature family, so scoring needs no feature dicts.
+
+    Gives the same numbers as the dot product of `sentence_features` with the weights
+    (tests check it); it exists because prepare scores every caption it writes.
+    """
+
+    def __init__(self, model: dict):
+        w = model["weights"]
+        self.word = {k[2:]: v for k, v in w.items() if k.startswith("w:")}
+        self.first = {k[2:]: v for k, v in w.items() if k.startswith("f:")}
+        self.first2 = {k[3:]: v for k, v in w.items() if k.startswith("f2:")}
+        self.num = {k: w.get(k, 0.0) for k in _NUMERIC}
+        self.scale = model["calibration"]["scale"]
+        self.offset = model["calibration"]["offset"]
+
+    def raw(self, sentences: list[str]) -> list[float]:
+        words, dets, df, indef_df = _sentence_words(sentences)
+        n = len(sentences)
+        lengths = [len(ws) for ws in words]
+        mean_len = sum(lengths) / n if n else 1.0
+        num = self.num
+        word_get, first_get, first2_get = self.word.get, self.first.get, self.first2.get
+        log1p = math.log1p
+        out = []
+        for i in range(n):
+            ws = words[i]
+            z = sum(map(word_get, set(ws), _ZEROS))
+            if ws:
+                z += first_get(ws[0], 0.0) + first2_get(" ".join(ws[:2]), 0.0)
+            if n > 1:
+                indef, defin = dets[i]
+                if indef:
+                    z += num["introduces"] * log1p(sum(1 for w in indef if df[w] > 1))
+                if defin:
+                    z += num["refers_back"] * log1p(sum(1 for w in defin if indef_df.get(w, 0) - (w in indef) > 0))
+            z += num["len_ratio"] * (lengths[i] / mean_len if mean_len else 0.0) + num["log_len"] * log1p(lengths[i])
+            if num["closing_phrase"] and _CLOSING.match(sentences[i].strip().lower()):
+                z += num["closing_phrase"]
+            out.append(z)
+        return out
+
+
+_ZEROS = itertools.repeat(0.0)
+_NUMERIC = ("introduces", "refers_back", "len_ratio", "log_len", "closing_phrase")
 
 
 @lru_cache(maxsize=1)
@@ -115,21 +171,26 @@ def _model() -> dict:
     return json.loads(text)
 
 
+@lru_cache(maxsize=1)
+def _scorer() -> _Scorer:
+    return _Scorer(_model())
+
+
 def raw_scores(sentences: list[str], weights: dict[str, float] | None = None) -> list[float]:
-    """Linear scores before squashing (higher = more summary-like)."""
-    w = _model()["weights"] if weights is None else weights
-    return [sum(w.get(k, 0.0) * v for k, v in f.items()) for f in sentence_features(sentences)]
+    """Linear scores before squashing (higher = more summary-like); `weights` for training tools."""
+    if weights is None:
+        return _scorer().raw(sentences)
+    return [sum(weights.get(k, 0.0) * v for k, v in f.items()) for f in sentence_features(sentences)]
 
 
 def summary_scores(sentences: list[str]) -> list[float]:
     """Score in [0, 1] per sentence for how much it summarises the caption (position-free)."""
     if not sentences:
         return []
-    m = _model()
-    a, b = m["calibration"]["scale"], m["calibration"]["offset"]
+    s = _scorer()
     out = []
-    for z in raw_scores(sentences, m["weights"]):
-        t = a * z + b
+    for z in s.raw(sentences):
+        t = s.scale * z + s.offset
         out.append(1.0 / (1.0 + math.exp(-t)) if t > -60 else 0.0)
     return out
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from caption_debias.text.segment import get_segmenter
 from caption_debias.text.summary import sentence_features
 
-NUMERIC = ("shared_frac", "coverage", "introduces", "refers_back", "mentioned_by", "len_ratio", "log_len", "closing_phrase")
+from caption_debias.text.summary import _NUMERIC as NUMERIC
 
 
 def load_calibration(data: Path) -> list[dict]:
@@ -56,17 +56,46 @@ def split_captions(rows: list[dict]) -> list[dict]:
     return out
 
 
-def fit(rows: list[dict], l2: float = 1.0, min_df: int = 5) -> dict:
+# Openers of LLM-written long captions (ShareGPT4V, Urban1k, DreamLIP styles). The
+# calibration captions (ImageInWords) rarely use them, so without help the model learns
+# "starts with 'The'" = detail. Some training captions get their opening sentence
+# re-phrased with one of these, keeping its words (the features are bag-of-words).
+LLM_OPENERS = (
+    "The image depicts ", "The image shows ", "The image captures ", "The image features ",
+    "In this image, ", "This image shows ", "The photo shows ", "The picture shows ",
+    "The image presents ", "In the image, ", "This is a photo of ", "The scene shows ",
+)
+
+
+def augment_openers(rows: list[dict], rate: float, seed: int = 0) -> list[dict]:
+    """Copies of `rows` where a `rate` share of opening sentences start with an LLM opener."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for r in rows:
+        s = r["sentences"]
+        if rng.random() < rate and s[0][:1].isalpha():
+            first = s[0][0].lower() + s[0][1:]
+            r = {**r, "sentences": [rng.choice(LLM_OPENERS) + first, *s[1:]]}
+        out.append(r)
+    return out
+
+
+def fit(rows: list[dict], l2: float = 1.0, min_df: int = 5, augment: float = 0.25, drop: tuple[str, ...] = ()) -> dict:
     """Weights of the conditional logit and the [0, 1] calibration, trained on `rows`."""
     import numpy as np
     from scipy import optimize, sparse
 
+    rows = augment_openers(rows, augment)
     feats = [sentence_features(r["sentences"]) for r in rows]
+    if drop:
+        feats = [[{k: v for k, v in f.items() if k not in drop} for f in fs] for fs in feats]
     df: dict[str, int] = {}
     for fs in feats:
         for name in {k for f in fs for k in f}:
             df[name] = df.get(name, 0) + 1
-    names = sorted(k for k, c in df.items() if c >= min_df or k in NUMERIC)
+    names = sorted(k for k, c in df.items() if c >= min_df or (k in NUMERIC and k not in drop))
     index = {k: i for i, k in enumerate(names)}
     data, ind, indptr, groups = [], [], [0], []
     for fs in feats:

@@ -1,0 +1,96 @@
+"""Whole-`prepare` rate against a plain pysbd loop over the same captions, one process each.
+
+Writes a JSON-lines table of real long captions (the calibration captions, repeated with
+fresh keys up to --rows), then times:
+  baseline: `for caption in captions: pysbd.Segmenter(language="en", clean=False).segment(caption)`
+  prepare:  caption_debias.prepare.run.prepare([table], out, PrepareOptions(format="table", workers=1))
+            (read, split, detect summaries, tokenize, write Parquet + manifest)
+and prints both rates and their ratio, plus prepare's peak memory (ru_maxrss of a child
+process that only runs prepare, so the baseline does not count).
+
+    .venv/bin/python benchmarks/bench_prepare_rate.py --data /work/shared/data --rows 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def load_captions(data: Path) -> list[str]:
+    caps = []
+    for name, fields in (("iiw400.jsonl", ("IIW", "IIW-P5B")), ("iiw_cm3600.jsonl", ("IIW-P5B",))):
+        for line in (data / name).open(encoding="utf-8"):
+            row = json.loads(line)
+            caps += [row[f] for f in fields if row.get(f)]
+    return caps
+
+
+def pysbd_rate(captions: list[str], limit: int) -> float:
+    import pysbd
+
+    seg = pysbd.Segmenter(language="en", clean=False)
+    sample = captions[:limit]
+    t0 = time.perf_counter()
+    for c in sample:
+        seg.segment(c)
+    return len(sample) / (time.perf_counter() - t0)
+
+
+def _run_prepare(table: str, out: str, segmenter: str, queue) -> None:
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+
+    t0 = time.perf_counter()
+    manifest = prepare([table], out, PrepareOptions(format="table", workers=1, quiet=True, overwrite=True, segmenter=segmenter))
+    dt = time.perf_counter() - t0
+    queue.put((dt, manifest, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+
+
+def prepare_rate(table: Path, out: Path, segmenter: str) -> tuple[float, dict, float]:
+    ctx = mp.get_context("spawn")  # a fresh interpreter: imports are timed, peak memory is prepare's own
+    q = ctx.Queue()
+    p = ctx.Process(target=_run_prepare, args=(str(table), str(out), segmenter, q))
+    p.start()
+    dt, manifest, rss_mb = q.get()
+    p.join()
+    return dt, manifest, rss_mb
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=Path("/work/shared/data"), help="calibration data folder")
+    ap.add_argument("--rows", type=int, default=20000, help="captions in the prepared table")
+    ap.add_argument("--pysbd-rows", type=int, default=1500, help="captions timed in the pysbd loop")
+    ap.add_argument("--segmenter", default="fast", help="segmenter for prepare (fast, pysbd, spacy)")
+    args = ap.parse_args()
+
+    caps = load_captions(args.data)
+    with tempfile.TemporaryDirectory() as tmp:
+        table = Path(tmp) / "captions.jsonl"
+        with table.open("w", encoding="utf-8") as fh:
+            for i in range(args.rows):
+                fh.write(json.dumps({"key": f"c{i}", "image": f"img/{i}.jpg", "caption": caps[i % len(caps)]}) + "\n")
+        base = pysbd_rate(caps, args.pysbd_rows)
+        dt, manifest, rss = prepare_rate(table, Path(tmp) / "out", args.segmenter)
+    rows = args.rows
+    rate = rows / dt
+    print(f"captions: {len(caps)} distinct real long captions, {rows} rows in the table")
+    print(f"pysbd loop (segment only): {base:8.0f} captions/s")
+    print(f"prepare --segmenter {args.segmenter} --workers 1 (whole run incl. imports): {rate:8.0f} captions/s  ({dt:.1f} s)")
+    print(f"ratio prepare / pysbd loop: {rate / base:.1f}x")
+    print(f"prepare peak RSS: {rss:.0f} MiB")
+    counts = {k: v for k, v in manifest.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    print(f"manifest counts: {json.dumps(counts)[:300]}")
+
+
+if __name__ == "__main__":
+    main()
