@@ -27,7 +27,7 @@ ROWS_A = [
     (["THE IMAGE: shows a tree.", "Green."], [7, 21], [False, False], "coco", None),
 ]
 ROWS_B = [
-    (["A dog."], [8], [True], "docci", "test"),
+    (["Dr. Who waves."], [8], [True], "docci", "test"),  # Long-CLIP's split('. ') cuts it at "Dr"
     (["A cat on a mat.", "It naps."], [5, 83], [True, False], "docci", "test"),
 ]
 
@@ -122,6 +122,7 @@ def test_single_folder_hand_computed(folder_a):
     assert s["rejects_by_reason"] == {"empty caption": 2, "missing image": 1}
     assert s["rejected"] == 3
     assert s["datasets"][0]["records"] == 6 and "by" not in s
+    assert s["longclip_split_agreement"] == 1.0  # every first sentence ends with ". " or the caption
 
 
 def test_by_source_and_split(folder_a):
@@ -150,6 +151,7 @@ def test_several_folders_side_by_side(folder_a, folder_b):
     assert set(s["datasets"][1]["by"]) == {"docci"}
     assert s["by"]["groups"]["docci"]["records"] == 2
     assert s["opening_phrases"][0] == {"phrase": "the image", "count": 3, "fraction": 0.375}
+    assert s["longclip_split_agreement"] == 0.875 and s["datasets"][1]["longclip_split_agreement"] == 0.5
 
 
 def test_quantile_matches_numpy():
@@ -179,7 +181,8 @@ def test_bad_inputs_are_user_errors(tmp_path, folder_a):
 
 def _plain_python_stats(dataset: PreparedDataset) -> dict:
     """The headline figures recomputed row by row from the shards, without polars."""
-    table = dataset.read(["sentences", "sentence_tokens", "num_tokens", "summary_mask"]).to_pylist()
+    table = dataset.read(["caption", "sentences", "sentence_tokens", "num_tokens", "summary_mask"]).to_pylist()
+    norm = lambda t: t.strip().rstrip(".")  # noqa: E731
     n = len(table)
     return {
         "records": n,
@@ -188,6 +191,7 @@ def _plain_python_stats(dataset: PreparedDataset) -> dict:
         "first_mean": sum(len(r["sentence_tokens"][0]) for r in table) / n,
         "opening": sum(r["summary_mask"][0] for r in table) / n,
         "closing": sum(len(r["summary_mask"]) > 1 and r["summary_mask"][-1] for r in table) / n,
+        "agree": sum(norm(r["caption"].split(". ")[0]) == norm(r["sentences"][0]) for r in table) / n,
         "hist": {str(k): sum(len(r["sentences"]) == k for r in table) for k in {len(r["sentences"]) for r in table}},
     }
 
@@ -205,6 +209,8 @@ def test_on_real_prepare_output(tmp_path):
         "The photo shows a beach at sunset. " + "Waves roll in over the dark sand near the old pier. " * 8,
         "",  # rejected: empty caption
         "Two dogs play in a park. One is brown. The other is black and white. In short, dogs at play.",
+        "Dr. Smith walks a dog along the river. It rains.",  # Long-CLIP's split stops at "Dr"
+        "What a view! The sea is calm. Boats float by.",
     ]
     src = tmp_path / "captions.jsonl"
     src.write_text("".join(json.dumps({"image": f"{i}.jpg", "caption": c, "key": str(i)}) + "\n" for i, c in enumerate(captions)))
@@ -212,7 +218,7 @@ def test_on_real_prepare_output(tmp_path):
     manifest = prepare([src], out, PrepareOptions(format="table", quiet=True, split="val"))
     s = compute_stats([out], StatsOptions(by="split"))
     expect = _plain_python_stats(PreparedDataset.open(out))
-    assert s["records"] == manifest["counts"]["written"] == expect["records"] == 4
+    assert s["records"] == manifest["counts"]["written"] == expect["records"] == 6
     assert s["rejected"] == manifest["counts"]["rejected"] == 1 and sum(s["rejects_by_reason"].values()) == 1
     assert s["tokens_per_caption"]["over_77"] == pytest.approx(expect["over_77"], abs=1e-6)
     assert s["tokens_per_caption"]["max"] == expect["max"]
@@ -222,6 +228,8 @@ def test_on_real_prepare_output(tmp_path):
     assert s["opening_summary_rate"] == pytest.approx(expect["opening"], abs=1e-6)
     assert s["closing_summary_rate"] == pytest.approx(expect["closing"], abs=1e-6)
     assert s["sentences_per_caption"]["histogram"] == expect["hist"]
+    assert s["longclip_split_agreement"] == pytest.approx(expect["agree"], abs=1e-6)
+    assert expect["agree"] <= 5 / 6  # the "Dr." caption at least disagrees
     assert list(s["by"]["groups"]) == ["val"]
     assert {p["phrase"] for p in s["opening_phrases"]} >= {"the image shows", "the photo shows", "two dogs play"}
 

@@ -1,7 +1,8 @@
 """Dataset statistics over prepared folders: one lazy polars pass, then plain dicts.
 
 The pass reduces every row to a few small numbers (sentence count, token count, first
-sentence length, summary positions, opening phrase) and keeps only their value counts per
+sentence length, summary positions, opening phrase, whether Long-CLIP's `split(". ")[0]`
+finds the first sentence) and keeps only their value counts per
 finest group (dataset x --by value). Every figure in the report is derived from those
 counts, so coarser groups are exact sums and memory stays bounded by the number of
 distinct values, not rows.
@@ -39,7 +40,7 @@ class _Dist:
     sentences: Counter = field(default_factory=Counter)
     tokens: Counter = field(default_factory=Counter)
     first_tokens: Counter = field(default_factory=Counter)
-    positions: Counter = field(default_factory=Counter)  # (opening, middle, closing) -> rows
+    positions: Counter = field(default_factory=Counter)  # (opening, middle, closing, longclip agrees) -> rows
     phrases: Counter = field(default_factory=Counter)
 
     def add(self, other: "_Dist") -> None:
@@ -80,7 +81,20 @@ def _row_measures(lf, dataset: str, phrase_words: int):
         (mask.list.slice(1, pl.max_horizontal(n_sent - 2, 0)).list.any().fill_null(False)).alias("middle"),
         ((n_sent > 1) & mask.list.last().fill_null(False)).alias("closing"),
         _opening_phrase(pl.col("sentences").list.first(), phrase_words).alias("phrase"),
+        _longclip_agrees().alias("longclip_agrees"),
     )
+
+
+def _longclip_agrees():
+    """Does Long-CLIP's short caption, caption.split(". ")[0], equal the first sentence?
+    (Compared without surrounding spaces and trailing periods; null without a sentence.)"""
+    import polars as pl
+
+    def norm(text):
+        return text.str.strip_chars().str.strip_chars_end(".")
+
+    short = pl.col("caption").str.split_exact(". ", 1).struct.field("field_0")
+    return norm(short) == norm(pl.col("sentences").list.first())
 
 
 WORD = r"[\w'’-]+"  # a word keeps its apostrophes and hyphens ("eye-level", "it's")
@@ -109,7 +123,7 @@ def _collect_dists(datasets: list[tuple[str, PreparedDataset]], keys: list[str],
         "sentences": rows.group_by(keys + ["n_sentences"]).len(),
         "tokens": rows.group_by(keys + ["n_tokens"]).len(),
         "first_tokens": rows.drop_nulls("first_tokens").group_by(keys + ["first_tokens"]).len(),
-        "positions": rows.group_by(keys + ["opening", "middle", "closing"]).len(),
+        "positions": rows.group_by(keys + ["opening", "middle", "closing", "longclip_agrees"]).len(),
         "phrases": rows.filter(pl.col("phrase").str.len_chars() > 0).group_by(keys + ["phrase"]).len(),
     }
     try:
@@ -178,7 +192,9 @@ def _group_stats(dist: _Dist, top: int) -> dict[str, Any]:
     frac = (lambda n: _round(n / records, 6)) if records else (lambda n: None)
     over = lambda limit: sum(n for v, n in dist.tokens.items() if v > limit)  # noqa: E731
     where = Counter()
-    for (opening, middle, closing), n in dist.positions.items():
+    agrees = Counter()
+    for (opening, middle, closing, agree), n in dist.positions.items():
+        agrees[agree] += n
         where["opening"] += n if opening else 0
         where["middle"] += n if middle else 0
         where["closing"] += n if closing else 0
@@ -205,6 +221,10 @@ def _group_stats(dist: _Dist, top: int) -> dict[str, Any]:
         "opening_summary_rate": frac(where["opening"]),
         "closing_summary_rate": frac(where["closing"]),
         "summary_position": {k: frac(where[k]) for k in SUMMARY_POSITIONS},
+        # share of captions (with a sentence) whose Long-CLIP short text is the first sentence
+        "longclip_split_agreement": (
+            _round(agrees[True] / (agrees[True] + agrees[False]), 6) if agrees[True] + agrees[False] else None
+        ),
         "opening_phrases": [
             {"phrase": p, "count": n, "fraction": _round(n / phrases_total, 6)}
             for p, n in sorted(dist.phrases.items(), key=lambda kv: (-kv[1], kv[0]))[:top]

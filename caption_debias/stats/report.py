@@ -66,6 +66,7 @@ ROWS = [
     ("summary closes the caption", lambda g: g["closing_summary_rate"], _pct),
     ("summary in the middle", lambda g: g["summary_position"]["middle"], _pct),
     ("no summary sentence", lambda g: g["summary_position"]["none"], _pct),
+    ("Long-CLIP split('. ')[0] = first sentence", lambda g: g["longclip_split_agreement"], _pct),
 ]
 
 
