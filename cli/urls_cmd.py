@@ -27,7 +27,7 @@ def urls(
                + (f" ({result['skipped_not_url']} rows with file paths, not URLs, left out)" if result["skipped_not_url"] else ""))
     typer.echo("download the images with:")
     typer.echo(result["command"])
-    typer.echo(f"then train on them: caption-debias train {prepared} --images {result['images']} ...")
+    typer.echo(f"then train on them: caption-debias train {prepared} --image-root {result['images']} --out RUN ...")
 
 
 def export_captions(

@@ -41,10 +41,10 @@ def _quiet_data_context() -> None:
     """Ray Data's own progress bars would fight prepare's progress line."""
     import ray.data
 
+    logging.getLogger("ray.data").setLevel(logging.ERROR)  # before the switch: it logs a notice about itself
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
     ctx.verbose_stats_logs = False
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
 
 
 def _chunk_task(fn: Callable[[Any], dict]) -> Callable[[dict], dict]:
