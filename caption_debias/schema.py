@@ -87,3 +87,19 @@ def shard_arrow_schema() -> pa.Schema:
 
 def shard_columns() -> list[str]:
     return [c["name"] for c in shard_spec()["columns"]]
+
+
+def shard_columns_markdown() -> str:
+    """The shard column table for docs/shards.md, generated from shard.schema.json."""
+    lines = ["| column | type | nullable | description |", "|---|---|---|---|"]
+    for c in shard_spec()["columns"]:
+        lines.append(f"| `{c['name']}` | `{c['type']}` | {'yes' if c['nullable'] else 'no'} | {c['description']} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python -m caption_debias.schema --markdown
+    import sys
+
+    if sys.argv[1:] != ["--markdown"]:
+        sys.exit("usage: python -m caption_debias.schema --markdown")
+    print(shard_columns_markdown())
