@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 SHARD_ROWS = 50_000
-COLUMNS = ["source", "split", "sentence_spans", "num_tokens", "sentence_tokens", "summary_mask", "sentences"]
+COLUMNS = ["source", "split", "caption", "sentence_spans", "num_tokens", "sentence_tokens", "summary_mask", "sentences"]
 
 CHILD = r"""
 import json, resource, sys, time
@@ -41,17 +41,10 @@ if mode == "lazy":
 elif mode == "eager":
     import polars as pl
     from caption_debias.dataset import PreparedDataset
-    from caption_debias.stats.compute import _row_measures
+    from caption_debias.stats.compute import _row_measures, value_count_queries
     frame = pl.from_arrow(PreparedDataset.open(folder).read(COLUMNS))
-    rows = _row_measures(frame.lazy(), "bench", 3)
-    keys = ["dataset", "source"]
-    out = pl.collect_all([
-        rows.group_by(keys + ["n_sentences"]).len(),
-        rows.group_by(keys + ["n_tokens"]).len(),
-        rows.drop_nulls("first_tokens").group_by(keys + ["first_tokens"]).len(),
-        rows.group_by(keys + ["opening", "middle", "closing"]).len(),
-        rows.group_by(keys + ["phrase"]).len(),
-    ], engine="in-memory")
+    queries = value_count_queries(_row_measures(frame.lazy(), "bench", 3), ["dataset", "source"])
+    out = pl.collect_all(list(queries.values()), engine="in-memory")
     records = int(out[0]["len"].sum())
 elif mode == "imports":
     import polars, pyarrow.parquet
@@ -137,8 +130,9 @@ def build_big(work: Path, rows: int) -> Path:
 
 def run_child(mode: str, folder: Path, report: Path) -> dict:
     code = f"COLUMNS = {COLUMNS!r}\n" + CHILD
-    proc = subprocess.run([sys.executable, "-c", code, mode, str(folder), str(report)],
-                          capture_output=True, text=True, check=True)
+    proc = subprocess.run([sys.executable, "-c", code, mode, str(folder), str(report)], capture_output=True, text=True)
+    if proc.returncode:
+        sys.exit(f"{mode} run failed:\n{proc.stderr}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 

@@ -113,19 +113,25 @@ def _opening_phrase(sentence, words: int):
     return pl.concat_str(parts, separator=" ", ignore_nulls=True).str.to_lowercase()
 
 
-def _collect_dists(datasets: list[tuple[str, PreparedDataset]], keys: list[str], phrase_words: int):
-    """One shared scan, five small value-count tables -> {group key tuple: _Dist}."""
+def value_count_queries(rows, keys: list[str]) -> dict:
+    """The five value-count tables every figure is derived from, as lazy queries on `rows`."""
     import polars as pl
 
-    frames = [_row_measures(ds.scan(), name, phrase_words) for name, ds in datasets]
-    rows = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
-    queries = {
+    return {
         "sentences": rows.group_by(keys + ["n_sentences"]).len(),
         "tokens": rows.group_by(keys + ["n_tokens"]).len(),
         "first_tokens": rows.drop_nulls("first_tokens").group_by(keys + ["first_tokens"]).len(),
         "positions": rows.group_by(keys + ["opening", "middle", "closing", "longclip_agrees"]).len(),
         "phrases": rows.filter(pl.col("phrase").str.len_chars() > 0).group_by(keys + ["phrase"]).len(),
     }
+
+
+def _collect_dists(datasets: list[tuple[str, PreparedDataset]], keys: list[str], phrase_words: int):
+    """One shared scan, five small value-count tables -> {group key tuple: _Dist}."""
+    import polars as pl
+
+    frames = [_row_measures(ds.scan(), name, phrase_words) for name, ds in datasets]
+    queries = value_count_queries(pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0], keys)
     try:
         results = pl.collect_all(list(queries.values()), engine="streaming")
     except (pl.exceptions.ComputeError, pl.exceptions.SchemaError, pl.exceptions.ColumnNotFoundError, OSError) as exc:
