@@ -24,11 +24,16 @@ def iter_array(path: Path, read_bytes: int = READ_BYTES) -> Iterator[tuple[int, 
     """
     decoder = json.JSONDecoder()
     text_decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
-    buf, base, pos, eof = "", 0, 0, False  # base: byte offset of buf[0]
+    buf, pos, eof = "", 0, False
+    mark_pos, mark_byte = 0, 0  # a character index in buf and its byte offset in the file
     name = str(path)
 
     def byte_at(i: int) -> int:
-        return base + len(buf[:i].encode("utf-8", "surrogateescape"))
+        """Byte offset of buf[i]; calls come in increasing i, so only the new stretch is encoded."""
+        nonlocal mark_pos, mark_byte
+        mark_byte += len(buf[mark_pos:i].encode("utf-8", "surrogateescape"))
+        mark_pos = i
+        return mark_byte
 
     with open(path, "rb") as fh:
 
@@ -86,8 +91,8 @@ def iter_array(path: Path, read_bytes: int = READ_BYTES) -> Iterator[tuple[int, 
             yield byte_at(pos), value
             pos = end
             if pos > read_bytes:  # drop consumed text so the buffer stays about one read long
-                base = byte_at(pos)
-                buf, pos = buf[pos:], 0
+                byte_at(pos)
+                buf, pos, mark_pos = buf[pos:], 0, 0
 
 
 def first_gpt_turn(element: dict) -> tuple[Any, str | None]:
