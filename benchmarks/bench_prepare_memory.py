@@ -95,6 +95,7 @@ def main() -> None:
     args = ap.parse_args()
     captions = load_captions(args.data)
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-prepare-memory-"))
+    work.mkdir(parents=True, exist_ok=True)
     results = []
     for n in args.sizes:
         path = work / f"sharegpt4v_{n}.json"
