@@ -13,6 +13,8 @@ from caption_debias.prepare.options import PrepareOptions
 from caption_debias.prepare.run import prepare
 
 ray = pytest.importorskip("ray")
+# Ray Data warns about its own deprecated settings when its context is first built.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +81,21 @@ def test_unknown_engine_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="unknown engine 'spark'"):
         prepare([data], tmp_path / "o", PrepareOptions(format="table", engine="spark"))
 
+
+
+def test_cli_engine_ray_starts_and_stops_its_own_runtime(tmp_path):
+    """`prepare --engine ray` from the command line, in a fresh process with no RAY_ADDRESS."""
+    import subprocess
+    import sys
+
+    data = write_table(tmp_path / "t.jsonl", n=6)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    cmd = [sys.executable, "-m", "caption_debias.cli.main", "prepare", str(data), "-o", str(tmp_path / "cli"),
+           "--format", "table", "--engine", "ray", "--workers", "1", "--shard-rows", "2", "-q"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    local = prepare([data], tmp_path / "local", PrepareOptions(format="table", shard_rows=2, quiet=True))
+    assert snapshot(tmp_path / "cli") == snapshot(tmp_path / "local")
+    assert local["counts"]["read"] == 7
+    bad = subprocess.run([*cmd[:-3], "--engine", "spark"], capture_output=True, text=True, env=env)
+    assert bad.returncode != 0 and "unknown engine 'spark'" in bad.stderr and "Traceback" not in bad.stderr

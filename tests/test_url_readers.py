@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from types import SimpleNamespace
 
 import pyarrow as pa
@@ -106,3 +107,25 @@ def test_parquet_cut_off_is_a_fatal_reject(tmp_path):
     path.write_bytes(data[: len(data) // 2])
     out = list(recap_datacomp.read(path, "cut.parquet", opts()))
     assert len(out) == 1 and out[0].fatal and out[0].reason.startswith("truncated input")
+
+
+def test_prepare_keys_for_url_sets(tmp_path):
+    """Through the real prepare(): each reader by --format name, keys as docs/scale.md states."""
+    from caption_debias.dataset import PreparedDataset
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+
+    csv_path = tmp_path / "cc3m.csv"
+    write_dreamlip(csv_path, [["http://x/1.jpg", "r", "IB one. Two.", "SV one. Two.", "LLA."]])
+    prepare([csv_path], tmp_path / "d", PrepareOptions(format="dreamlip", caption_column="longIB_captions,longSV_captions", quiet=True))
+    rows = PreparedDataset.open(tmp_path / "d").read(["key", "image", "sentences"]).to_pylist()
+    assert [r["key"] for r in rows] == ["dreamlip/cc3m:1:longIB_captions", "dreamlip/cc3m:1:longSV_captions"]
+    assert rows[1]["sentences"] == ["SV one.", "Two."]
+
+    pp = tmp_path / "pp.parquet"
+    pq.write_table(pa.table({"url": ["http://p/1.jpg", "http://p/2.jpg"], "key": ["k1", "k1"],
+                             "vlm_caption": ["This image displays: A bus. It is red.", "A tree."]}), pp)
+    m = prepare([pp], tmp_path / "p", PrepareOptions(format="pixelprose", quiet=True))
+    rows = PreparedDataset.open(tmp_path / "p").read(["key", "caption", "meta"]).to_pylist()
+    assert [r["key"] for r in rows] == ["pixelprose/k1", "pixelprose/k1#2"] and m["counts"]["duplicate_keys"] == 1
+    assert rows[0]["caption"] == "A bus. It is red." and json.loads(rows[0]["meta"])["caption_prefix"] == "This image displays:"
