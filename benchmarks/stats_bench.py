@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 SHARD_ROWS = 50_000
-COLUMNS = ["source", "split", "caption", "sentence_spans", "num_tokens", "sentence_tokens", "summary_mask", "sentences"]
+COLUMNS = ["source", "split", "caption", "sentence_spans", "num_tokens", "sentence_tokens", "summary_mask"]
 
 CHILD = r"""
 import json, resource, sys, time

@@ -69,6 +69,11 @@ def _row_measures(lf, dataset: str, phrase_words: int):
 
     n_sent = pl.col("sentence_spans").list.len()
     mask = pl.col("summary_mask")
+    # The first sentence cut from the caption by its span (schema: caption[start:end].strip()
+    # == sentence), so the `sentences` column is never read: the caption is read anyway.
+    span = pl.col("sentence_spans").list.first()
+    start, end = span.struct.field("start"), span.struct.field("end")
+    first_sentence = pl.col("caption").str.slice(start, end - start).str.strip_chars()
     return lf.select(
         pl.lit(dataset).alias("dataset"),
         pl.col("source").cast(pl.String),
@@ -80,12 +85,12 @@ def _row_measures(lf, dataset: str, phrase_words: int):
         mask.list.first().fill_null(False).alias("opening"),
         (mask.list.slice(1, pl.max_horizontal(n_sent - 2, 0)).list.any().fill_null(False)).alias("middle"),
         ((n_sent > 1) & mask.list.last().fill_null(False)).alias("closing"),
-        _opening_phrase(pl.col("sentences").list.first(), phrase_words).alias("phrase"),
-        _longclip_agrees().alias("longclip_agrees"),
+        _opening_phrase(first_sentence, phrase_words).alias("phrase"),
+        _longclip_agrees(first_sentence).alias("longclip_agrees"),
     )
 
 
-def _longclip_agrees():
+def _longclip_agrees(first_sentence):
     """Does Long-CLIP's short caption, caption.split(". ")[0], equal the first sentence?
     (Compared without surrounding spaces and trailing periods; null without a sentence.)"""
     import polars as pl
@@ -94,7 +99,7 @@ def _longclip_agrees():
         return text.str.strip_chars().str.strip_chars_end(".")
 
     short = pl.col("caption").str.split_exact(". ", 1).struct.field("field_0")
-    return norm(short) == norm(pl.col("sentences").list.first())
+    return norm(short) == norm(first_sentence)
 
 
 WORD = r"[\w'’-]+"  # a word keeps its apostrophes and hyphens ("eye-level", "it's")
