@@ -169,3 +169,14 @@ def test_identical_captions_tie_and_count_as_misses(world):
     got = evaluate(load_model("tiny"), same, variants=("keep",))
     assert got["keep"]["i2t"]["r1"] == 0.0  # each image sees three equal captions: ties are misses
     assert got["keep"]["i2t"]["r5"] == 100.0
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_unreadable_image_is_one_line_even_from_a_worker(tmp_path, workers):
+    from caption_debias.evaluate.retrieval import encode_images
+
+    rows = make_images(tmp_path, 2)
+    (tmp_path / rows[1][0]).write_bytes(b"not an image")
+    with pytest.raises(UserError) as err:
+        encode_images(load_model("tiny"), [tmp_path / r for r, _ in rows], batch_size=1, workers=workers)
+    assert str(err.value).startswith(str(tmp_path / rows[1][0]) + ": unreadable image") and "\n" not in str(err.value)

@@ -72,8 +72,13 @@ def encode_images(loaded, paths: Sequence[Path], batch_size: int = 64, workers: 
     feats = []
     loaded.model.eval()
     with torch.inference_mode():
-        for batch in loader:
-            feats.append(F.normalize(loaded.model.encode_image(batch.to(device, non_blocking=True)).float(), dim=-1))
+        try:
+            for batch in loader:
+                feats.append(F.normalize(loaded.model.encode_image(batch.to(device, non_blocking=True)).float(), dim=-1))
+        except UserError as exc:
+            # A worker's error arrives wrapped with its traceback: keep the one line the user needs.
+            last = str(exc).strip().splitlines()[-1]
+            raise UserError(last.split("UserError: ", 1)[-1]) from None
     return torch.cat(feats)
 
 
