@@ -126,3 +126,21 @@ def test_a_record_missing_a_field_is_a_user_error(tmp_path):
     (tmp_path / "docci_descriptions.jsonlines").write_text('{"split": "test", "description": "No file."}\n', "utf-8")
     with pytest.raises(UserError, match="not a docci layout"):
         load_benchmark("docci", tmp_path)
+
+
+def test_suite_pairs_data_labels_models_and_shapes_json(tmp_path):
+    from caption_debias.evaluate.suite import model_labels, output_json, pair_data
+
+    (tmp_path / "run").mkdir()
+    specs = pair_data([], [tmp_path / "a", tmp_path / "b"], None)
+    assert [(s.benchmark, s.label) for s in specs] == [("prepared", "a"), ("prepared", "b")]
+    assert [s.label for s in pair_data(["coco", "imagefolder"], [tmp_path, tmp_path], None)] == ["coco", "imagefolder"]
+    for bench, paths, match in ((["coco"], [tmp_path, tmp_path], "in pairs"), (["imagenet"], [tmp_path], "unknown benchmark"),
+                                ([], [tmp_path / "x", tmp_path / "y" / "x"], "named twice"), ([], [], "give --data")):
+        with pytest.raises(UserError, match=match):
+            pair_data(bench, paths, None)
+    assert model_labels([str(tmp_path / "run"), "tiny", "tiny", "hf-hub:o/r"]) == ["run", "tiny", "tiny#2", "hf-hub:o/r"]
+    table = {"keep": {"t2i": {"r1": 1.0}, "i2t": {"r1": 2.0}}}
+    assert output_json({"m": {"d": table}}) == table
+    assert output_json({"m": {"d": table, "e": table}}) == {"m": {"d": table, "e": table}}
+    assert output_json({"m": {"d": table}, "n": {"d": table}}) == {"m": {"d": table}, "n": {"d": table}}
