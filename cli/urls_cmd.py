@@ -16,13 +16,14 @@ def urls(
     image_size: int = typer.Option(256, "--image-size", help="--image_size for img2dataset (keep_ratio resize)."),
     processes: int = typer.Option(8, "--processes", help="--processes_count for img2dataset."),
     threads: int = typer.Option(64, "--threads", help="--thread_count for img2dataset."),
+    strip: str = typer.Option("none", "--strip", help="Caption img2dataset stores as KEY.txt: none (as prepared), summary or opening (sentences dropped as in export-captions)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace LIST if it exists."),
 ) -> None:
     """Write an img2dataset-ready URL list from prepared shards and print the img2dataset command."""
     from caption_debias.export.urls import write_url_list
 
     result = write_url_list(prepared, to, images=images, image_size=image_size, processes=processes,
-                            threads=threads, overwrite=overwrite)
+                            threads=threads, strip=strip, overwrite=overwrite)
     typer.echo(f"wrote {result['rows']} URLs to {result['path']}"
                + (f" ({result['skipped_not_url']} rows with file paths, not URLs, left out)" if result["skipped_not_url"] else ""))
     typer.echo("download the images with:")

@@ -138,3 +138,12 @@ def test_cli_export_captions_and_urls(prepared, tmp_path):
     bad = subprocess.run([*cli, "export-captions", str(prepared), "--to", str(tmp_path / "e2.tsv"), "--strip", "middle"],
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "Traceback" not in bad.stderr and "unknown --strip" in bad.stderr
+
+
+def test_url_list_with_stripped_captions_for_webdataset_trainers(prepared, tmp_path):
+    res = write_url_list(prepared, tmp_path / "s.parquet", strip="summary")
+    captions = pq.read_table(tmp_path / "s.parquet").column("caption").to_pylist()
+    assert captions == ["The cat is black. It sleeps.", "Only one sentence here."]  # what KEY.txt will hold
+    assert res["fallback_full_caption"] == 1
+    with pytest.raises(UserError, match="unknown --strip"):
+        write_url_list(prepared, tmp_path / "t.parquet", strip="middle")

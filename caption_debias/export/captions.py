@@ -66,7 +66,8 @@ def row_rng(seed: int, key: str) -> np.random.Generator:
     return np.random.default_rng([seed, int.from_bytes(digest, "big")])
 
 
-def _texts(row: dict[str, Any], strip: str, augment: str, copies: int, seed: int, counts: dict[str, int]) -> list[str]:
+def caption_texts(row: dict[str, Any], strip: str, augment: str, copies: int, seed: int, counts: dict[str, int]) -> list[str]:
+    """The texts export-captions writes for one prepared row (one, or `copies` with augment=debias)."""
     sentences, mask = row["sentences"], row["summary_mask"]
     if strip == "none" and augment == "none":
         return [row["caption"]]  # verbatim, paragraph breaks and all
@@ -93,7 +94,7 @@ def _rows(data: PreparedDataset, strip, augment, copies, seed, image_root, count
             image = row["image"]
             if image_root is not None and not image.startswith(URL_PREFIXES):
                 image = str(Path(image_root) / image)
-            for copy, text in enumerate(_texts(row, strip, augment, copies, seed, counts)):
+            for copy, text in enumerate(caption_texts(row, strip, augment, copies, seed, counts)):
                 counts["rows"] += 1
                 yield {"key": row["key"], "filepath": image, "title": text, "copy": copy}
 

@@ -41,12 +41,19 @@ def img2dataset_command(url_list: Path, images: Path, *, image_size: int = 256, 
 
 
 def write_url_list(prepared: str | Path, to: str | Path, *, images: str | Path | None = None, image_size: int = 256,
-                   processes: int = 8, threads: int = 64, overwrite: bool = False) -> dict[str, Any]:
-    """Write (caption_key, url, caption) for every row whose image is a URL; count the rows that are not."""
+                   processes: int = 8, threads: int = 64, strip: str = "none", overwrite: bool = False) -> dict[str, Any]:
+    """Write (caption_key, url, caption) for every row whose image is a URL; count the rows that are not.
+
+    `strip` (export-captions' --strip) decides the caption img2dataset stores as KEY.txt, so a
+    webdataset trainer (open_clip_train) reads summary-stripped captions straight from the tars.
+    """
+    from caption_debias.export.captions import STRIPS, caption_texts
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    if strip not in STRIPS:
+        raise UserError(f"unknown --strip {strip!r} (choose from {', '.join(STRIPS)})")
     data = PreparedDataset.open(prepared)
     to = Path(to)
     if to.suffix.lower() not in (".parquet", ".pq"):
@@ -56,16 +63,21 @@ def write_url_list(prepared: str | Path, to: str | Path, *, images: str | Path |
     to.parent.mkdir(parents=True, exist_ok=True)
     schema = pa.schema([(KEY_COLUMN, pa.string()), (URL_COLUMN, pa.string()), (CAPTION_COLUMN, pa.string())])
     written = not_url = 0
+    counts = {"fallback_full_caption": 0}
+    columns = ["key", "image", "caption"] + (["sentences", "summary_mask"] if strip != "none" else [])
     tmp = to.with_name(to.name + ".partial")
     # Streamed batch by batch: a billion-row set never sits in memory; renamed at the end so a
     # half-written list is never mistaken for a finished one.
     with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-        for batch in data.iter_batches(["key", "image", "caption"]):
+        for batch in data.iter_batches(columns):
             is_url = pc.match_substring_regex(batch.column("image"), URL_PATTERN)
             kept = batch.filter(is_url)
             not_url += batch.num_rows - kept.num_rows
             if kept.num_rows:
-                writer.write_table(pa.table([kept.column("key"), kept.column("image"), kept.column("caption")], schema=schema))
+                captions = kept.column("caption")
+                if strip != "none":
+                    captions = pa.array([caption_texts(row, strip, "none", 1, 0, counts)[0] for row in kept.to_pylist()], pa.string())
+                writer.write_table(pa.table([kept.column("key"), kept.column("image"), captions], schema=schema))
                 written += kept.num_rows
     if written == 0:
         tmp.unlink()
@@ -76,6 +88,8 @@ def write_url_list(prepared: str | Path, to: str | Path, *, images: str | Path |
         "path": str(to),
         "rows": written,
         "skipped_not_url": not_url,
+        "strip": strip,
+        "fallback_full_caption": counts["fallback_full_caption"],
         "images": str(images),
         "command": img2dataset_command(to, images, image_size=image_size, processes=processes, threads=threads),
     }
