@@ -11,21 +11,29 @@ class Progress:
 
     def __init__(self, quiet: bool) -> None:
         self.bar = None
+        self.read = 0
         if not quiet and sys.stderr.isatty():
             from rich.console import Console
             from rich.progress import BarColumn, Progress as RichProgress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
             self.bar = RichProgress(
                 SpinnerColumn(), TextColumn("[bold]prepare[/]"), BarColumn(bar_width=None, pulse_style="cyan"),
-                TextColumn("{task.fields[records]:,} records · {task.fields[rejects]:,} rejects · {task.fields[shards]} shards"),
+                TextColumn("{task.fields[read]:,} read · {task.fields[records]:,} done · {task.fields[rejects]:,} rejects · {task.fields[shards]} shards"),
                 TimeElapsedColumn(), console=Console(stderr=True), transient=True,
             )
-            self.task = self.bar.add_task("prepare", total=None, records=0, rejects=0, shards=0)
+            self.task = self.bar.add_task("prepare", total=None, read=0, records=0, rejects=0, shards=0)
             self.bar.start()
 
     def update(self, records: int, rejects: int, shards: int) -> None:
         if self.bar is not None:
-            self.bar.update(self.task, records=records, rejects=rejects, shards=shards)
+            self.read = max(self.read, records)
+            self.bar.update(self.task, read=self.read, records=records, rejects=rejects, shards=shards)
+
+    def reading(self, read: int) -> None:
+        """Records read from the inputs so far (ahead of `update`, which counts finished chunks)."""
+        if self.bar is not None:
+            self.read = read
+            self.bar.update(self.task, read=read)
 
     def close(self) -> None:
         if self.bar is not None:

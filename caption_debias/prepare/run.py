@@ -114,7 +114,7 @@ def prepare(inputs: list[str | Path], output: str | Path, options: PrepareOption
 
     def tasks() -> Iterator[Any]:
         nonlocal reused
-        for chunk in chunks(resolved, options, totals):
+        for chunk in chunks(resolved, options, totals, on_read=progress.reading):
             fingerprint = chunk.fingerprint()
             side = state.load_sidecar(out, chunk.index, fingerprint) if resumed else None
             if side is not None:

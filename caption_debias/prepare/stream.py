@@ -10,7 +10,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from caption_debias.readers import detect, get_reader
 from caption_debias.readers.common import image_problem, input_stem
@@ -100,7 +100,8 @@ def resolve_format(path: Path, fmt: str) -> str:
     return detect(path) if fmt == "auto" else fmt
 
 
-def chunks(inputs: list[tuple[str, Path, str]], options, totals: dict[str, InputCounts]) -> Iterator[Chunk]:
+def chunks(inputs: list[tuple[str, Path, str]], options, totals: dict[str, InputCounts],
+           on_read: Callable[[int], None] | None = None) -> Iterator[Chunk]:
     """Chunks of up to `shard_rows` records, in input order.
 
     A full chunk is held back until the next record arrives, so rejects read after its last
@@ -108,11 +109,15 @@ def chunks(inputs: list[tuple[str, Path, str]], options, totals: dict[str, Input
     """
     keys = KeyAssigner()
     current = Chunk(0)
+    read_so_far = 0
     for name, path, fmt in inputs:
         counts = totals[name]
         stem = input_stem(path)
         for item in get_reader(fmt)(path, name, options):
             counts.read += 1
+            read_so_far += 1
+            if on_read is not None and read_so_far % 1000 == 0:
+                on_read(read_so_far)
             if isinstance(item, Record):
                 problem = image_problem(item.image)
                 if problem:
