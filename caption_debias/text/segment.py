@@ -88,7 +88,10 @@ class PysbdSegmenter:
     def spans(self, text: str) -> list[tuple[int, int]]:
         if not text or text.isspace():
             return []
-        return align_sentences(text, self._seg.segment(text))
+        # pysbd's segment() then re-finds every sentence in the text with a freshly
+        # compiled regex (half its time); the processor's sentences, aligned by
+        # str.find, give the same spans.
+        return align_sentences(text, self._seg.processor(text).process())
 
     def describe(self) -> dict:
         return {"name": self.name, "library": "pysbd", "version": self._version, "language": "en", "clean": False}
