@@ -98,3 +98,19 @@ def test_text_package_does_not_import_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_encode_caption_counts_like_the_whole_caption():
+    from caption_debias.text.segment import get_segmenter
+
+    tok, seg = get_tokenizer(), get_segmenter("fast")
+    texts = CAPTIONS + EDGE_CASES + [
+        "Trailing marks at the end of the sun.. A new line",
+        "No space after it.There is more. “Quoted” text — with dashes.",
+        "Fish &amp; chips. Café au lait. Ａ wide letter.",
+    ] + [" ".join(_random_texts(3, seed=s)) for s in range(100)]
+    for text in texts:
+        spans = seg.spans(text)
+        ids, n = tok.encode_caption(text, spans)
+        assert ids == [tok.encode(text[s:e]) for s, e in spans]
+        assert n == len(tok.encode(text)) + 2, text

@@ -18,11 +18,12 @@ def text_row(caption: str, segmenter, tokenizer, summary_mode: str) -> dict[str,
     spans = segmenter.spans(caption)
     sentences = [caption[s:e].strip() for s, e in spans]
     scores = summary.summary_scores(sentences)
+    sentence_tokens, num_tokens = tokenizer.encode_caption(caption, spans)  # skips a 2nd pass when it can
     return {
         "sentences": sentences,
         "sentence_spans": [{"start": s, "end": e} for s, e in spans],
-        "sentence_tokens": tokenizer.encode_batch(sentences),
-        "num_tokens": len(tokenizer.encode(caption)) + 2,
+        "sentence_tokens": sentence_tokens,
+        "num_tokens": num_tokens,
         "summary_mask": summary.summary_mask(sentences, scores, summary_mode),
         "summary_scores": [float(x) for x in scores],
     }

@@ -177,6 +177,24 @@ class ClipTokenizer:
         """BPE ids of many texts (same ids as `encode`, sharing its caches)."""
         return [self.encode(t) for t in texts]
 
+    def encode_caption(self, caption: str, spans: list[tuple[int, int]]) -> tuple[list[list[int]], int]:
+        """(ids of each sentence caption[s:e], caption length in tokens with start and end).
+
+        The caption's ids are its sentences' ids end to end whenever cleaning is local to
+        each character (no ftfy needed) and whitespace separates the sentences, since
+        pre-tokens never cross whitespace; then the caption is not tokenized a second
+        time. Otherwise it is.
+        """
+        sentence_ids = [self.encode(caption[s:e]) for s, e in spans]
+        local = (caption.isascii() and _PLAIN_ASCII.fullmatch(caption) is not None) or (
+            _PLAIN_TYPOGRAPHIC.fullmatch(caption) is not None
+        )
+        if local and all(caption[e:s2][:1].isspace() for (_, e), (s2, _) in zip(spans, spans[1:])) and (
+            not caption[: spans[0][0]].strip() if spans else not caption.strip()
+        ) and (not spans or not caption[spans[-1][1]:].strip()):
+            return sentence_ids, sum(map(len, sentence_ids)) + 2
+        return sentence_ids, len(self.encode(caption)) + 2
+
     def num_tokens(self, text: str) -> int:
         """Length of text in tokens including start and end, untruncated."""
         return len(self.encode(text)) + 2
