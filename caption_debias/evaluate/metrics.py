@@ -20,18 +20,12 @@ KS: tuple[int, ...] = (1, 5, 10)
 def text_to_image_ranks(sim: torch.Tensor, text_image: torch.Tensor) -> torch.Tensor:
     """Rank (0 = best) of each text's own image among all images; ties count against it."""
     right = sim.gather(1, text_image.view(-1, 1))  # [T, 1]
-    beaten_or_tied = (sim >= right).sum(dim=1) - 1  # minus the right image itself
-    return beaten_or_tied
+    return (sim >= right).sum(dim=1) - 1  # minus the right image itself
 
 
-def image_to_text_ranks(sim: torch.Tensor, text_image: torch.Tensor, n_images: int) -> torch.Tensor:
-    """Rank of each image's best-scoring caption among all captions of other images."""
-    sim_t = sim.t()  # [I, T]
-    own = text_image.view(1, -1) == torch.arange(n_images, device=sim.device).view(-1, 1)  # [I, T]
-    if not bool(own.any(dim=1).all()):
-        raise ValueError("every image needs at least one caption")
-    best_own = sim_t.masked_fill(~own, float("-inf")).max(dim=1, keepdim=True).values
-    return ((sim_t >= best_own) & ~own).sum(dim=1)
+def own_scores(sim: torch.Tensor, text_image: torch.Tensor) -> torch.Tensor:
+    """sim[t, image of t] for every text t."""
+    return sim.gather(1, text_image.view(-1, 1)).view(-1)
 
 
 def recall_from_ranks(ranks: torch.Tensor, ks: Sequence[int] = KS) -> dict[str, float]:
@@ -51,7 +45,8 @@ def retrieval_recall(
     """{'t2i': {'r1','r5','r10'}, 'i2t': {...}} in percent.
 
     sim: [n_texts, n_images] similarity; text_image[t] is the index of text t's image.
-    Works in row chunks so a COCO-sized matrix (25k x 5k) stays within memory.
+    One pass over row chunks, no transposed copies, so a COCO-sized matrix (25k x 5k) needs
+    only a chunk of booleans beyond the matrix itself.
     """
     if sim.dim() != 2:
         raise ValueError("sim must be a [texts, images] matrix")
@@ -61,12 +56,20 @@ def retrieval_recall(
         raise ValueError(f"text_image has {ti.numel()} entries for {n_texts} texts")
     if n_texts and (int(ti.min()) < 0 or int(ti.max()) >= n_images):
         raise ValueError("text_image index out of range")
+    if bool((torch.bincount(ti, minlength=n_images) == 0).any()):
+        raise ValueError("every image needs at least one caption")
 
-    t2i = torch.cat([text_to_image_ranks(sim[s : s + chunk], ti[s : s + chunk]) for s in range(0, n_texts, chunk)])
-
-    # Image side in column chunks; texts of other chunks get an out-of-range local index.
-    i2t_parts = [
-        image_to_text_ranks(sim[:, s : s + chunk], ti - s, min(chunk, n_images - s)) for s in range(0, n_images, chunk)
-    ]
-    i2t = torch.cat(i2t_parts)
-    return {"t2i": recall_from_ranks(t2i, ks), "i2t": recall_from_ranks(i2t, ks)}
+    # Image-to-text: an image's rank is how many other images' captions score >= its best own one.
+    own = own_scores(sim, ti)
+    best_own = torch.full((n_images,), float("-inf"), dtype=sim.dtype, device=sim.device)
+    best_own = best_own.scatter_reduce(0, ti, own, reduce="amax")
+    at_or_above = torch.zeros(n_images, dtype=torch.long, device=sim.device)
+    t2i_parts = []
+    for s in range(0, n_texts, chunk):
+        rows = sim[s : s + chunk]
+        t2i_parts.append(text_to_image_ranks(rows, ti[s : s + chunk]))
+        at_or_above += (rows >= best_own.view(1, -1)).sum(dim=0)
+    own_at_or_above = torch.zeros(n_images, dtype=torch.long, device=sim.device)
+    own_at_or_above.scatter_add_(0, ti, (own >= best_own[ti]).long())  # the best one, plus own ties with it
+    i2t = at_or_above - own_at_or_above
+    return {"t2i": recall_from_ranks(torch.cat(t2i_parts), ks), "i2t": recall_from_ranks(i2t, ks)}
