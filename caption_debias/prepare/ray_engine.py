@@ -49,10 +49,14 @@ def _quiet_data_context() -> None:
 
 def _chunk_task(fn: Callable[[Any], dict]) -> Callable[[dict], dict]:
     """map_batches function: unpickle each task, run `fn`, return its sidecar as JSON text."""
+    driver_cwd = os.getcwd()
 
     def apply(batch: dict) -> dict:
         import numpy as np
 
+        # A relative -o means the driver's folder; on a node that mounts the same path, run there.
+        if os.getcwd() != driver_cwd and os.path.isdir(driver_cwd):
+            os.chdir(driver_cwd)
         sides = [json.dumps(fn(pickle.loads(raw)), ensure_ascii=False) for raw in batch["task"]]
         return {"i": np.asarray(batch["i"]), "side": np.asarray(sides, dtype=object)}
 
