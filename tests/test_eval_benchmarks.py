@@ -134,7 +134,7 @@ def test_suite_pairs_data_labels_models_and_shapes_json(tmp_path):
     (tmp_path / "run").mkdir()
     specs = pair_data([], [tmp_path / "a", tmp_path / "b"], None)
     assert [(s.benchmark, s.label) for s in specs] == [("prepared", "a"), ("prepared", "b")]
-    assert [s.label for s in pair_data(["coco", "imagefolder"], [tmp_path, tmp_path], None)] == ["coco", "imagefolder"]
+    assert [s.label for s in pair_data(["coco", "imagefolder"], [tmp_path, tmp_path / "classes"], None)] == ["coco", "classes"]
     for bench, paths, match in ((["coco"], [tmp_path, tmp_path], "in pairs"), (["imagenet"], [tmp_path], "unknown benchmark"),
                                 ([], [tmp_path / "x", tmp_path / "y" / "x"], "named twice"), ([], [], "give --data")):
         with pytest.raises(UserError, match=match):

@@ -27,7 +27,8 @@ class DataSpec:
 
     @property
     def label(self) -> str:
-        return self.path.name if self.benchmark == "prepared" else self.benchmark
+        """Key in tables and JSON: a prepared or class folder's name, else the benchmark name."""
+        return self.path.name if self.benchmark in ("prepared", ZEROSHOT) else self.benchmark
 
 
 def pair_data(benchmarks: Sequence[str], paths: Sequence[Path], image_root: Path | None) -> list[DataSpec]:

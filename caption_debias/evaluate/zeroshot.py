@@ -65,5 +65,5 @@ def zeroshot(loaded, root: str | Path, template_set: str = "openai", batch_size:
             feats = torch.nn.functional.normalize(loaded.model.encode_image(images.to(device)).float(), dim=-1)
             ranks.append(text_to_image_ranks(feats @ classifier, labels.to(device)).cpu())
     ranks = torch.cat(ranks)
-    return {"top1": 100.0 * float((ranks < 1).float().mean()), "top5": 100.0 * float((ranks < 5).float().mean()),
+    return {"top1": 100.0 * float((ranks < 1).double().mean()), "top5": 100.0 * float((ranks < 5).double().mean()),
             "classes": len(dataset.classes), "images": len(dataset)}
