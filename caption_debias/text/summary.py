@@ -106,7 +106,7 @@ def sentence_features(sentences: list[str]) -> list[dict[str, float]]:
             f["f2:" + " ".join(ws[:2])] = 1.0
         if n > 1:
             indef, defin = dets[i]
-            f["introduces"] = math.log1p(sum(1 for w in indef if df[w] > 1))
+            f["introduces"] = math.log1p(sum(1 for w in indef if df.get(w, 0) > 1))
             f["refers_back"] = math.log1p(sum(1 for w in defin if indef_df.get(w, 0) - (w in indef) > 0))
         f["len_ratio"] = lengths[i] / mean_len if mean_len else 0.0
         f["log_len"] = math.log1p(lengths[i])
@@ -148,7 +148,7 @@ class _Scorer:
             if n > 1:
                 indef, defin = dets[i]
                 if indef:
-                    z += num["introduces"] * log1p(sum(1 for w in indef if df[w] > 1))
+                    z += num["introduces"] * log1p(sum(1 for w in indef if df.get(w, 0) > 1))
                 if defin:
                     z += num["refers_back"] * log1p(sum(1 for w in defin if indef_df.get(w, 0) - (w in indef) > 0))
             z += num["len_ratio"] * (lengths[i] / mean_len if mean_len else 0.0) + num["log_len"] * log1p(lengths[i])
