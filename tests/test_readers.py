@@ -85,6 +85,18 @@ def test_sharegpt4v_cut_off_keeps_complete_records_and_names_offset(tmp_path, cu
     assert rejects[0].location == min(start, len(data))
 
 
+def test_sharegpt4v_broken_element_mid_file_is_fatal_at_its_offset(tmp_path):
+    elements = [sharegpt_element(i) for i in range(50)]
+    text = json.dumps(elements)
+    start = text.index('{"id": "s3"')
+    broken = text[:start] + '{"id": "s3", "image": sam.jpg' + text[start + 28:]  # unquoted value
+    path = tmp_path / "b.json"
+    path.write_text(broken)
+    items = list(iter_array(path, read_bytes=256))
+    assert [v["id"] for _, v in items[:-1]] == ["s0", "s1", "s2"]
+    assert items[-1].fatal and items[-1].location == start and "broken JSON" in items[-1].reason
+
+
 def test_sharegpt4v_not_an_array_is_fatal(tmp_path):
     path = tmp_path / "o.json"
     path.write_text('{"id": 1}')

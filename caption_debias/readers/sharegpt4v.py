@@ -12,6 +12,7 @@ from caption_debias.readers.common import caption_problem
 
 NAME = "sharegpt4v"
 READ_BYTES = 1 << 20
+MAX_ELEMENT_CHARS = 64 << 20  # a single record this large is a broken file, not a caption
 _WS = " \t\r\n"
 
 
@@ -83,9 +84,19 @@ def iter_array(path: Path, read_bytes: int = READ_BYTES) -> Iterator[tuple[int, 
                     if end < len(buf) or eof:  # a bare number at the buffer's end may go on
                         break
                     fill()
-                except json.JSONDecodeError:
-                    if not fill():  # no more bytes: the element is cut off or broken for good
-                        yield Reject(name, byte_at(pos), "truncated input: element cut off or broken",
+                except json.JSONDecodeError as exc:
+                    # More bytes can only help when the parser ran off the end of the buffer
+                    # (or inside a string); a syntax error before that is final, so a broken
+                    # element never makes the buffer swallow the rest of a huge file.
+                    wants_more = exc.pos >= len(buf) - 1 or exc.msg.startswith("Unterminated string")
+                    if wants_more and len(buf) - pos > MAX_ELEMENT_CHARS:
+                        wants_more = False
+                    if not wants_more:
+                        yield Reject(name, byte_at(pos), f"truncated input: broken JSON inside the array ({exc.msg})",
+                                     excerpt(buf[pos : pos + 200]), fatal=True)
+                        return
+                    if not fill():  # no more bytes: the element is cut off
+                        yield Reject(name, byte_at(pos), "truncated input: element cut off",
                                      excerpt(buf[pos : pos + 200]), fatal=True)
                         return
             yield byte_at(pos), value
