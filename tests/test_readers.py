@@ -33,12 +33,14 @@ def sharegpt_element(i: int, caption: str = None, **extra) -> dict:
 
 # -- ShareGPT4V -----------------------------------------------------------------------------
 
-def test_iter_array_streams_with_tiny_buffer_and_exact_byte_offsets(tmp_path):
-    elements = [sharegpt_element(i, caption=f"Ünïcödé caption {i} ✓.") for i in range(30)]
+@pytest.mark.parametrize("read_bytes", [1, 7, 4096])
+def test_iter_array_streams_with_tiny_buffer_and_exact_byte_offsets(tmp_path, read_bytes):
+    elements = [sharegpt_element(i, caption=f"Ünïcödé caption {i} ✓ \\ \"q\".", ok=True, no=False, none=None,
+                                 x=-1.5e-7 * i, n=123456789 * i) for i in range(30)]
     path = tmp_path / "s.json"
     path.write_text(json.dumps(elements, ensure_ascii=False, indent=1), encoding="utf-8")
     raw = path.read_bytes()
-    got = list(iter_array(path, read_bytes=7))  # boundaries fall inside multi-byte characters
+    got = list(iter_array(path, read_bytes=read_bytes))  # boundaries fall inside characters, literals, numbers
     assert [v for _, v in got] == elements
     for offset, value in got:
         assert raw[offset:offset + 1] == b"{"

@@ -88,7 +88,8 @@ def iter_array(path: Path, read_bytes: int = READ_BYTES) -> Iterator[tuple[int, 
                     # More bytes can only help when the parser ran off the end of the buffer
                     # (or inside a string); a syntax error before that is final, so a broken
                     # element never makes the buffer swallow the rest of a huge file.
-                    wants_more = exc.pos >= len(buf) - 1 or exc.msg.startswith("Unterminated string")
+                    # (16 characters of slack: a literal or number cut at the end, e.g. `tr`, `-1.5e`)
+                    wants_more = exc.pos >= len(buf) - 16 or exc.msg.startswith("Unterminated string")
                     if wants_more and len(buf) - pos > MAX_ELEMENT_CHARS:
                         wants_more = False
                     if not wants_more:
