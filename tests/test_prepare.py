@@ -216,3 +216,30 @@ def test_sigkill_then_rerun_gives_identical_rows_without_redoing_shards(tmp_path
     assert killed["shards"] == clean["shards"] and killed["counts"] == clean["counts"]
     assert PreparedDataset.open(tmp_path / "killed").read().equals(PreparedDataset.open(tmp_path / "clean").read())
     assert (tmp_path / "killed/rejects.jsonl").read_bytes() == (tmp_path / "clean/rejects.jsonl").read_bytes()
+
+
+def test_every_folder_format_in_one_run_auto_detected(tmp_path):
+    from test_readers import write_dci
+
+    write_dci(tmp_path / "dci" / "densely_captioned_images")
+    urban = tmp_path / "Urban1k"
+    (urban / "image").mkdir(parents=True)
+    (urban / "caption").mkdir()
+    (urban / "image" / "1.jpg").write_bytes(b"jpg")
+    (urban / "caption" / "1.txt").write_text("A busy street. Red cars.\n")
+    docci = tmp_path / "docci" / "docci_descriptions.jsonlines"
+    docci.parent.mkdir()
+    docci.write_text(json.dumps({"example_id": "test_00001", "split": "test", "image_file": "test_00001.jpg",
+                                 "description": "A lamp on a desk."}) + "\n")
+    coco = tmp_path / "captions_val2017.json"
+    coco.write_text(json.dumps({"images": [{"id": 1, "file_name": "1.jpg"}],
+                                "annotations": [{"id": 5, "image_id": 1, "caption": "A cat."}]}))
+    inputs = [tmp_path / "dci", urban, docci.parent, coco]
+    manifest = prepare(inputs, tmp_path / "out", opts())
+    assert [(i["format"], i["written"], i["rejected"]) for i in manifest["inputs"]] == [
+        ("dci", 2, 1), ("urban1k", 1, 0), ("docci", 1, 0), ("coco", 1, 0)]
+    rows = PreparedDataset.open(tmp_path / "out").read(["key", "split", "image"]).to_pylist()
+    assert [(r["key"], r["split"], r["image"]) for r in rows] == [
+        ("dci/1-data", "train", "photos/sa_1.jpg"), ("dci/2-data", "test", "photos/sa_2.jpg"),
+        ("urban1k/1", None, "image/1.jpg"), ("docci/test_00001", "test", "images/test_00001.jpg"),
+        ("coco/5", "val2017", "1.jpg")]
