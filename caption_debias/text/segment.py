@@ -203,14 +203,17 @@ _PARAGRAPH_BREAK = regex.compile(r"[ \xa0]*[\r\n]\s*")
 _HIDDEN = "\x00"  # fills quoted text in the scanned copy; never in safe text
 
 
+# Characters outside _SAFE_TEXT; those that pair up across sentences or start list items
+# send the whole caption to pysbd, the others only the stretch around them.
+_UNSAFE_CHAR = regex.compile(
+    r"[^\p{L}\p{N}\p{M} \xa0\n\r,;:'\-/%&+$#*=@.!?()\u2018\u2019\u201c\u201d\"\u2013\u2014\u00b0\u00d7\u00bc-\u00be\u00b2\u00b3]"
+)
+_PAIRED_OR_LIST_CHAR = re.compile(r"[\[\]{}<>\u2022\u2023\u25e6\u2043\u2219\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _PAREN_GROUP = re.compile(r"\([^()]*\)")
 
 
-def _parentheses_are_plain(text: str) -> bool:
-    """Balanced, unnested, and no [.!?] inside: pysbd never splits inside parentheses."""
-    inner = _PAREN_GROUP.findall(text)
-    if any(c in g for g in inner for c in ".!?"):
-        return False
+def _parentheses_are_balanced(text: str) -> bool:
+    """Every parenthesis in an unnested pair."""
     rest = _PAREN_GROUP.sub("", text)
     return "(" not in rest and ")" not in rest
 
@@ -293,47 +296,66 @@ class FastSegmenter:
             else:
                 cuts.append(m.end())
 
-    def _scan_copy(self, text: str) -> str | None:
-        """`text` with double-quoted text hidden (same length); None when quotes are doubtful."""
-        if _has_opening_single_quote(text):
+    def _scan_copy(self, text: str) -> tuple[str, list[int]] | None:
+        """`text` with quoted and bracketed text hidden (same length), and the starts of
+        hidden stretches pysbd must look at; None when quotes or brackets are unpaired."""
+        doubts: list[int] = []
+        has_double = '"' in text or "\u201c" in text or "\u201d" in text
+        has_paren = "(" in text or ")" in text
+        has_single = _has_opening_single_quote(text)
+        if not (has_double or has_paren or has_single):
+            return text, doubts
+        chars = list(text)
+
+        def hide(a: int, b: int) -> None:
+            chars[a:b] = _HIDDEN * (b - a)
+
+        if has_paren:
+            if not _parentheses_are_balanced(text):
+                return None
+            for g in _PAREN_GROUP.finditer(text):
+                if any(c in g.group() for c in ".!?"):  # pysbd never splits inside: it decides
+                    hide(g.start() + 1, g.end() - 1)
+                    doubts.append(g.start())
+        if has_single:
             for q in _SINGLE_QUOTED.finditer(text):
                 if any(c in q.group() for c in ".!?"):
-                    return None
-        if '"' not in text and "\u201c" not in text and "\u201d" not in text:
-            return text
-        chars = list(text)
-        for q in _DOUBLE_QUOTED.finditer(text):
-            a, b = q.start() + 1, q.end() - 1  # inside the quotes
-            inner = text[a:b]
-            ends_with_mark = inner[-1:] in (".", "!", "?")
-            if ends_with_mark and len(inner) > 1 and inner[-2] in ".!?":
-                return None  # "Wait..." / "Really?!"
-            if inner.rstrip()[-1:] in (".", "!", "?") and not ends_with_mark:
-                return None  # '"DKP. " The': pysbd keeps it together
-            chars[a:b] = _HIDDEN * (b - a)
-            if ends_with_mark:
-                # the closing quote stands in for the mark, so the mark run is seen as
-                # '"\0\0\0' + '.'; a quote is never the same length as its inside.
-                chars[b] = inner[-1]
-        scan = "".join(chars)
-        if _DOUBLE_QUOTE_CHAR.sub("", _DOUBLE_QUOTED.sub("", text)) != _DOUBLE_QUOTED.sub("", text):
-            return None  # an unpaired double quote
-        return scan
+                    hide(q.start() + 1, q.end() - 1)
+                    doubts.append(q.start())
+        if has_double:
+            if _DOUBLE_QUOTE_CHAR.sub("", _DOUBLE_QUOTED.sub("", text)) != _DOUBLE_QUOTED.sub("", text):
+                return None  # an unpaired double quote
+            for q in _DOUBLE_QUOTED.finditer(text):
+                a, b = q.start() + 1, q.end() - 1  # inside the quotes
+                inner = text[a:b]
+                hide(a, b)
+                ends_with_mark = inner[-1:] in (".", "!", "?")
+                if (ends_with_mark and len(inner) > 1 and inner[-2] in ".!?") or (
+                    inner.rstrip()[-1:] in (".", "!", "?") and not ends_with_mark
+                ):
+                    doubts.append(q.start())  # "Wait..." / "Really?!" / '"DKP. " The'
+                elif ends_with_mark:
+                    # the closing quote stands in for the mark, so the mark run is seen
+                    # as '"\0\0\0' + '.'; a quote is never the same length as its inside.
+                    chars[b] = inner[-1]
+        return "".join(chars), doubts
 
     def _fast_spans(self, text: str) -> list[tuple[int, int]] | None:
         """Spans, with pysbd asked only about the stretches between sure boundaries that
         hold a doubtful mark; None when the whole caption must go to pysbd."""
+        odd: list[int] = []
         if (_UNSAFE_ASCII.search(text) is not None) if text.isascii() else (_SAFE_TEXT.fullmatch(text) is None):
-            return None
+            if _PAIRED_OR_LIST_CHAR.search(text):
+                return None  # brackets, bullets, control characters: pysbd sees it all
+            odd = [m.start() for m in _UNSAFE_CHAR.finditer(text)]  # "…", "|", ...: pysbd sees their stretch
         if ")" in text and _LIST_MARKER.search(text):
             return None
-        if ("(" in text or ")" in text) and not _parentheses_are_plain(text):
+        copy = self._scan_copy(text)
+        if copy is None:
             return None
-        scan = self._scan_copy(text)
-        if scan is None:
-            return None
+        scan, doubts = copy
+        doubts += odd
         cuts = [0]
-        doubts: list[int] = []
         pos = 0
         for br in _PARAGRAPH_BREAK.finditer(scan) if ("\n" in scan or "\r" in scan) else ():
             self._line_cuts(scan, pos, br.start(), cuts, doubts)
@@ -341,6 +363,7 @@ class FastSegmenter:
             pos = br.end()
         self._line_cuts(scan, pos, len(scan), cuts, doubts)
         cuts.append(len(scan))
+        doubts.sort()
         out = []
         d = 0
         for a, b in zip(cuts, cuts[1:]):
