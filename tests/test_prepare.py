@@ -150,6 +150,10 @@ def test_output_folder_with_other_files_is_refused(tmp_path):
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     with pytest.raises(UserError, match="not empty"):
         prepare([src], tmp_path / "busy", opts())
+    # a run killed before writing its state leaves only its own folders: a rerun starts afresh
+    (tmp_path / "early" / ".prepare").mkdir(parents=True)
+    (tmp_path / "early" / "shards").mkdir()
+    assert prepare([src], tmp_path / "early", opts())["counts"]["written"] == 3
 
 
 def test_cut_off_input_keeps_records_then_raises(tmp_path):

@@ -49,14 +49,16 @@ def start(out: Path, shaping: dict[str, Any], overwrite: bool) -> bool:
     """Prepare OUT for a run; returns True when it resumes an earlier run with the same options."""
     state_path = out / STATE_DIR / STATE_FILE
     ours = [out / MANIFEST, out / REJECTS, out / SHARDS_DIR, out / STATE_DIR]
-    if overwrite:
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--output {out}: exists and is not a folder")
+    others = [p.name for p in out.iterdir() if p not in ours] if out.is_dir() else []
+    if overwrite or (not state_path.is_file() and not others):
+        # --overwrite, or a run killed before its state was written: start from nothing
         for p in ours:
             if p.is_dir():
                 shutil.rmtree(p)
             elif p.exists():
                 p.unlink()
-    elif out.exists() and not out.is_dir():
-        raise UserError(f"--output {out}: exists and is not a folder")
     elif state_path.is_file():
         try:
             before = json.loads(state_path.read_text("utf-8")).get("options", {})
@@ -66,12 +68,14 @@ def start(out: Path, shaping: dict[str, Any], overwrite: bool) -> bool:
             changed = sorted(k for k in set(before or {}) | set(shaping) if (before or {}).get(k) != shaping.get(k))
             raise UserError(f"{out} was prepared with different options ({', '.join(changed) or 'unreadable state'}); "
                             "use the same options to resume, or --overwrite to start over")
+        (out / SHARDS_DIR).mkdir(exist_ok=True)
         return True
-    elif out.is_dir() and any(out.iterdir()):
-        raise UserError(f"--output {out}: folder is not empty and holds no prepare run; use an empty folder or --overwrite")
-    (out / SHARDS_DIR).mkdir(parents=True, exist_ok=True)
+    else:
+        raise UserError(f"--output {out}: folder is not empty and holds no prepare run "
+                        f"({', '.join(sorted(others)[:3])}); use an empty folder or --overwrite")
     (out / STATE_DIR).mkdir(parents=True, exist_ok=True)
     write_json({"options": shaping}, state_path)
+    (out / SHARDS_DIR).mkdir(exist_ok=True)
     return False
 
 
