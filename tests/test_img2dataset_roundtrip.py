@@ -83,3 +83,17 @@ def test_train_reads_the_downloaded_tars(downloaded, tmp_path):
     last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     assert last["skipped_images"] == 1  # only the failed download; every other row found its image by key
     assert last["loss"] == last["loss"]  # finite, not NaN
+
+
+def test_tars_without_caption_key_say_so(tmp_path):
+    import io
+    import tarfile
+
+    with tarfile.open(tmp_path / "00000.tar", "w") as tar:  # an img2dataset tar from some other URL list
+        data = json.dumps({"key": "000000000", "status": "success"}).encode()
+        info = tarfile.TarInfo("000000000.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    (tmp_path / "00000_stats.json").write_text("{}")
+    with pytest.raises(OSError, match="carries no caption_key"):
+        FolderImages(tmp_path).open("table/k0", "http://x/0.jpg")
