@@ -4,6 +4,8 @@
 (--save_additional_columns); img2dataset names each sample by its own 9-digit key, so the join
 goes through img2dataset's per-shard metadata (NNNNN.parquet: caption_key, key, status) or,
 when only the tars were kept, through the KEY.json members inside NNNNN.tar.
+The training loop draws rows by index (map-style, exactly resumable), so members are read by
+random access with tarfile, not through webdataset's sequential streaming pipeline.
 """
 
 from __future__ import annotations
