@@ -63,6 +63,9 @@ def test_dreamlip_default_column_cut_off_file_and_bad_column(tmp_path):
     assert isinstance(out[1], Reject) and out[1].fatal and out[1].reason.startswith("truncated input")
     with pytest.raises(UserError, match="no column 'nope'"):
         list(dreamlip.read(path, "d.csv", opts(caption_column="nope")))
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + b"Image Path,longSV_captions\nhttp://x/1.jpg,One. Two.\n")
+    assert [r.caption for r in dreamlip.read(bom, "bom.csv", opts())] == ["One. Two."]
 
 
 def test_recap_datacomp_re_caption_default_and_org_caption_option(tmp_path):

@@ -25,7 +25,8 @@ def read(path: Path, name: str, options: Any) -> Iterator[Record | Reject]:
     """Records in row order, then caption-column order; location is 'ROW:COLUMN' (ROW counts data rows from 1)."""
     columns = chosen_caption_columns(options, DEFAULT_CAPTION_COLUMNS)
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long captions exceed the 128 KiB default
-    with open(path, encoding="utf-8", errors="surrogateescape", newline="") as fh:
+    # utf-8-sig: spreadsheet exports start with a byte-order mark that would hide the first column name.
+    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
         # strict=True turns a quote left open at end of file (a cut-off download) into an error.
         reader = csv.reader(fh, strict=True)
         try:
