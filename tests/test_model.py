@@ -145,7 +145,9 @@ def test_trimmed_text_forward_matches_open_clip(tiny):
         cut = encode_text_trimmed(model, text[:, :41], normalize=True)
         torch.testing.assert_close(cut, full, atol=1e-5, rtol=1e-5)
         img = torch.randn(3, 3, 64, 64)
-        a = TrimmedCLIP(model)(img, text[:, :41])
+        img_f, (t1, t2), scale = TrimmedCLIP(model)(img, text[:, :41], text[:2, :used_length(text[:2])])
         b = model(img, text)
-        for x, y in zip(a, b):
-            torch.testing.assert_close(x, y, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(img_f, b[0])
+        torch.testing.assert_close(t1, b[1], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(t2, b[1][:2], atol=1e-5, rtol=1e-5)
+        assert scale == b[2]

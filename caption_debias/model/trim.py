@@ -40,13 +40,17 @@ def encode_text_trimmed(model: nn.Module, text: torch.Tensor, normalize: bool = 
 
 
 class TrimmedCLIP(nn.Module):
-    """forward(image, text) like open_clip's CLIP, on a text batch already cut by `used_length`."""
+    """forward(image, *texts) -> (image features, [features per text batch], logit scale), normalised.
+
+    Each text batch is encoded on its own, so each may be cut at its own `used_length`
+    (DeBias's pad-moved texts end late; the long captions and first sentences often early).
+    """
 
     def __init__(self, model: nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, image: torch.Tensor, text: torch.Tensor):
+    def forward(self, image: torch.Tensor, *texts: torch.Tensor):
         image_features = self.model.encode_image(image, normalize=True)
-        text_features = encode_text_trimmed(self.model, text, normalize=True)
+        text_features = [encode_text_trimmed(self.model, t, normalize=True) for t in texts]
         return image_features, text_features, self.model.logit_scale.exp()

@@ -232,7 +232,7 @@ def _train(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> Path:
         return run
 
     trim = cfg.trim_padding and can_trim(model)
-    net = TrimmedCLIP(model) if trim else model
+    net = TrimmedCLIP(model) if trim else model  # trimmed: each text batch encoded on its own
     if world > 1:
         from torch.nn.parallel import DistributedDataParallel
 
@@ -275,17 +275,20 @@ def _train(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> Path:
                 for group in optimizer.param_groups:
                     group["lr"] = lr
                 image = batch["image"].to(device, non_blocking=True)
-                text = torch.cat([batch["long"], batch["short"]]) if two_texts else batch["long"]
-                if trim:
-                    text = text[:, : used_length(text)]
-                n = image.shape[0]
+                texts = [batch["long"], batch["short"]] if two_texts else [batch["long"]]
                 with autocast():
-                    img_f, txt_f, scale = net(image, text.to(device, non_blocking=True))[:3]
-                img_f, txt_f, scale = img_f.float(), txt_f.float(), scale.float()
-                loss_long = contrastive_loss(img_f, txt_f[:n], scale, smoothing)
+                    if trim:  # lengths from the CPU tensors: no device sync
+                        img_f, txt_fs, scale = net(image, *(t[:, : used_length(t)].to(device, non_blocking=True) for t in texts))
+                    else:
+                        img_f, txt_f, scale = net(image, torch.cat(texts).to(device, non_blocking=True))[:3]
+                        txt_fs = txt_f.split(image.shape[0])
+                img_f, scale = img_f.float(), scale.float()
+                txt_fs = [t.float() for t in txt_fs]
+                n = image.shape[0]
+                loss_long = contrastive_loss(img_f, txt_fs[0], scale, smoothing)
                 loss_short = None
                 if two_texts:
-                    loss_short = contrastive_loss(primary_components(img_f, cfg.pca_dim), txt_f[n:], scale, smoothing)
+                    loss_short = contrastive_loss(primary_components(img_f, cfg.pca_dim), txt_fs[1], scale, smoothing)
                     if cfg.recipe == "debias":
                         loss = cfg.lambda_short * loss_short + (1 - cfg.lambda_short) * loss_long
                     else:  # Long-CLIP sums the two terms
