@@ -187,6 +187,9 @@ def test_cli_errors_are_one_line(tmp_path):
     assert missing.returncode != 0 and "nope.json" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
     bad_format = cli("prepare", str(src), "--output", str(tmp_path / "o2"), "--format", "xml")
     assert bad_format.returncode != 0 and "xml" in bad_format.stderr and "Traceback" not in bad_format.stderr
+    ok = cli("prepare", str(src), "--output", str(tmp_path / "o0"))
+    assert ok.returncode == 0 and ok.stdout == ""
+    assert "records read 6, written 6, rejected 0" in ok.stderr and "\x1b[" not in ok.stderr  # summary, no bar in a pipe
     src.write_bytes(src.read_bytes()[:-40])
     cut = cli("prepare", str(src), "--output", str(tmp_path / "o3"), "--quiet")
     assert cut.returncode == 3 and len(cut.stderr.strip().splitlines()) == 1 and "cut off" in cut.stderr
