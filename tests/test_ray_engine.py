@@ -99,3 +99,19 @@ def test_cli_engine_ray_starts_and_stops_its_own_runtime(tmp_path):
     assert local["counts"]["read"] == 7
     bad = subprocess.run([*cmd[:-3], "--engine", "spark"], capture_output=True, text=True, env=env)
     assert bad.returncode != 0 and "unknown engine 'spark'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_read_ahead_keeps_order_and_raises_reader_errors_in_the_caller():
+    from caption_debias.prepare.ray_engine import _read_ahead, _windows
+
+    assert list(_read_ahead(_windows(range(7), 3))) == [[0, 1, 2], [3, 4, 5], [6]]
+
+    def broken():
+        yield 1
+        raise UserError("input.csv: no column 'url'")
+
+    got = []
+    with pytest.raises(UserError, match="no column 'url'"):
+        for window in _read_ahead(_windows(broken(), 1)):
+            got.append(window)
+    assert got == [[1]]
