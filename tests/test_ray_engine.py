@@ -115,3 +115,20 @@ def test_read_ahead_keeps_order_and_raises_reader_errors_in_the_caller():
         for window in _read_ahead(_windows(broken(), 1)):
             got.append(window)
     assert got == [[1]]
+
+
+def test_missing_ray_is_a_user_error(monkeypatch):
+    import builtins
+
+    from caption_debias.prepare.ray_engine import _connect
+
+    real_import = builtins.__import__
+
+    def no_ray(name, *args, **kwargs):
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    with pytest.raises(UserError, match=r"caption-debias\[ray\]"):
+        _connect(None, 1)

@@ -24,7 +24,11 @@ from caption_debias.prepare.distributor import Ready
 
 def _connect(address: str | None, workers: int) -> bool:
     """Join the cluster at `address` (or $RAY_ADDRESS), or start a local runtime; True when we started it."""
-    import ray
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError:
+        raise UserError("--engine ray needs Ray Data: pip install 'caption-debias[ray]' (or 'ray[data]')") from None
 
     if ray.is_initialized():  # a caller (a notebook, a test) already chose the runtime
         return False
