@@ -102,6 +102,15 @@ def test_checkpoint_file_roundtrip_and_248_checkpoint(tmp_path, tiny):
     long = load_model("tiny", pretrained=str(long_path))
     assert long.context_length == 248
     assert torch.equal(long.model.positional_embedding, model.positional_embedding)
+    # Long-CLIP's own layout: a frozen table for positions < 20 and a `_res` table for the rest.
+    sd = dict(model.state_dict())
+    res = sd["positional_embedding"].clone()
+    sd["positional_embedding"] = torch.cat([res[:20], torch.zeros_like(res[20:])])
+    res[:20] = 0
+    sd["positional_embedding_res"] = res
+    torch.save(sd, tmp_path / "longclip-tiny.pt")
+    lc = load_model(str(tmp_path / "longclip-tiny.pt"), pretrained="tiny")
+    assert torch.equal(lc.model.positional_embedding, model.positional_embedding)
     from safetensors.torch import save_file
 
     st = tmp_path / "w.safetensors"

@@ -93,6 +93,17 @@ def _context_in(state: dict[str, torch.Tensor]) -> int | None:
     return None
 
 
+LONGCLIP_RES = "positional_embedding_res"
+
+
+def merge_longclip_positions(state: dict[str, torch.Tensor], keep: int = 20) -> dict[str, torch.Tensor]:
+    """Long-CLIP's released files keep two 248-row tables (frozen `positional_embedding` used for
+    positions < 20, `positional_embedding_res` for the rest): merge them into open_clip's one."""
+    out = {k: v for k, v in state.items() if k != LONGCLIP_RES}
+    out["positional_embedding"] = torch.cat([state["positional_embedding"][:keep], state[LONGCLIP_RES][keep:]])
+    return out
+
+
 def _finish(model, pre_train, pre_val, tok_name: str, name: str, spec: str, device: str, info: dict) -> LoadedModel:
     import open_clip
 
@@ -110,9 +121,13 @@ def _load_file_checkpoint(arch: str, path: Path, device: str, spec: str) -> Load
 
     state = _read_state_dict(path)
     context = _context_in(state)
+    longclip = LONGCLIP_RES in state
     try:
         model, pre_train, pre_val = open_clip.create_model_and_transforms(arch, force_context_length=context)
-        open_clip.load_checkpoint(model, str(path), strict=True, weights_only=True)
+        if longclip:
+            model.load_state_dict(merge_longclip_positions(state), strict=True)
+        else:
+            open_clip.load_checkpoint(model, str(path), strict=True, weights_only=True)
     except RuntimeError as exc:
         raise UserError(f"{path}: does not fit model {arch!r} ({str(exc).splitlines()[0]})") from None
     log.info("loaded %s weights from %s (context %s)", arch, path, context)
