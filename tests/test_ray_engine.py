@@ -132,3 +132,16 @@ def test_missing_ray_is_a_user_error(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_ray)
     with pytest.raises(UserError, match=r"caption-debias\[ray\]"):
         _connect(None, 1)
+
+
+def test_unreachable_ray_address_fails_fast(monkeypatch):
+    import socket
+
+    from caption_debias.prepare.ray_engine import _check_reachable
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(UserError, match=f"cannot reach the Ray cluster at 127.0.0.1:{port}"):
+        _check_reachable(f"127.0.0.1:{port}")
+    _check_reachable("auto")  # left to Ray

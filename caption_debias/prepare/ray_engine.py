@@ -33,6 +33,8 @@ def _connect(address: str | None, workers: int) -> bool:
     if ray.is_initialized():  # a caller (a notebook, a test) already chose the runtime
         return False
     address = address or os.environ.get("RAY_ADDRESS") or None
+    if address:
+        _check_reachable(address)
     try:
         if address:
             ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
@@ -41,6 +43,20 @@ def _connect(address: str | None, workers: int) -> bool:
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise UserError(f"cannot connect to Ray at {address or 'a new local runtime'}: {exc}") from None
     return True
+
+
+def _check_reachable(address: str) -> None:
+    """Fail in seconds on a wrong HOST:PORT; ray.init would retry for minutes before giving up."""
+    import socket
+
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():  # "auto", "local" and other forms are Ray's to resolve
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except OSError as exc:
+        raise UserError(f"cannot reach the Ray cluster at {address} ({exc.strerror or exc}); "
+                        "is `ray start --head` running there?") from None
 
 
 def _quiet_data_context() -> None:
