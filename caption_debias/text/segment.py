@@ -179,6 +179,9 @@ _SINGLE_QUOTED = regex.compile(r"(?<![\p{L}\p{N}])['\u2018][^'\u2019\n]*['\u2019
 # Every run of sentence marks (the token before it is found with rfind: a lazy
 # "\S*?" prefix in the pattern made this scan 10x slower).
 _MARK = re.compile(r"[.!?]+")
+# ASCII safe text plus curly quotes, dashes and no-break spaces: the common non-ASCII
+# captions, checked with the stdlib engine (4x faster than _SAFE_TEXT's \p classes).
+_SAFE_TYPOGRAPHIC = re.compile(r"[A-Za-z0-9 \n\r,;:'\-/%&+$#*=@.!?()\"\u2018\u2019\u201c\u201d\u2013\u2014\xa0]*")
 _UNSAFE_ASCII = re.compile(r"[^A-Za-z0-9 \n\r,;:'\-/%&+$#*=@.!?()\"]")  # _SAFE_TEXT for ASCII, 5x faster
 
 
@@ -344,7 +347,9 @@ class FastSegmenter:
         """Spans, with pysbd asked only about the stretches between sure boundaries that
         hold a doubtful mark; None when the whole caption must go to pysbd."""
         odd: list[int] = []
-        if (_UNSAFE_ASCII.search(text) is not None) if text.isascii() else (_SAFE_TEXT.fullmatch(text) is None):
+        if (_UNSAFE_ASCII.search(text) is not None) if text.isascii() else (
+            _SAFE_TYPOGRAPHIC.fullmatch(text) is None and _SAFE_TEXT.fullmatch(text) is None
+        ):
             if _PAIRED_OR_LIST_CHAR.search(text):
                 return None  # brackets, bullets, control characters: pysbd sees it all
             odd = [m.start() for m in _UNSAFE_CHAR.finditer(text)]  # "…", "|", ...: pysbd sees their stretch

@@ -45,8 +45,12 @@ _CLOSING = re.compile(
 )
 
 
+_CLOSING_FIRST = frozenset({"overall", "in", "altogether", "all", "the", "this"})  # first words _CLOSING can match
+
+
 def _words(sentence: str) -> list[str]:
-    return _WORD.findall(sentence.lower().replace("\u2019", "'"))
+    low = sentence.lower()
+    return _WORD.findall(low.replace("\u2019", "'") if "\u2019" in low else low)
 
 
 _DET_KIND = {**{w: 1 for w in _INDEFINITE}, **{w: 2 for w in _DEFINITE}}
@@ -133,6 +137,7 @@ class _Scorer:
 
     def raw(self, sentences: list[str]) -> list[float]:
         words, dets, df, indef_df = _sentence_words(sentences)
+        word_sets = [set(ws) for ws in words]
         n = len(sentences)
         lengths = [len(ws) for ws in words]
         mean_len = sum(lengths) / n if n else 1.0
@@ -142,7 +147,7 @@ class _Scorer:
         out = []
         for i in range(n):
             ws = words[i]
-            z = sum(map(word_get, set(ws), _ZEROS))
+            z = sum(map(word_get, word_sets[i], _ZEROS))
             if ws:
                 z += first_get(ws[0], 0.0) + first2_get(" ".join(ws[:2]), 0.0)
             if n > 1:
@@ -152,7 +157,7 @@ class _Scorer:
                 if defin:
                     z += num["refers_back"] * log1p(sum(1 for w in defin if indef_df.get(w, 0) - (w in indef) > 0))
             z += num["len_ratio"] * (lengths[i] / mean_len if mean_len else 0.0) + num["log_len"] * log1p(lengths[i])
-            if num["closing_phrase"] and _CLOSING.match(sentences[i].strip().lower()):
+            if num["closing_phrase"] and ws and ws[0] in _CLOSING_FIRST and _CLOSING.match(sentences[i].strip().lower()):
                 z += num["closing_phrase"]
             out.append(z)
         return out

@@ -163,7 +163,9 @@ class ClipTokenizer:
         ids of its space-separated chunks put end to end; chunks ("sky.", "it's") repeat
         so much across captions that a chunk cache skips the regex almost always.
         """
-        cleaned = self.clean(text)
+        return self._encode_cleaned(self.clean(text))
+
+    def _encode_cleaned(self, cleaned: str) -> list[int]:
         if not cleaned:
             return []
         get = self._chunk_ids.get
@@ -185,10 +187,16 @@ class ClipTokenizer:
         pre-tokens never cross whitespace; then the caption is not tokenized a second
         time. Otherwise it is.
         """
-        sentence_ids = [self.encode(caption[s:e]) for s, e in spans]
-        local = (caption.isascii() and _PLAIN_ASCII.fullmatch(caption) is not None) or (
-            _PLAIN_TYPOGRAPHIC.fullmatch(caption) is not None
-        )
+        ascii_local = caption.isascii() and _PLAIN_ASCII.fullmatch(caption) is not None
+        local = ascii_local or _PLAIN_TYPOGRAPHIC.fullmatch(caption) is not None
+        if local:
+            # every sentence passes the same check as the caption: clean it directly
+            pieces = (caption[s:e] for s, e in spans)
+            if not ascii_local:
+                pieces = (p.translate(_UNCURL) for p in pieces)
+            sentence_ids = [self._encode_cleaned(" ".join(p.split()).lower()) for p in pieces]
+        else:
+            sentence_ids = [self.encode(caption[s:e]) for s, e in spans]
         if local and all(caption[e:s2][:1].isspace() for (_, e), (s2, _) in zip(spans, spans[1:])) and (
             not caption[: spans[0][0]].strip() if spans else not caption.strip()
         ) and (not spans or not caption[spans[-1][1]:].strip()):
