@@ -301,3 +301,14 @@ def test_detect_unknown_is_one_line_error(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match="cannot tell the format"):
         detect(tmp_path / "empty")
+
+
+def test_explicit_format_that_does_not_fit_the_path_is_one_line_error(tmp_path):
+    from caption_debias.readers import check_layout
+
+    (tmp_path / "a.json").write_text("[]")
+    with pytest.raises(UserError, match="does not look like dci"):
+        check_layout(tmp_path / "a.json", "dci")
+    with pytest.raises(UserError, match="does not look like sharegpt4v"):
+        check_layout(tmp_path, "sharegpt4v")
+    check_layout(tmp_path / "a.json", "sharegpt4v")

@@ -76,19 +76,21 @@ def _resolve_inputs(inputs: list[str | Path], fmt: str) -> list[tuple[str, Path,
         path = Path(given)
         if not path.exists():
             raise UserError(f"{given}: no such file or folder")
-        resolved.append((str(given), path, state_format(path, fmt)))
+        resolved.append((str(given), path, _format_of(path, fmt)))
     names = [n for n, _, _ in resolved]
     if len(set(names)) != len(names):
         raise UserError("the same input is given twice")
     return resolved
 
 
-def state_format(path: Path, fmt: str) -> str:
-    from caption_debias.readers import READERS
+def _format_of(path: Path, fmt: str) -> str:
+    """The detected format (auto), or the given one once it is known to fit the path."""
+    from caption_debias.readers import check_layout
 
-    if fmt != "auto" and fmt not in READERS:
-        raise UserError(f"unknown format {fmt!r} (choose from auto, {', '.join(READERS)})")
-    return resolve_format(path, fmt)
+    if fmt == "auto":
+        return resolve_format(path, fmt)
+    check_layout(path, fmt)
+    return fmt
 
 
 def prepare(inputs: list[str | Path], output: str | Path, options: PrepareOptions | None = None) -> dict[str, Any]:

@@ -72,6 +72,25 @@ def detect(path: Path) -> str:
     raise UserError(f"{path}: cannot tell the format of this file; pass --format")
 
 
+def check_layout(path: Path, fmt: str) -> None:
+    """One clear line when an explicit --format cannot fit the path (instead of zero records)."""
+    folder_needs = {"dci": "annotations/", "urban1k": "caption/", "img2dataset": "NNNNN.parquet files"}
+    if fmt == "dci":
+        ok = path.is_dir() and (dci.resolve(path) / "annotations").is_dir()
+    elif fmt == "urban1k":
+        ok = path.is_dir() and (urban1k.resolve(path) / "caption").is_dir()
+    elif fmt == "img2dataset":
+        ok = path.is_dir() and bool(img2dataset.shard_files(path))
+    elif fmt == "docci":
+        ok = docci.resolve(path).is_file()
+        folder_needs["docci"] = docci.FILENAME
+    else:
+        ok = path.is_file()
+        folder_needs[fmt] = "a file"
+    if not ok:
+        raise UserError(f"{path}: does not look like {fmt} input (expected {folder_needs[fmt]})")
+
+
 def get_reader(fmt: str) -> ReadFn:
     try:
         return READERS[fmt]
