@@ -291,6 +291,12 @@ def test_img2dataset_real_output_folder(tmp_path, monkeypatch):
     assert rejects[0].reason.startswith("failed_to_download: ")
     assert "missing.png" in rejects[0].record
 
+    # a metadata file cut off mid-way: the shard before it is kept, the cut one is a fatal reject
+    data = (out / "00000.parquet").read_bytes()
+    (out / "00001.parquet").write_bytes(data[: len(data) // 2])
+    records2, rejects2 = read_all("img2dataset", out)
+    assert len(records2) == 3 and rejects2[-1].fatal and rejects2[-1].location.startswith("00001.parquet")
+
 
 # -- auto detection errors ------------------------------------------------------------------------
 

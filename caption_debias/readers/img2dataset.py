@@ -38,24 +38,32 @@ def image_ref(folder: Path, shard: str, key: str) -> str:
 
 def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     for shard_path in shard_files(path):
         shard = shard_path.stem
-        try:
-            pf = pq.ParquetFile(shard_path)
-            # Skip image-bytes columns (output_format "parquet" stores images in this file).
-            columns = [f.name for f in pf.schema_arrow if not pa.types.is_binary(f.type) and not pa.types.is_large_binary(f.type)]
-            batches = pf.iter_batches(batch_size=4096, columns=columns)
-            index = 0
-            for batch in batches:
-                for row in batch.to_pylist():
-                    location = f"{shard_path.name}:{index}"
-                    index += 1
-                    yield from _row(path, shard, row, location, name, options)
-        except Exception as exc:  # a broken metadata file: keep what came before, stop this input
-            yield Reject(name, f"{shard_path.name}", f"truncated input: unreadable img2dataset metadata ({exc})", "", fatal=True)
-            return
+        rows = _rows(shard_path)
+        index = 0
+        while True:
+            try:
+                row = next(rows)
+            except StopIteration:
+                break
+            except (OSError, pa.ArrowException) as exc:  # a broken metadata file: keep what came before
+                yield Reject(name, f"{shard_path.name}:{index}", f"truncated input: unreadable img2dataset metadata ({exc})", "", fatal=True)
+                return
+            yield from _row(path, shard, row, f"{shard_path.name}:{index}", name, options)
+            index += 1
+
+
+def _rows(shard_path: Path) -> Iterator[dict]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(shard_path)
+    # Skip image-bytes columns (output_format "parquet" stores images in this file).
+    columns = [f.name for f in pf.schema_arrow if not pa.types.is_binary(f.type) and not pa.types.is_large_binary(f.type)]
+    for batch in pf.iter_batches(batch_size=4096, columns=columns):
+        yield from batch.to_pylist()
 
 
 def _row(folder: Path, shard: str, row: dict, location: str, name: str, options):
