@@ -19,6 +19,7 @@ import itertools
 import json
 import math
 import re
+from collections import Counter
 from functools import lru_cache
 from importlib import resources
 
@@ -72,20 +73,16 @@ def _determined(words: list[str]) -> tuple[set[str], set[str]]:
     return indef, defin
 
 
-def _sentence_words(sentences: list[str]) -> tuple[list[list[str]], list[tuple[set[str], set[str]]], dict[str, int], dict[str, int]]:
-    """Words, determined content words, and in how many sentences each content word
+def _sentence_words(sentences: list[str]):
+    """Words, word sets, determined content words, and in how many sentences each word
     appears at all (df) and after an indefinite determiner (indef_df)."""
     words = [_words(s) for s in sentences]
+    word_sets = [set(ws) for ws in words]
     dets = [_determined(ws) for ws in words]
-    df: dict[str, int] = {}
-    indef_df: dict[str, int] = {}
-    for ws, (indef, _) in zip(words, dets):
-        for w in set(ws):
-            if len(w) > 2 and w not in _STOP:
-                df[w] = df.get(w, 0) + 1
-        for w in indef:
-            indef_df[w] = indef_df.get(w, 0) + 1
-    return words, dets, df, indef_df
+    # counted in C over every word; only content words are ever looked up
+    df = Counter(itertools.chain.from_iterable(word_sets))
+    indef_df = Counter(itertools.chain.from_iterable(d[0] for d in dets))
+    return words, word_sets, dets, df, indef_df
 
 
 def sentence_features(sentences: list[str]) -> list[dict[str, float]]:
@@ -97,14 +94,14 @@ def sentence_features(sentences: list[str]) -> list[dict[str, float]]:
     that another sentence introduces with an indefinite), len_ratio (length over the
     caption's mean sentence length), log_len, closing_phrase ("Overall, ...").
     """
-    words, dets, df, indef_df = _sentence_words(sentences)
+    words, word_sets, dets, df, indef_df = _sentence_words(sentences)
     n = len(sentences)
     lengths = [len(ws) for ws in words]
     mean_len = sum(lengths) / n if n else 1.0
     feats = []
     for i in range(n):
         ws = words[i]
-        f: dict[str, float] = {"w:" + w: 1.0 for w in set(ws)}
+        f: dict[str, float] = {"w:" + w: 1.0 for w in word_sets[i]}
         if ws:
             f["f:" + ws[0]] = 1.0
             f["f2:" + " ".join(ws[:2])] = 1.0
@@ -136,8 +133,7 @@ class _Scorer:
         self.offset = model["calibration"]["offset"]
 
     def raw(self, sentences: list[str]) -> list[float]:
-        words, dets, df, indef_df = _sentence_words(sentences)
-        word_sets = [set(ws) for ws in words]
+        words, word_sets, dets, df, indef_df = _sentence_words(sentences)
         n = len(sentences)
         lengths = [len(ws) for ws in words]
         mean_len = sum(lengths) / n if n else 1.0
