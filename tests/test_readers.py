@@ -162,6 +162,14 @@ def test_table_csv_cut_inside_quoted_field_is_fatal(tmp_path):
     assert rejects[-1].fatal and rejects[-1].reason.startswith("truncated input")
 
 
+def test_table_parquet_cut_off_is_fatal_reject(tmp_path):
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"image": ["a.jpg"] * 50, "caption": ["A b."] * 50}), path)
+    path.write_bytes(path.read_bytes()[:-30])  # the footer is gone: nothing in the file can be trusted
+    records, rejects = read_all("table", path)
+    assert records == [] and len(rejects) == 1 and rejects[0].fatal and "unreadable Parquet" in rejects[0].reason
+
+
 # -- COCO, DOCCI, Urban1k, DCI ------------------------------------------------------------------
 
 def test_coco_one_record_per_caption(tmp_path):

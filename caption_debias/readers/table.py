@@ -73,11 +73,12 @@ def _iter_delimited(path: Path, name: str, delimiter: str) -> Iterator[tuple[int
 
 
 def _iter_parquet(path: Path, name: str, columns: list[str]) -> Iterator[tuple[int, dict] | Reject]:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
         pf = pq.ParquetFile(path)
-    except Exception as exc:  # pyarrow raises several types for a broken file
+    except (OSError, pa.ArrowException) as exc:
         yield Reject(name, 0, f"truncated input: unreadable Parquet ({exc})", "", fatal=True)
         return
     present = [c for c in columns if c in pf.schema_arrow.names]
@@ -87,18 +88,19 @@ def _iter_parquet(path: Path, name: str, columns: list[str]) -> Iterator[tuple[i
             for row in batch.to_pylist():
                 yield index, row
                 index += 1
-    except Exception as exc:
+    except (OSError, pa.ArrowException) as exc:
         yield Reject(name, index, f"truncated input: Parquet read failed ({exc})", "", fatal=True)
 
 
 def columns_of(path: Path, kind: str) -> list[str] | None:
     """Header columns for CSV/TSV/Parquet, so a wrong --caption-column fails early with one line."""
     if kind == "parquet":
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         try:
             return list(pq.ParquetFile(path).schema_arrow.names)
-        except Exception:
+        except (OSError, pa.ArrowException):  # reported as a truncated input by the reader
             return None
     if kind in ("csv", "tsv"):
         with open(path, encoding="utf-8", errors="surrogateescape", newline="") as fh:
