@@ -58,18 +58,20 @@ _DET_KIND = {**{w: 1 for w in _INDEFINITE}, **{w: 2 for w in _DEFINITE}}
 
 
 def _determined(words: list[str]) -> tuple[set[str], set[str]]:
-    """Content words met within 3 words after an indefinite / a definite determiner."""
-    indef, defin = set(), set()
-    kind, dist = 0, 99
-    det_get = _DET_KIND.get
-    for w in words:
-        k = det_get(w)
-        if k:
-            kind, dist = k, 0
-            continue
-        dist += 1
-        if kind and dist <= 3 and len(w) > 2 and w not in _STOP:
-            (indef if kind == 1 else defin).add(w)
+    """Content words met within 3 words after an indefinite / a definite determiner
+    (a later determiner ends the window)."""
+    indef: set[str] = set()
+    defin: set[str] = set()
+    kinds = _DET_KIND
+    at = [i for i, w in enumerate(words) if w in kinds]
+    if not at:
+        return indef, defin
+    at.append(len(words))
+    for a, b in zip(at, at[1:]):
+        target = indef if kinds[words[a]] == 1 else defin
+        for w in words[a + 1 : min(b, a + 4)]:
+            if len(w) > 2 and w not in _STOP:
+                target.add(w)
     return indef, defin
 
 
