@@ -250,3 +250,23 @@ def test_every_folder_format_in_one_run_auto_detected(tmp_path):
         ("dci/1-data", "train", "photos/sa_1.jpg"), ("dci/2-data", "test", "photos/sa_2.jpg"),
         ("urban1k/1", None, "image/1.jpg"), ("docci/test_00001", "test", "images/test_00001.jpg"),
         ("coco/5", "val2017", "1.jpg")]
+
+
+
+def test_disk_error_mid_input_is_a_fatal_reject_not_a_traceback(tmp_path, monkeypatch):
+    from caption_debias import readers
+    from caption_debias.records import Record
+
+    def failing_reader(path, name, options):
+        yield Record("table", name, 1, "a", "a.jpg", "A first caption.")
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setitem(readers.READERS, "table", failing_reader)
+    src = tmp_path / "t.jsonl"
+    src.write_text("{}\n")
+    with pytest.raises(IncompleteInput):
+        prepare([src], tmp_path / "out", opts(format="table"))
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert (manifest["counts"]["written"], manifest["counts"]["rejected"], manifest["complete"]) == (1, 1, False)
+    reject = json.loads((tmp_path / "out" / "rejects.jsonl").read_text())
+    assert reject["reason"].startswith("truncated input: read error (OSError")

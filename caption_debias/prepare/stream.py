@@ -100,6 +100,19 @@ def resolve_format(path: Path, fmt: str) -> str:
     return detect(path) if fmt == "auto" else fmt
 
 
+def _guarded(items: Iterator[Record | Reject], name: str, counts: InputCounts) -> Iterator[Record | Reject]:
+    """A disk error mid-input (unreadable file, vanished folder) ends that input like a cut-off file."""
+    while True:
+        try:
+            item = next(items)
+        except StopIteration:
+            return
+        except OSError as exc:
+            yield Reject(name, counts.read, f"truncated input: read error ({exc.__class__.__name__}: {exc})", "", fatal=True)
+            return
+        yield item
+
+
 def chunks(inputs: list[tuple[str, Path, str]], options, totals: dict[str, InputCounts],
            on_read: Callable[[int], None] | None = None) -> Iterator[Chunk]:
     """Chunks of up to `shard_rows` records, in input order.
@@ -113,7 +126,7 @@ def chunks(inputs: list[tuple[str, Path, str]], options, totals: dict[str, Input
     for name, path, fmt in inputs:
         counts = totals[name]
         stem = input_stem(path)
-        for item in get_reader(fmt)(path, name, options):
+        for item in _guarded(get_reader(fmt)(path, name, options), name, counts):
             counts.read += 1
             read_so_far += 1
             if on_read is not None and read_so_far % 1000 == 0:
