@@ -270,3 +270,13 @@ def test_disk_error_mid_input_is_a_fatal_reject_not_a_traceback(tmp_path, monkey
     assert (manifest["counts"]["written"], manifest["counts"]["rejected"], manifest["complete"]) == (1, 1, False)
     reject = json.loads((tmp_path / "out" / "rejects.jsonl").read_text())
     assert reject["reason"].startswith("truncated input: read error (OSError")
+
+
+def test_mostly_rejects_input_is_chunked_too(tmp_path):
+    src = tmp_path / "t.jsonl"
+    lines = [json.dumps({"image": "a.jpg", "caption": ""}) for _ in range(25)]
+    lines += [json.dumps({"image": f"{i}.jpg", "caption": f"Caption {i}."}) for i in range(3)]
+    src.write_text("\n".join(lines) + "\n")
+    manifest = prepare([src], tmp_path / "out", opts(shard_rows=10))
+    assert len(list((tmp_path / "out" / ".prepare").glob("part-*.json"))) == 3  # 10 + 10 + (5 rejects, 3 rows)
+    assert [s["rows"] for s in manifest["shards"]] == [3] and manifest["counts"]["rejected"] == 25

@@ -118,7 +118,8 @@ def chunks(inputs: list[tuple[str, Path, str]], options, totals: dict[str, Input
     """Chunks of up to `shard_rows` records, in input order.
 
     A full chunk is held back until the next record arrives, so rejects read after its last
-    record still join it and only an input with no records at all makes a record-less chunk.
+    record still join it; a chunk is also cut when it holds `shard_rows` rejects (then it may
+    have fewer records, or none: it gets a sidecar but no shard).
     """
     keys = KeyAssigner()
     current = Chunk(0)
@@ -141,6 +142,9 @@ def chunks(inputs: list[tuple[str, Path, str]], options, totals: dict[str, Input
                 current.count(name, read=1, rejected=1)
                 if item.fatal:
                     counts.complete = False
+                if len(current.rejects) >= options.shard_rows:  # an input of mostly rejects stays bounded too
+                    yield current
+                    current = Chunk(current.index + 1)
                 continue
             if len(current.records) >= options.shard_rows:
                 yield current
