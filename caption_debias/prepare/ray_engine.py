@@ -22,6 +22,11 @@ from caption_debias.errors import UserError
 from caption_debias.prepare.distributor import Ready
 
 
+# One driver feeds about 24 workers (docs/benchmarks.md, Scale); bigger windows would only
+# cost driver memory (three windows of --shard-rows records each are held at once).
+MAX_WINDOW = 64
+
+
 def _connect(address: str | None, workers: int) -> bool:
     """Join the cluster at `address` (or $RAY_ADDRESS), or start a local runtime; True when we started it."""
     try:
@@ -156,7 +161,7 @@ def ray_ordered_map(fn: Callable[[Any], dict], items: Iterable[Any], workers: in
                     address: str | None = None) -> Iterator[Any]:
     """Drop-in for distributor.ordered_map: fn(item) per item via Ray Data, results in input order.
 
-    Chunks go to Ray in windows of max(max_in_flight, 2 x cluster CPUs); the driver holds at
+    Chunks go to Ray in windows of 2 x cluster CPUs (at most MAX_WINDOW); the driver holds at
     most three windows of records (in work, read ahead, being read), so memory stays flat on a
     billion-row input.
     """
@@ -165,7 +170,8 @@ def ray_ordered_map(fn: Callable[[Any], dict], items: Iterable[Any], workers: in
         import ray
 
         _quiet_data_context()
-        window_size = max(max_in_flight, int(ray.cluster_resources().get("CPU", 1)) * 2)
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        window_size = max(max_in_flight, min(2 * cpus, MAX_WINDOW))
         for window in _read_ahead(_windows(items, window_size)):
             yield from _run_window(fn, window)
     finally:
