@@ -119,7 +119,7 @@ def _windows(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
 def _read_ahead(windows: Iterator[list[Any]]) -> Iterator[list[Any]]:
     """The next window is read on a thread while Ray processes the current one.
 
-    Without it the cluster would idle while the driver reads (the driver reads about 30 times
+    Without it the cluster would idle while the driver reads (the driver reads about 25 times
     faster than one worker processes, see docs/benchmarks.md, so on a large cluster the two
     take comparable time). Reader errors (a UserError) are raised here, in the caller's thread.
     """
