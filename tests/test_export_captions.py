@@ -147,3 +147,17 @@ def test_url_list_with_stripped_captions_for_webdataset_trainers(prepared, tmp_p
     assert res["fallback_full_caption"] == 1
     with pytest.raises(UserError, match="unknown --strip"):
         write_url_list(prepared, tmp_path / "t.parquet", strip="middle")
+
+
+def test_on_a_folder_written_by_prepare(tmp_path):
+    """The same export over real prepare() output (--summary first: s1 is the flagged summary)."""
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+
+    table = tmp_path / "t.jsonl"
+    table.write_text(json.dumps({"key": "a", "image": "a.jpg", "caption": "A red bus on a street. It is parked.\n\nA man waits nearby."}) + "\n")
+    prepare([table], tmp_path / "p", PrepareOptions(format="table", summary="first", quiet=True))
+    export_captions(tmp_path / "p", tmp_path / "s.jsonl", strip="summary")
+    export_captions(tmp_path / "p", tmp_path / "o.jsonl", strip="opening")
+    assert read_jsonl(tmp_path / "s.jsonl") == read_jsonl(tmp_path / "o.jsonl")
+    assert read_jsonl(tmp_path / "s.jsonl")[0] == {"key": "table/a", "image": "a.jpg", "caption": "It is parked. A man waits nearby.", "copy": 0}
