@@ -16,13 +16,13 @@ import numpy as np
 
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
+from caption_debias.readers.common import is_url
 
 FORMATS = ("open_clip-csv", "jsonl", "parquet")
 STRIPS = ("summary", "opening", "none")
 AUGMENTS = ("none", "debias")
 _SUFFIX_FORMAT = {".csv": "open_clip-csv", ".tsv": "open_clip-csv", ".jsonl": "jsonl", ".parquet": "parquet"}
 _MARK_SOT, _MARK_EOT = -1, -2  # markers no sentence index can take
-URL_PREFIXES = ("http://", "https://", "file://", "s3://", "gs://")
 
 
 def format_for(path: Path, fmt: str | None) -> str:
@@ -92,7 +92,7 @@ def _rows(data: PreparedDataset, strip, augment, copies, seed, image_root, count
         for row in batch.to_pylist():
             counts["images"] += 1
             image = row["image"]
-            if image_root is not None and not image.startswith(URL_PREFIXES):
+            if image_root is not None and not is_url(image):
                 image = str(Path(image_root) / image)
             for copy, text in enumerate(caption_texts(row, strip, augment, copies, seed, counts)):
                 counts["rows"] += 1
