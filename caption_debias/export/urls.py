@@ -16,7 +16,7 @@ from caption_debias.errors import UserError
 KEY_COLUMN = "caption_key"
 URL_COLUMN = "url"
 CAPTION_COLUMN = "caption"
-URL_PATTERN = r"^[A-Za-z][A-Za-z0-9+.-]*://"
+URL_PATTERN = r"^[A-Za-z][A-Za-z0-9+.-]*://"  # readers.common.is_url, as a regex pyarrow can apply per batch
 
 
 def img2dataset_command(url_list: Path, images: Path, *, image_size: int = 256, processes: int = 8,
