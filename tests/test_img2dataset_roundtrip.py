@@ -97,3 +97,8 @@ def test_tars_without_caption_key_say_so(tmp_path):
     (tmp_path / "00000_stats.json").write_text("{}")
     with pytest.raises(OSError, match="carries no caption_key"):
         FolderImages(tmp_path).open("table/k0", "http://x/0.jpg")
+
+
+def test_url_row_without_a_download_folder_says_what_to_do(tmp_path):
+    with pytest.raises(OSError, match="download it first"):
+        FolderImages(tmp_path).open("table/k0", "http://x/0.jpg")
