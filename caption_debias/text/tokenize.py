@@ -12,6 +12,7 @@ import gzip
 import hashlib
 import html
 import importlib.util
+import itertools
 import os
 import re as _stdre
 from functools import lru_cache
@@ -168,12 +169,11 @@ class ClipTokenizer:
     def _encode_cleaned(self, cleaned: str) -> list[int]:
         if not cleaned:
             return []
-        get = self._chunk_ids.get
-        out: list[int] = []
-        for chunk in cleaned.split(" "):
-            ids = get(chunk)
-            out.extend(ids if ids is not None else self._chunk(chunk))
-        return out
+        chunks = cleaned.split(" ")
+        parts = list(map(self._chunk_ids.get, chunks))
+        if None in parts:  # rare once warm: fill the misses
+            parts = [p if p is not None else self._chunk(c) for p, c in zip(parts, chunks)]
+        return list(itertools.chain.from_iterable(parts))
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         """BPE ids of many texts (same ids as `encode`, sharing its caches)."""
