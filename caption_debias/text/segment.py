@@ -112,7 +112,8 @@ class SpacySegmenter:
                 continue
             if "senter" in nlp.pipe_names or "senter" in nlp.disabled:
                 # the statistical sentence recogniser alone is faster than the parser
-                nlp.enable_pipe("senter") if "senter" in nlp.disabled else None
+                if "senter" in nlp.disabled:
+                    nlp.enable_pipe("senter")
                 keep = {"tok2vec", "senter"}
                 self.method = "senter"
             else:
