@@ -203,6 +203,8 @@ _QUOTE_END = regex.compile(r".*[\"\u201d]")
 _CAPITALISED = regex.compile(r"\p{Lu}\p{Ll}")
 # "1) item", "a) item", "iv) item": pysbd splits list items even without a period.
 _LIST_MARKER = regex.compile(r"(?:^|\s)[\p{L}\p{N}]{1,3}\)")
+# "1. item", "a. item", "iv. item": pysbd's list rules look at the whole text.
+_LIST_ITEM = re.compile(r"(?:^|\s)(?:\d{1,2}|[A-Za-z]|[ivxIVX]{2,4})\.\s")
 _PARAGRAPH_BREAK = regex.compile(r"[ \xa0]*[\r\n]\s*")
 _HIDDEN = "\x00"  # fills quoted text in the scanned copy; never in safe text
 
@@ -354,8 +356,8 @@ class FastSegmenter:
             if _PAIRED_OR_LIST_CHAR.search(text):
                 return None  # brackets, bullets, control characters: pysbd sees it all
             odd = [m.start() for m in _UNSAFE_CHAR.finditer(text)]  # "…", "|", ...: pysbd sees their stretch
-        if ")" in text and _LIST_MARKER.search(text):
-            return None
+        if (")" in text and _LIST_MARKER.search(text)) or _LIST_ITEM.search(text):
+            return None  # pysbd numbers list items across the whole text
         copy = self._scan_copy(text)
         if copy is None:
             return None
@@ -379,7 +381,12 @@ class FastSegmenter:
                 # a stretch between two sure boundaries holding a doubtful mark: pysbd
                 # decides it (its rules look at the neighbouring words, not further).
                 self.pysbd_stretches += 1
-                out.extend((a + s, a + e) for s, e in self._pysbd.spans(text[a:b]))
+                # with the line break that follows it: pysbd treats the very end of its
+                # input differently ("The 'Big.'" alone splits off the quote)
+                c = b
+                while c < len(text) and text[c].isspace():
+                    c += 1
+                out.extend((a + s, a + e) for s, e in self._pysbd.spans(text[a:c]))
                 continue
             t = _tight(text, a, b)
             if t:
