@@ -89,5 +89,6 @@ def remove_beyond(out: Path, n_chunks: int) -> None:
                 continue
             if index >= n_chunks:
                 p.unlink()
-    for tmp in (out / SHARDS_DIR).glob(".*.tmp-*"):  # leftovers of a killed run
-        tmp.unlink()
+    for folder in (out / SHARDS_DIR, out / STATE_DIR):
+        for tmp in folder.glob(".*.tmp-*"):  # shards or sidecars a killed run was writing
+            tmp.unlink()
