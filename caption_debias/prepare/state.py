@@ -89,6 +89,6 @@ def remove_beyond(out: Path, n_chunks: int) -> None:
                 continue
             if index >= n_chunks:
                 p.unlink()
-    for folder in (out / SHARDS_DIR, out / STATE_DIR):
-        for tmp in folder.glob(".*.tmp-*"):  # shards or sidecars a killed run was writing
+    for folder in (out, out / SHARDS_DIR, out / STATE_DIR):
+        for tmp in folder.glob(".*.tmp-*"):  # files a killed run was writing (write-then-rename temps)
             tmp.unlink()
