@@ -13,6 +13,7 @@ import dataclasses
 import html
 import io
 import json
+import logging
 import platform
 import shutil
 import time
@@ -126,8 +127,25 @@ def _read_metrics(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
 
 
+class _NoWeightsNotice(logging.Filter):
+    """open_clip warns "no weights" for every random-init or run-folder load; the demo means it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        return not ("No pretrained weights loaded" in msg or "no CLIP weights found" in msg)
+
+
 def run_demo(cfg: DemoConfig, quiet: bool = False, on_table: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run every stage into cfg.out; returns the results dict also written to results.json."""
+    notice = _NoWeightsNotice()
+    logging.getLogger().addFilter(notice)
+    try:
+        return _run_demo(cfg, quiet, on_table)
+    finally:
+        logging.getLogger().removeFilter(notice)
+
+
+def _run_demo(cfg: DemoConfig, quiet: bool, on_table: Callable[[str], None] | None) -> dict[str, Any]:
     from caption_debias.prepare.options import PrepareOptions
     from caption_debias.prepare.run import prepare
     from caption_debias.stats.compute import compute_stats
