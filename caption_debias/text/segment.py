@@ -3,10 +3,10 @@
 Three segmenters share one interface (`spans(text)` -> [(start, end)], with
 `text[start:end]` the stripped, non-empty sentence):
 
-- `fast` (default): a single-pass scan that settles captions whose every
-  boundary is unambiguous ("word. Capital", "?", "!", end of text) and hands any
-  caption with a doubtful mark (abbreviation, initial, quote, ellipsis, newline,
-  list number, ...) to pysbd whole, so its output equals pysbd's there by construction.
+- `fast` (default): a single-pass scan that settles every boundary it is sure of
+  ("word. Capital", "?", "!", line breaks, decimals, quotes) and hands only the
+  stretches around a doubtful mark (abbreviation, initial, ellipsis, ...) to pysbd, so
+  its output is pysbd's by construction, at a fraction of the cost.
 - `pysbd`: pysbd's rule-based English segmenter (clean=False), spans re-aligned.
 - `spacy`: an installed English spaCy model's senter/parser, else spacy.blank("en")
   with the rule-based sentencizer.
@@ -166,7 +166,7 @@ def _pysbd_abbreviations() -> tuple[frozenset[str], frozenset[str]]:
 
 # Characters with no sentence-splitting rule of their own in pysbd: letters, digits and
 # ordinary punctuation. Anything else (brackets, ellipsis "\u2026", tabs, bullets, CJK
-# marks, control characters, ...) sends the caption to pysbd.
+# marks, control characters, ...) is left to pysbd (see _UNSAFE_CHAR).
 _SAFE_TEXT = regex.compile(
     r"[\p{L}\p{N}\p{M} \xa0\n\r,;:'\-/%&+$#*=@.!?()\u2018\u2019\u201c\u201d\"\u2013\u2014\u00b0\u00d7\u00bc-\u00be\u00b2\u00b3]*"
 )
@@ -174,8 +174,8 @@ _SAFE_TEXT = regex.compile(
 # ('reads "Stop." The') ends a sentence when a capital follows, as a word would.
 _DOUBLE_QUOTED = regex.compile(r"\"([^\"\n]*)\"|\u201c([^\u201d\u201c\n]*)\u201d")
 _DOUBLE_QUOTE_CHAR = regex.compile(r"[\"\u201c\u201d]")
-# Single-quoted stretches (not apostrophes); pysbd's rules there are subtler: any mark
-# inside one sends the caption to pysbd.
+# Single-quoted stretches (not apostrophes); pysbd's rules there are subtler: one holding
+# a mark is left to pysbd.
 _SINGLE_QUOTED = regex.compile(r"(?<![\p{L}\p{N}])['\u2018][^'\u2019\n]*['\u2019](?![\p{L}\p{N}])")
 # Every run of sentence marks (the token before it is found with rfind: a lazy
 # "\S*?" prefix in the pattern made this scan 10x slower).
@@ -195,6 +195,8 @@ def _has_opening_single_quote(text: str) -> bool:
                 return True
             i = text.find(ch, i + 1)
     return False
+
+
 # A plain word: letters, possibly joined by hyphens or apostrophes ("t-shirt", "woman's").
 _PLAIN_WORD = regex.compile(r"\p{L}+(?:['\u2019\-]\p{L}+)*")
 _WORD_PART = regex.compile(r"['\u2019\-]")
@@ -207,8 +209,6 @@ _LIST_MARKER = regex.compile(r"(?:^|\s)[\p{L}\p{N}]{1,3}\)")
 _LIST_ITEM = re.compile(r"(?:^|\s)(?:\d{1,2}|[A-Za-z]|[ivxIVX]{2,4})\.\s")
 _PARAGRAPH_BREAK = regex.compile(r"[ \xa0]*[\r\n]\s*")
 _HIDDEN = "\x00"  # fills quoted text in the scanned copy; never in safe text
-
-
 # Characters outside _SAFE_TEXT; those that pair up across sentences or start list items
 # send the whole caption to pysbd, the others only the stretch around them.
 _UNSAFE_CHAR = regex.compile(
@@ -225,17 +225,18 @@ def _parentheses_are_balanced(text: str) -> bool:
 
 
 class FastSegmenter:
-    """Decides easy captions itself and gives the doubtful ones to pysbd whole.
+    """Decides sure boundaries itself and leaves the doubtful stretches to pysbd.
 
-    A caption is easy when it has only ordinary characters, balanced quotes, and each
-    [.!?] run is one of: the end of a line or of the text; a single mark followed by
+    Sure are, for each [.!?] run: the end of a line or of the text; a single mark followed by
     spaces and a capital after a plain word (2+ letters, not all capitals, not an
     abbreviation pysbd keeps together), a quote, or a time "08:45" (a boundary); a
     decimal point "3.5" (no boundary). Marks inside double quotes never split; a quote
     ending in a mark splits before a capital and not before anything else. Line breaks
     always end a sentence, as in pysbd. Everything else ("Dr. Smith", "U.S.", "a.m.",
-    "1. item", "...", "?!", a lower-case word after a period) is decided by pysbd, so
-    the fast path never guesses.
+    "...", "?!", a lower-case word after a period, odd characters) makes the stretch
+    between the sure boundaries around it go to pysbd; unpaired quotes or parentheses,
+    brackets, bullets and list items send the whole caption. So the fast path never
+    guesses: its output is pysbd's (docs/text.md has the figures).
     """
 
     name = "fast"
