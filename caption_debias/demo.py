@@ -152,6 +152,8 @@ def _run_demo(cfg: DemoConfig, quiet: bool, on_table: Callable[[str], None] | No
     from caption_debias.synth.world import write_world
 
     out = Path(cfg.out)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
     for sub in ("world", "prepared", "runs", "probe"):  # the demo's own folders: a rerun starts clean
         shutil.rmtree(out / sub, ignore_errors=True)

@@ -79,3 +79,17 @@ def test_unknown_preset_is_a_user_error(tmp_path):
     assert preset("quick", tmp_path).stage1_steps < preset("full", tmp_path).stage1_steps
     with pytest.raises(UserError, match="preset"):
         preset("huge", tmp_path)
+
+
+def test_cli_help_and_one_line_error(tmp_path):
+    import subprocess
+    import sys
+
+    exe = [sys.executable, "-m", "caption_debias.cli.main", "demo"]
+    helped = subprocess.run([*exe, "--help"], capture_output=True, text=True)
+    assert helped.returncode == 0 and "--quick" in helped.stdout and "--seed" in helped.stdout
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    bad = subprocess.run([*exe, "--out", str(blocker), "--quiet"], capture_output=True, text=True)
+    assert bad.returncode != 0
+    assert bad.stderr.strip().count("\n") == 0 and "not a folder" in bad.stderr
