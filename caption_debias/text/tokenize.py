@@ -167,9 +167,9 @@ class ClipTokenizer:
         return self._encode_cleaned(self.clean(text))
 
     def _encode_cleaned(self, cleaned: str) -> list[int]:
-        if not cleaned:
-            return []
-        chunks = cleaned.split(" ")
+        return self._encode_chunks(cleaned.split(" ")) if cleaned else []
+
+    def _encode_chunks(self, chunks: list[str]) -> list[int]:
         parts = list(map(self._chunk_ids.get, chunks))
         if None in parts:  # rare once warm: fill the misses
             parts = [p if p is not None else self._chunk(c) for p, c in zip(parts, chunks)]
@@ -194,7 +194,8 @@ class ClipTokenizer:
             pieces = (caption[s:e] for s, e in spans)
             if not ascii_local:
                 pieces = (p.translate(_UNCURL) for p in pieces)
-            sentence_ids = [self._encode_cleaned(" ".join(p.split()).lower()) for p in pieces]
+            # (lower-casing these characters never makes or removes whitespace)
+            sentence_ids = [self._encode_chunks(p.lower().split()) for p in pieces]
         else:
             sentence_ids = [self.encode(caption[s:e]) for s, e in spans]
         if local and all(caption[e:s2][:1].isspace() for (_, e), (s2, _) in zip(spans, spans[1:])) and (
