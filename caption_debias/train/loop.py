@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
 from caption_debias.model.load import RUN_CONFIG, RUN_MODEL_CONFIG, latest_checkpoint, load_model
 from caption_debias.model.trim import TrimmedCLIP, can_trim, used_length
@@ -169,6 +170,7 @@ def _train(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> Path:
     if cfg.image_root is None:
         raise UserError("--image-root is required (the folder the shards' `image` paths are relative to)")
     images = FolderImages(cfg.image_root)
+    PreparedDataset.open(cfg.data)  # a bad DATA folder fails before the (slow) model load
     if not cfg.resume and latest_checkpoint(run) is not None:
         raise UserError(f"{run} already has checkpoints; pass --resume to continue it or choose a new --out")
     if cfg.resume:
