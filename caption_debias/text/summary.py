@@ -55,6 +55,7 @@ def _words(sentence: str) -> list[str]:
 
 
 _DET_KIND = {**{w: 1 for w in _INDEFINITE}, **{w: 2 for w in _DEFINITE}}
+_IS_DET = _DET_KIND.__contains__
 
 
 def _determined(words: list[str]) -> tuple[set[str], set[str]]:
@@ -63,13 +64,13 @@ def _determined(words: list[str]) -> tuple[set[str], set[str]]:
     indef: set[str] = set()
     defin: set[str] = set()
     kinds = _DET_KIND
-    at = [i for i, w in enumerate(words) if w in kinds]
+    at = list(itertools.compress(range(len(words)), map(_IS_DET, words)))  # found in C, not a Python loop
     if not at:
         return indef, defin
     at.append(len(words))
     for a, b in zip(at, at[1:]):
         target = indef if kinds[words[a]] == 1 else defin
-        for w in words[a + 1 : min(b, a + 4)]:
+        for w in words[a + 1 : b if b < a + 4 else a + 4]:
             if len(w) > 2 and w not in _STOP:
                 target.add(w)
     return indef, defin
@@ -78,9 +79,10 @@ def _determined(words: list[str]) -> tuple[set[str], set[str]]:
 def _sentence_words(sentences: list[str]):
     """Words, word sets, determined content words, and in how many sentences each word
     appears at all (df) and after an indefinite determiner (indef_df)."""
-    words = [_words(s) for s in sentences]
-    word_sets = [set(ws) for ws in words]
-    dets = [_determined(ws) for ws in words]
+    findall = _WORD.findall  # _words, inlined: it runs for every sentence prepare writes
+    words = [findall(s.lower().replace("\u2019", "'")) if "\u2019" in s else findall(s.lower()) for s in sentences]
+    word_sets = list(map(set, words))
+    dets = list(map(_determined, words))
     # counted in C over every word; only content words are ever looked up
     df = Counter(itertools.chain.from_iterable(word_sets))
     indef_df = Counter(itertools.chain.from_iterable(d[0] for d in dets))
