@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from itertools import accumulate, chain
+from itertools import accumulate
 from typing import Any
 
 import pyarrow as pa
@@ -57,7 +57,8 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
     sentences: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
-    token_lists: list[list[int]] = []  # one per sentence
+    tokens: list[int] = []  # all sentences' ids end to end
+    token_counts: list[int] = []  # ids per sentence
     masks: list[bool] = []
     scores: list[float] = []
     rejects: list[Reject] = []
@@ -93,7 +94,9 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
         for s, e in spans:
             starts.append(s)
             ends.append(e)
-        token_lists += toks
+        for t in toks:
+            tokens += t
+            token_counts.append(len(t))
         masks += mask
         scores += sc
     schema = shard_arrow_schema()
@@ -101,9 +104,7 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
     spans_struct = pa.StructArray.from_arrays(
         [pa.array(starts, pa.int32()), pa.array(ends, pa.int32())], fields=list(f("sentence_spans").type.value_type)
     )
-    inner_tokens = _list_column(
-        f("sentence_tokens").type.value_field, [len(t) for t in token_lists], pa.array(list(chain.from_iterable(token_lists)), pa.int32())
-    )
+    inner_tokens = _list_column(f("sentence_tokens").type.value_field, token_counts, pa.array(tokens, pa.int32()))
     columns = [
         pa.array(keys, pa.string()),
         pa.array(sources, pa.string()),
