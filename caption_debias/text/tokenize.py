@@ -170,10 +170,13 @@ class ClipTokenizer:
         return self._encode_chunks(cleaned.split(" ")) if cleaned else []
 
     def _encode_chunks(self, chunks: list[str]) -> list[int]:
-        parts = list(map(self._chunk_ids.get, chunks))
-        if None in parts:  # rare once warm: fill the misses
-            parts = [p if p is not None else self._chunk(c) for p, c in zip(parts, chunks)]
-        return list(itertools.chain.from_iterable(parts))
+        ids: list[int] = []
+        try:  # all chunks cached: the usual case once warm (a KeyError costs less than a None check per chunk)
+            for part in map(self._chunk_ids.__getitem__, chunks):
+                ids += part
+        except KeyError:  # fill the misses
+            ids = list(itertools.chain.from_iterable(self._chunk_ids.get(c) or self._chunk(c) for c in chunks))
+        return ids
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         """BPE ids of many texts (same ids as `encode`, sharing its caches)."""
@@ -191,11 +194,11 @@ class ClipTokenizer:
         local = ascii_local or _PLAIN_TYPOGRAPHIC.fullmatch(caption) is not None
         if local:
             # every sentence passes the same check as the caption: clean it directly
-            pieces = (caption[s:e] for s, e in spans)
-            if not ascii_local:
-                pieces = (p.translate(_UNCURL) for p in pieces)
-            # (lower-casing these characters never makes or removes whitespace)
-            sentence_ids = [self._encode_chunks(p.lower().split()) for p in pieces]
+            # (_UNCURL maps characters one to one, so the spans still hold after it;
+            # lower-casing these characters never makes or removes whitespace)
+            text = caption if ascii_local else caption.translate(_UNCURL)
+            encode_chunks = self._encode_chunks
+            sentence_ids = [encode_chunks(text[s:e].lower().split()) for s, e in spans]
         else:
             sentence_ids = [self.encode(caption[s:e]) for s, e in spans]
         if local and all(caption[e:s2][:1].isspace() for (_, e), (s2, _) in zip(spans, spans[1:])) and (
