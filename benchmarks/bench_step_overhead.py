@@ -97,6 +97,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30, help="per run; the first window of 10 steps is not timed")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--recipes", default="debias,longclip,clip,short")
+    ap.add_argument("--skip-trim", action="store_true", help="only the full-context overhead runs")
     args = ap.parse_args()
     import torch
 
@@ -107,12 +108,17 @@ def main() -> None:
         for recipe in args.recipes.split(","):
             o, p, t = [], [], []
             for r in range(args.repeats):
-                p.append(plain(recipe, args))
-                o.append(ours(recipe, data, images, Path(tmp) / f"run_{recipe}_{r}", args, trim=False))
-                t.append(ours(recipe, data, images, Path(tmp) / f"trim_{recipe}_{r}", args, trim=True))
-            po, pp, pt = statistics.median(o), statistics.median(p), statistics.median(t)
-            print(f"{recipe:9s} plain open_clip {pp * 1e3:7.1f} ms/step | ours, full context {po * 1e3:7.1f} ms/step "
-                  f"(overhead {100 * (po / pp - 1):+.1f}%) | ours, --trim-padding {pt * 1e3:7.1f} ms/step "
+                # Alternate the order, so a load change on the shared machine does not favour one side.
+                pair = [lambda: p.append(plain(recipe, args)),
+                        lambda: o.append(ours(recipe, data, images, Path(tmp) / f"run_{recipe}_{r}", args, trim=False))]
+                for run_one in (pair if r % 2 == 0 else pair[::-1]):
+                    run_one()
+                if not args.skip_trim:
+                    t.append(ours(recipe, data, images, Path(tmp) / f"trim_{recipe}_{r}", args, trim=True))
+            po, pp = statistics.median(o), statistics.median(p)
+            pt = statistics.median(t) if t else float("nan")
+            print(f"{recipe:9s} plain open_clip {pp * 1e3:7.1f} ms/step {[round(x * 1e3) for x in p]} | ours, full context {po * 1e3:7.1f} ms/step "
+                  f"{[round(x * 1e3) for x in o]} (overhead {100 * (po / pp - 1):+.1f}%) | ours, --trim-padding {pt * 1e3:7.1f} ms/step "
                   f"({pp / pt:.2f}x plain)", flush=True)
 
 
