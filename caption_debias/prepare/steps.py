@@ -30,6 +30,10 @@ def text_row(caption: str, segmenter, tokenizer, summary_mode: str) -> dict[str,
     }
 
 
+# Built once: json.dumps with options builds a new encoder per call.
+_META_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
+
+
 def _offsets(lengths: list[int]) -> pa.Array:
     return pa.array(list(accumulate(lengths, initial=0)), pa.int32())
 
@@ -54,7 +58,7 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
 
     segmenter, tokenizer = get_segmenter(segmenter_name), get_tokenizer()
     spans_of, scores_of, mask_of, encode_caption = segmenter.spans, summary.summary_scores, summary.summary_mask, tokenizer.encode_caption
-    dumps = json.dumps
+    dumps = _META_JSON.encode  # = json.dumps(meta, ensure_ascii=False, sort_keys=True, default=str)
     batch_scores = batch_scores and summary_mode in summary.SUMMARY_MODES  # else every row fails in summary_mask, as before
     row_sentences: list[list[str]] = []
     keys, sources, splits, images, captions, metas, num_tokens = [], [], [], [], [], [], []
@@ -78,7 +82,7 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
             if not batch_scores:
                 mask = mask_of(sents, sc, summary_mode)
             meta = {"source_id": rec.source_id, "input": rec.input, "location": rec.location, **rec.meta}
-            meta_json = dumps(meta, ensure_ascii=False, sort_keys=True, default=str)
+            meta_json = dumps(meta)
             meta_json.encode("utf-8")  # lone surrogates (undecodable input bytes) fail here
         except UnicodeEncodeError:
             rejects.append(Reject(rec.input, rec.location, "undecodable bytes", excerpt(caption)))

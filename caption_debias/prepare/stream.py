@@ -32,6 +32,10 @@ class InputCounts:
     complete: bool = True
 
 
+# Built once: json.dumps with options builds a new encoder per call, which cost as much as encoding a record.
+_RECORD_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
+
+
 @dataclass
 class Chunk:
     """One future shard: its records in input order plus the rejects read alongside them."""
@@ -51,9 +55,9 @@ class Chunk:
     def fingerprint(self) -> str:
         """Hash of everything the chunk carries: a resumed run reuses a shard only if it matches."""
         h = hashlib.sha256()
+        encode = _RECORD_JSON.encode  # = json.dumps(..., ensure_ascii=False, sort_keys=True, default=str)
         for key, r in self.records:
-            h.update(json.dumps([key, r.source, r.image, r.caption, r.split, r.location, r.meta],
-                                ensure_ascii=False, sort_keys=True, default=str).encode("utf-8", "surrogatepass"))
+            h.update(encode([key, r.source, r.image, r.caption, r.split, r.location, r.meta]).encode("utf-8", "surrogatepass"))
         for j in self.rejects:
             h.update(json.dumps(j.to_json(), ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
         return h.hexdigest()
