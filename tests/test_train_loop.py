@@ -167,3 +167,21 @@ def test_ddp_two_processes_match_one(prepared, tmp_path):
     for a, b in zip(one, two):
         assert b["loss"] == pytest.approx(a["loss"], rel=1e-4, abs=1e-5)
     assert json.loads((tmp_path / "two" / "config.json").read_text())["resolved"]["world_size"] == 2
+
+
+def test_stored_ids_used_or_retokenized_once(prepared):
+    from open_clip.tokenizer import SimpleTokenizer
+
+    from caption_debias.dataset import PreparedDataset
+    from caption_debias.train.data import load_rows
+
+    data = prepared[0]
+    sentences = PreparedDataset.open(data).read(["sentences"])["sentences"].to_pylist()
+    plain = load_rows(data, SimpleTokenizer())
+    assert not plain.retokenized
+    assert [s.tolist() for s in plain.tokens.sentences(3)] == [SimpleTokenizer().encode(x) for x in sentences[3]]
+    other = SimpleTokenizer(clean="canonicalize")  # drops punctuation: ids differ from the shards'
+    redone = load_rows(data, other)
+    assert redone.retokenized
+    assert [s.tolist() for s in redone.tokens.sentences(3)] == [other.encode(x) for x in sentences[3]]
+    assert redone.tokens.sentences(3)[0].tolist() != plain.tokens.sentences(3)[0].tolist()
