@@ -1,0 +1,34 @@
+"""process_records: whole-chunk summary scoring writes what the caption-by-caption path writes."""
+
+import pytest
+
+from caption_debias.prepare.steps import process_records
+from caption_debias.records import Record
+
+CAPTIONS = [
+    "A red bicycle leans on a fence. The bicycle has a basket. Its tires are worn.",
+    "Dr. Smith’s “new” bike, e.g. a 3.5 m frame. It’s red!\n\nOverall, a calm scene.",
+    "",
+    "   ",
+    "Caf\u00e9 &amp; bar. The image shows a caf\u00e9 at 08:45 p.m. A dog waits.",
+    "Tabs\tand\x0bodd  whitespace. The end\u2026 Really?!",
+    "One sentence only",
+    "1. A list\n2. Of items",
+]
+
+
+@pytest.mark.parametrize("mode", ["detect", "first", "none"])
+def test_batched_and_per_caption_tables_are_equal(mode):
+    records = [
+        (f"k{i}", Record(source="table", input="in.jsonl", location=i + 1, source_id=str(i), image=f"{i}.jpg", caption=c, meta={"n": i}))
+        for i, c in enumerate(CAPTIONS * 3)
+    ]
+    # undecodable bytes in an extra field: rejected in the middle of the chunk
+    records.insert(5, ("bad", Record(source="table", input="in.jsonl", location=99, source_id="bad", image="b.jpg",
+                                     caption="A fine caption.", meta={"x": "\udc80"})))
+    table, rejects = process_records(records, "fast", mode)
+    table2, rejects2 = process_records(records, "fast", mode, batch_scores=False)
+    assert table.equals(table2)
+    assert [r.to_json() for r in rejects] == [r.to_json() for r in rejects2]
+    assert len(table) + len(rejects) == len(records)
+    assert {r.reason for r in rejects} == {"no sentences", "undecodable bytes"}
