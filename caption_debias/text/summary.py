@@ -333,6 +333,9 @@ def summary_scores(sentences: list[str]) -> list[float]:
     return out
 
 
+_BATCH = 2048  # captions per numpy pass
+
+
 @lru_cache(maxsize=1)
 def _batch_scorer() -> _BatchScorer:
     return _BatchScorer(_scorer())
@@ -341,7 +344,9 @@ def _batch_scorer() -> _BatchScorer:
 def summary_scores_batch(captions: list[list[str]]) -> list[list[float]]:
     """`summary_scores` of many captions (each a list of sentences) in one numpy pass."""
     s = _scorer()
-    flat = iter(_batch_scorer().raw(captions))
+    scorer = _batch_scorer()
+    # slices bound the batch's word arrays (a 20,000-caption shard holds ~3M words)
+    flat = itertools.chain.from_iterable(scorer.raw(captions[i : i + _BATCH]) for i in range(0, len(captions), _BATCH))
     exp = math.exp
     out = []
     for c in captions:
