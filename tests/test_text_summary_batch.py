@@ -51,3 +51,14 @@ def test_batch_scores_survive_a_vocabulary_reset(monkeypatch):
         raw = scorer.raw([caption])
         assert raw == pytest.approx(summary._scorer().raw(caption), rel=0, abs=1e-12)
     assert len(scorer.vocab) <= 50 + max(len(" ".join(c).split()) for c in captions)
+
+
+def test_batch_scores_across_slices(monkeypatch):
+    rng = random.Random(1)
+    captions = [_random_caption(rng) for _ in range(60)]
+    whole = summary_scores_batch(captions)
+    monkeypatch.setattr(summary, "_BATCH", 7)  # many numpy passes, slices cutting the list anywhere
+    sliced = summary_scores_batch(captions)
+    assert [len(s) for s in sliced] == [len(c) for c in captions]
+    for a, b in zip(sliced, whole):
+        assert a == pytest.approx(b, rel=0, abs=1e-12)
