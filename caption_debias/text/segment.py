@@ -259,19 +259,20 @@ class FastSegmenter:
     def __init__(self):
         self._pysbd = PysbdSegmenter()
         self._abbrev, self._abbrev_never = _pysbd_abbreviations()
-        self._boundary_cache: dict[tuple[str, bool], bool | None] = {}
+        self._boundary_cache: dict[tuple[str, str], bool | None] = {}  # (word, next two characters)
         self.calls = 0
         self.delegated = 0  # captions given to pysbd whole
         self.pysbd_stretches = 0  # stretches of a caption given to pysbd
 
     def _boundary_after(self, word: str, next_text: str) -> bool | None:
         """True: split after `word` + one mark before `next_text`; None: not sure."""
-        key = (word, _CAPITALISED.match(next_text) is not None)
+        # keyed by the next two characters themselves, so a hit (in _line_cuts) needs no regex
+        key = (word, next_text)
         hit = self._boundary_cache.get(key, 0)
         if hit == 0:
-            hit = self._boundary_cache[key] = self._decide_boundary(word, key[1])
             if len(self._boundary_cache) > 200_000:  # bound memory on endless vocabularies
                 self._boundary_cache.clear()
+            hit = self._boundary_cache[key] = self._decide_boundary(word, _CAPITALISED.match(next_text) is not None)
         return hit
 
     def _decide_boundary(self, word: str, capitalised_next: bool) -> bool | None:
@@ -290,13 +291,16 @@ class FastSegmenter:
     def _line_cuts(self, scan: str, start: int, stop: int, cuts: list[int], doubts: list[int]) -> None:
         """Append the sure sentence ends inside scan[start:stop] (one line) to `cuts`, and
         the positions of marks the fast path cannot decide to `doubts`."""
+        nbsp = "\xa0" in scan  # rare: skip its rfind otherwise
+        boundary_cache = self._boundary_cache
         for m in _MARK.finditer(scan, start, stop):
             marks = m.group()
-            word = scan[max(scan.rfind(" ", start, m.start()), scan.rfind("\xa0", start, m.start())) + 1 : m.start()]
-            after = m.end()
+            m_start, m_end = m.span()
+            word = scan[(max(scan.rfind(" ", start, m_start), scan.rfind("\xa0", start, m_start)) if nbsp else scan.rfind(" ", start, m_start)) + 1 : m_start]
+            after = m_end
             while after < stop and scan[after] in " \xa0":
                 after += 1
-            space = after > m.end()
+            space = after > m_end
             quote_mark = word[:1] in ('"', "\u201c") and word.endswith(_HIDDEN)  # '"Stop.' seen as '"\0\0\0\0.'
             if after >= stop:
                 if len(marks) != 1:
@@ -313,7 +317,9 @@ class FastSegmenter:
                 if marks == "." and word[-1:].isdigit() and scan[after].isdigit():
                     continue  # decimal "3.5"
                 doubts.append(m.start())
-            elif len(marks) != 1 or not scan[after].isupper() or not self._boundary_after(word, scan[after : after + 2]):
+            elif len(marks) != 1 or not scan[after].isupper() or not (
+                boundary_cache.get((word, scan[after : after + 2])) or self._boundary_after(word, scan[after : after + 2])
+            ):
                 doubts.append(m.start())
             else:
                 cuts.append(m.end())
