@@ -3,8 +3,9 @@
 Ours: `caption_debias.train.loop.train` end to end (DataLoader, cached images, augment,
 collate, loss with PCA and label smoothing, logging) on a synthetic world prepared by
 `prepare`; the step time comes from metrics.jsonl windows after a warm-up window.
-Baseline: a hand loop over fixed in-memory tensors with the same model compute (the
-same stretched context and number of text inputs) and open_clip.ClipLoss + AdamW.
+Baseline: a hand loop over fixed in-memory tensors (random pixels, one batch of the same
+token ids) with the same model compute (the same stretched context and number of text
+inputs) and open_clip.ClipLoss + AdamW.
 Ours runs twice: at the full context (--no-trim-padding: the overhead figure) and with the
 default --trim-padding (text batches cut after their latest EOT: a speed-up, not overhead).
 Both alternate `--repeats` times; medians are reported. On a shared CPU the noise is
@@ -54,7 +55,7 @@ def ours(recipe: str, data: Path, images: Path, out: Path, args, trim: bool) -> 
     return args.batch / statistics.median(rates)
 
 
-def plain(recipe: str, args) -> float:
+def plain(recipe: str, args, data: Path) -> float:
     import open_clip
     import torch
 
@@ -71,9 +72,13 @@ def plain(recipe: str, args) -> float:
     size = model.visual.image_size
     size = size[0] if isinstance(size, (tuple, list)) else size
     image = torch.randn(args.batch, 3, size, size)
-    text = torch.randint(1, 49000, (texts * args.batch, ctx))
-    text[:, 0], text[:, 60] = 49406, 49407
-    text[:, 61:] = 0
+    # The same token ids ours trains on (one batch of real texts), so the embedding work matches.
+    from caption_debias.train.augment import DebiasOptions
+    from caption_debias.train.data import TrainSamples, collate, load_rows
+
+    samples = TrainSamples(load_rows(data, loaded.tokenizer), None, None, recipe, ctx, 0, DebiasOptions())
+    batch = collate([samples.text_only((0, i)) for i in range(args.batch)])
+    text = torch.cat([batch["long"], batch["short"]]) if texts == 2 else batch["long"]
     loss_fn = open_clip.ClipLoss()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
     times = []
@@ -109,7 +114,7 @@ def main() -> None:
             o, p, t = [], [], []
             for r in range(args.repeats):
                 # Alternate the order, so a load change on the shared machine does not favour one side.
-                pair = [lambda: p.append(plain(recipe, args)),
+                pair = [lambda: p.append(plain(recipe, args, data)),
                         lambda: o.append(ours(recipe, data, images, Path(tmp) / f"run_{recipe}_{r}", args, trim=False))]
                 for run_one in (pair if r % 2 == 0 else pair[::-1]):
                     run_one()
