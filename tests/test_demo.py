@@ -10,7 +10,7 @@ import pytest
 from caption_debias.errors import UserError
 
 TINY = dict(
-    train_images=48, test_images=24, group_size=4, batch_size=16,
+    model="tiny", train_images=48, test_images=24, group_size=4, batch_size=16,
     stage1_steps=4, finetune_steps=3, eval_batch_size=32, image_size=64,
 )
 
