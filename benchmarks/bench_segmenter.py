@@ -7,12 +7,20 @@ inserted at random ("Dr. Smith", "U.S.", "3.5 m", '"Stop." The', "...", ...), ho
 captions the fast path sent whole to pysbd, and CPU time per caption.
 
     .venv/bin/python benchmarks/bench_segmenter.py --data /work/shared/data
+    .venv/bin/python benchmarks/bench_segmenter.py --compare 4f45e8c   # CPU before/after, same run
+
+--compare REV loads caption_debias/text/segment.py as of git revision REV into a temporary
+module and times its `fast` segmenter against the working tree's on the real long captions
+(best of --repeats, CPU time), with the time spent inside pysbd and the hand-off counts, and
+checks that both give the same spans on every set.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import subprocess
 import random
 import sys
 import time
@@ -59,12 +67,79 @@ def perturbed(captions: list[str], n: int, seed: int) -> list[str]:
     return out
 
 
+def old_module(rev: str):
+    """caption_debias/text/segment.py at git revision `rev`, as a fresh module."""
+    root = Path(__file__).resolve().parents[1]
+    src = subprocess.run(
+        ["git", "show", f"{rev}:caption_debias/text/segment.py"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
+    spec = importlib.util.spec_from_loader(f"segment_{rev}", loader=None)
+    mod = importlib.util.module_from_spec(spec)
+    exec(compile(src, f"segment.py@{rev}", "exec"), mod.__dict__)
+    return mod
+
+
+def timed_run(seg, caps: list[str], repeats: int) -> tuple[float, float, int, int]:
+    """Best-of-`repeats` CPU seconds for all captions, the pysbd seconds of that repeat,
+    and the whole / stretch hand-offs of one pass."""
+    inner = seg._pysbd
+    spans = type(inner).spans
+    spent = [0.0]
+
+    def counted(text):
+        t0 = time.process_time()
+        out = spans(inner, text)
+        spent[0] += time.process_time() - t0
+        return out
+
+    best = (float("inf"), 0.0)
+    for _ in range(repeats):
+        seg.delegated = seg.pysbd_stretches = 0
+        spent[0] = 0.0
+        inner.spans = counted
+        t0 = time.process_time()
+        for c in caps:
+            seg.spans(c)
+        total = time.process_time() - t0
+        del inner.spans
+        best = min(best, (total, spent[0]))
+    return best[0], best[1], seg.delegated, seg.pysbd_stretches
+
+
+def compare(rev: str, sets: dict[str, list[str]], long_caps: list[str], repeats: int) -> None:
+    old = old_module(rev)
+    segs = {f"{rev}": old.FastSegmenter(), "working tree": FastSegmenter()}
+    for seg in segs.values():  # warm caches and regex compilation
+        for c in long_caps:
+            seg.spans(c)
+    print(f"CPU per real long caption ({len(long_caps)} IIW/IIW-P5B captions, best of {repeats}; "
+          "pysbd = time inside pysbd calls):")
+    for label, seg in segs.items():
+        total, in_pysbd, whole, stretches = timed_run(seg, long_caps, repeats)
+        n = len(long_caps)
+        print(f"  {label:14s} {1e6 * total / n:6.1f} us  (scan {1e6 * (total - in_pysbd) / n:5.1f} us, "
+              f"pysbd {1e6 * in_pysbd / n:5.1f} us)  whole={whole} stretches={stretches}")
+    print("same spans, old vs new fast segmenter:")
+    a, b = segs.values()
+    for label, caps in sets.items():
+        same = sum(a.spans(c) == b.spans(c) for c in caps)
+        print(f"  {label:28s} {same}/{len(caps)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=Path("/work/shared/data"), help="calibration data folder")
     ap.add_argument("--perturbed", type=int, default=3000, help="captions with inserted hard spots")
     ap.add_argument("--spacy", action="store_true", help="also score the spacy segmenter")
+    ap.add_argument("--compare", metavar="REV", help="time the fast segmenter of git revision REV against the working tree")
+    ap.add_argument("--repeats", type=int, default=7, help="repeats for --compare (best is kept)")
     args = ap.parse_args()
+    if args.compare:
+        sets = load(args.data)
+        long_caps = [c for k, v in sets.items() if k.startswith("iiw") for c in v]
+        sets["iiw + hard spots inserted"] = perturbed(long_caps, args.perturbed, seed=1)
+        compare(args.compare, sets, long_caps, args.repeats)
+        return
 
     golden = json.loads((HERE / "data" / "golden_rules_en.json").read_text(encoding="utf-8"))["cases"]
     names = ["fast", "pysbd"] + (["spacy"] if args.spacy else [])
