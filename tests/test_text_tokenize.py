@@ -114,3 +114,26 @@ def test_encode_caption_counts_like_the_whole_caption():
         ids, n = tok.encode_caption(text, spans)
         assert ids == [tok.encode(text[s:e]) for s, e in spans]
         assert n == len(tok.encode(text)) + 2, text
+
+
+def test_fresh_tokenizer_on_unseen_words(reference):
+    """Every word below reaches the Rust BPE (a fresh instance has empty caches)."""
+    texts = [
+        "é" * 300, "中文" * 150, "ab" * 300, "l" * 1000, "😀" * 90, "x" + "ÿ" * 257,
+        "".join(chr(c) for c in range(0xa1, 0x17f)),  # every Latin-1/Extended-A letter in one word
+        "caf\u00e9 cafe\u0301 \u212bngstr\u00f6m \u0130stanbul \u017fs 'ſ 'S 'ſt",  # NFC/NFD, dotted I, long s
+        ".<start_of_text>x <start_of_text>. a<end_of_text>b <start_of_text><end_of_text>",
+        "tab\tand\nnew\r\nlines\x0bvertical\x0cfeed \u2003em-space",
+        "&nbsp; &#32; &#9;", "&amp;nbsp;",  # empty after cleaning
+    ]
+    tok = ClipTokenizer()
+    assert [tok.encode(t) for t in texts] == [reference.encode(t) for t in texts]
+    assert tok.encode("&nbsp; &#32; &#9;") == []
+
+
+def test_bpe_merges_match_open_clip_on_every_vocabulary_word(reference):
+    """The Rust BPE gives open_clip's merges for every word the merges can build."""
+    tok = get_tokenizer()
+    words = {"".join(m).removesuffix("</w>") for m in reference.bpe_ranks}
+    for word in sorted(words):
+        assert [t.id for t in tok._bpe_model.tokenize(word)] == [reference.encoder[t] for t in reference.bpe(word).split(" ")], word

@@ -3,7 +3,9 @@
 open_clip's tokenizer module imports torch at import time; `prepare` must not pay for
 that, so this module re-implements the same algorithm (ftfy + double html.unescape +
 whitespace clean + lowercase, the same split regex, the same BPE merges) on open_clip's
-own vocabulary file, found without importing open_clip.
+own vocabulary file, found without importing open_clip. Cleaning, splitting and the
+caches are Python; the BPE merges of a word not seen before run in Hugging Face
+`tokenizers` (Rust), built at run time from that file.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from functools import lru_cache
 
 import ftfy
 import regex
+from tokenizers.models import BPE
 
 from caption_debias.errors import UserError
 
@@ -70,25 +73,29 @@ class ClipTokenizer:
         self._vocab_sha256 = hashlib.sha256(raw).hexdigest()
         merges = raw.decode("utf-8").split("\n")[1 : 49152 - 256 - 2 + 1]
         merges = [tuple(m.split()) for m in merges]
-        self.byte_encoder = _bytes_to_unicode()
-        vocab = list(self.byte_encoder.values())
+        self._byte_table = _bytes_to_unicode()
+        vocab = list(self._byte_table.values())
         vocab = vocab + [v + "</w>" for v in vocab]
         vocab.extend("".join(m) for m in merges)
         vocab.extend(SPECIAL_TOKENS)
-        self.encoder = {tok: i for i, tok in enumerate(vocab)}
-        self.bpe_ranks = {m: i for i, m in enumerate(merges)}
-        self.sot_id = self.encoder[SPECIAL_TOKENS[0]]
-        self.eot_id = self.encoder[SPECIAL_TOKENS[1]]
+        encoder = {tok: i for i, tok in enumerate(vocab)}
+        # open_clip's merges as CLIPTokenizerFast configures them ("</w>" on a word's last
+        # symbol, no prefix on the others); only `tokenize` of one word is ever called, which
+        # never uses the tokenizers thread pool, so prepare's forked workers stay single-threaded.
+        # No cache there: the word cache below already holds every word once.
+        self._bpe_model = BPE(vocab=encoder, merges=merges, end_of_word_suffix="</w>", continuing_subword_prefix="",
+                              cache_capacity=0)
+        self.sot_id = encoder[SPECIAL_TOKENS[0]]
+        self.eot_id = encoder[SPECIAL_TOKENS[1]]
         self.pad_id = 0
-        self.vocab_size = len(self.encoder)
+        self.vocab_size = len(encoder)
         self.pat = regex.compile(
             "|".join(SPECIAL_TOKENS) + r"""|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+""",
             regex.IGNORECASE,
         )
         # pre-token (as the regex returns it) -> BPE ids; special tokens map to themselves
         # exactly as in open_clip (its BPE cache is seeded with them).
-        self._word_ids: dict[str, tuple[int, ...]] = {t: (self.encoder[t],) for t in SPECIAL_TOKENS}
-        self._byte_table = {b: c for b, c in self.byte_encoder.items()}
+        self._word_ids: dict[str, tuple[int, ...]] = {t: (encoder[t],) for t in SPECIAL_TOKENS}
         self._chunk_ids: dict[str, tuple[int, ...]] = {}  # space-free chunk of cleaned text -> ids
 
     # -- cleaning -----------------------------------------------------------------------
@@ -104,43 +111,11 @@ class ClipTokenizer:
         return " ".join(text.split()).lower()
 
     # -- BPE ----------------------------------------------------------------------------
-    def _bpe(self, token: str) -> list[str]:
-        word = tuple(token[:-1]) + (token[-1] + "</w>",)
-        if len(word) == 1:
-            return list(word)
-        ranks = self.bpe_ranks
-        while True:
-            pairs = set(zip(word, word[1:]))
-            bigram = min(pairs, key=lambda p: ranks.get(p, float("inf")))
-            if bigram not in ranks:
-                break
-            first, second = bigram
-            new_word: list[str] = []
-            i = 0
-            while i < len(word):
-                try:
-                    j = word.index(first, i)
-                except ValueError:
-                    new_word.extend(word[i:])
-                    break
-                new_word.extend(word[i:j])
-                i = j
-                if word[i] == first and i < len(word) - 1 and word[i + 1] == second:
-                    new_word.append(first + second)
-                    i += 2
-                else:
-                    new_word.append(word[i])
-                    i += 1
-            word = tuple(new_word)
-            if len(word) == 1:
-                break
-        return list(word)
-
     def _word(self, piece: str) -> tuple[int, ...]:
         ids = self._word_ids.get(piece)
         if ids is None:
             mapped = "".join(self._byte_table[b] for b in piece.encode("utf-8"))
-            ids = tuple(self.encoder[t] for t in self._bpe(mapped))
+            ids = tuple(t.id for t in self._bpe_model.tokenize(mapped))
             self._word_ids[piece] = ids
         return ids
 
@@ -214,7 +189,7 @@ class ClipTokenizer:
     def describe(self) -> dict:
         return {
             "name": "clip-bpe",
-            "implementation": "caption_debias.text.tokenize (open_clip SimpleTokenizer algorithm, clean='lower')",
+            "implementation": "caption_debias.text.tokenize (open_clip SimpleTokenizer algorithm, clean='lower'; BPE merges in HF tokenizers)",
             "vocab_file": VOCAB_FILE,
             "vocab_sha256": self._vocab_sha256,
             "vocab_size": self.vocab_size,
