@@ -124,3 +124,28 @@ def test_fast_tracks_pysbd_on_adversarial_soup():
     texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 25))) for _ in range(300)]
     same = sum(fast.spans(t) == ref.spans(t) for t in texts)
     assert same >= 297, same
+
+
+def test_fast_narrows_unpaired_quotes_to_their_stretch():
+    # An unpaired (or empty, or line-split) double quote no longer sends the caption to
+    # pysbd whole: the block from it to the quotes pysbd pairs it with goes to pysbd with
+    # the sentences around it. Random captions with stray quotes must still equal pysbd.
+    quotes = ['"', "\u201c", "\u201d", '""', '"Stop."', "\u201cHi.\u201d", '"EXIT".', '."', "!\u201d", '"\n']
+    rng = random.Random(11)
+    fast, ref = get_segmenter("fast"), get_segmenter("pysbd")
+    whole_before, stretches_before = fast.delegated, fast.pysbd_stretches
+    texts = []
+    for _ in range(400):
+        words = " ".join(rng.sample(CAPTIONS, 2)).split(" ")
+        for _ in range(rng.randint(1, 3)):
+            words.insert(rng.randrange(len(words) + 1), rng.choice(quotes))
+        texts.append(" ".join(words))
+    for text in texts:
+        assert fast.spans(text) == ref.spans(text), text
+    assert fast.delegated - whole_before < len(texts) // 2  # most are split around the quote
+    assert fast.pysbd_stretches > stretches_before
+    # a real caption shape: a quote opened with \u201c and closed with a straight quote
+    text = 'It is titled \u201cMemories of Third Street" by Keith Godard. The art is old. The number \u201c23\u201d is gold. A cat sits.'
+    before = fast.delegated
+    assert fast.spans(text) == ref.spans(text)
+    assert fast.delegated == before

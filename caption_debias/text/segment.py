@@ -203,15 +203,16 @@ _WORD_PART = regex.compile(r"['\u2019\-]")
 _TIME = regex.compile(r"\d{1,2}:\d{2}")
 _QUOTE_END = regex.compile(r".*[\"\u201d]")
 _CAPITALISED = regex.compile(r"\p{Lu}\p{Ll}")
-# "1) item", "a) item", "iv) item": pysbd splits list items even without a period.
-_LIST_MARKER = regex.compile(r"(?:^|\s)[\p{L}\p{N}]{1,3}\)")
+# "1) item", "a) item", "iv) item", "(x)": pysbd splits list items even without a period.
+_LIST_MARKER = regex.compile(r"(?:^|\s)[\p{L}\p{N}]{1,3}\)|\((?:[a-z]|[ivx]{2,4})\)")
 # "1. item", "a. item", "iv. item": pysbd's list rules look at the whole text.
 _LIST_ITEM_TOKEN = re.compile(r"\d{1,2}|[A-Za-z]|[ivxIVX]{2,4}")
 
 
-def _has_list_item(text: str) -> bool:
-    """A whitespace-delimited "1." / "a." / "iv." followed by whitespace (checked at each
-    period: a regex search over the whole caption cost 4x more)."""
+def _list_item_periods(text: str) -> list[int]:
+    """Periods of whitespace-delimited "1." / "a." / "iv." followed by whitespace (checked
+    at each period: a regex search over the whole caption cost 4x more)."""
+    out = []
     i = text.find(".")
     while i >= 0:
         if i + 1 < len(text) and text[i + 1].isspace():
@@ -219,17 +220,64 @@ def _has_list_item(text: str) -> bool:
             while j >= 0 and i - j <= 5 and not text[j].isspace():
                 j -= 1
             if (j < 0 or text[j].isspace()) and _LIST_ITEM_TOKEN.fullmatch(text, j + 1, i):
-                return True
+                out.append(i)
         i = text.find(".", i + 1)
-    return False
+    return out
+
+
 _PARAGRAPH_BREAK = regex.compile(r"[ \xa0]*[\r\n]\s*")
 _HIDDEN = "\x00"  # fills quoted text in the scanned copy; never in safe text
+_LINE = re.compile(r"[^\r\n]+")
+_BLOCK = "\x01"  # fills a stretch around unpaired quotes (quotes and line breaks included); never in safe text
+
+
+@lru_cache(maxsize=1)
+def _pysbd_quote_regions() -> tuple[re.Pattern, re.Pattern]:
+    """pysbd's own patterns for the double-quoted stretches whose marks it protects
+    (straight quotes pair up in order, a \u201c with the next \u201d)."""
+    from pysbd.between_punctuation import BetweenPunctuation as bp
+
+    return re.compile(bp.BETWEEN_DOUBLE_QUOTES_REGEX_2), re.compile(bp.BETWEEN_QUOTE_SLANTED_REGEX_2)
+
+
+def _irregular_quote_blocks(text: str) -> list[tuple[int, int]]:
+    """Disjoint [start, end) blocks holding every double quote that is not in a pair as
+    _DOUBLE_QUOTED finds them, every stretch pysbd protects that is not such a pair, and
+    every pair or protected stretch overlapping those. Each block goes to pysbd within the
+    stretch between the sure boundaries around it, so pysbd sees all quotes it pairs with
+    each other together (quotes outside the blocks are in pairs on which both agree)."""
+    pairs = [q.span() for q in _DOUBLE_QUOTED.finditer(text)]
+    paired = set(pairs)
+    straight, curly = _pysbd_quote_regions()
+    regions = [  # pysbd pairs quotes within each line (it splits at line breaks first)
+        m.span() for line in _LINE.finditer(text) for pat in (straight, curly) for m in pat.finditer(text, *line.span())
+    ]
+    spans = [r for r in regions if r not in paired]
+    inside = bytearray(len(text))
+    for a, b in pairs:
+        inside[a:b] = b"\x01" * (b - a)
+    spans += [(m.start(), m.end()) for m in _DOUBLE_QUOTE_CHAR.finditer(text) if not inside[m.start()]]
+    if not spans:
+        return []
+    others = pairs + regions
+    blocks = sorted(spans)
+    while True:  # merge overlapping blocks, and pull in pairs/regions overlapping one
+        merged: list[list[int]] = []
+        for a, b in sorted(blocks + [r for r in others if any(x < r[1] and r[0] < y for x, y in blocks)]):
+            if merged and a < merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        new = [(a, b) for a, b in merged]
+        if new == blocks:
+            return blocks
+        blocks = new
 # Characters outside _SAFE_TEXT; those that pair up across sentences or start list items
 # send the whole caption to pysbd, the others only the stretch around them.
 _UNSAFE_CHAR = regex.compile(
     r"[^\p{L}\p{N}\p{M} \xa0\n\r,;:'\-/%&+$#*=@.!?()\u2018\u2019\u201c\u201d\"\u2013\u2014\u00b0\u00d7\u00bc-\u00be\u00b2\u00b3]"
 )
-_PAIRED_OR_LIST_CHAR = re.compile(r"[\[\]{}<>\u2022\u2023\u25e6\u2043\u2219\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_PAIRED_OR_LIST_CHAR = re.compile(r"[\[\]{}\u2022\u2023\u25e6\u2043\u2219\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _PAREN_GROUP = re.compile(r"\([^()]*\)")
 
 
@@ -351,9 +399,21 @@ class FastSegmenter:
                     hide(q.start() + 1, q.end() - 1)
                     doubts.append(q.start())
         if has_double:
-            if _DOUBLE_QUOTE_CHAR.sub("", _DOUBLE_QUOTED.sub("", text)) != _DOUBLE_QUOTED.sub("", text):
-                return None  # an unpaired double quote
+            blocks: list[tuple[int, int]] = []
+            if (
+                _DOUBLE_QUOTE_CHAR.sub("", _DOUBLE_QUOTED.sub("", text)) != _DOUBLE_QUOTED.sub("", text)
+                or '""' in text or "\u201c\u201d" in text or "\\" in text or "\r" in text
+            ):
+                # an unpaired double quote, or one pysbd may pair differently (it skips
+                # empty quotes, honours backslash escapes, splits lines at "\r" first):
+                # pysbd's quote rules then pair quotes across sentences
+                blocks = _irregular_quote_blocks(text)
+                for a, b in blocks:
+                    chars[a:b] = _BLOCK * (b - a)
+                    doubts.append(a)
             for q in _DOUBLE_QUOTED.finditer(text):
+                if blocks and any(a < q.end() and q.start() < b for a, b in blocks):
+                    continue  # inside a block pysbd decides
                 a, b = q.start() + 1, q.end() - 1  # inside the quotes
                 inner = text[a:b]
                 hide(a, b)
@@ -378,7 +438,7 @@ class FastSegmenter:
             if _PAIRED_OR_LIST_CHAR.search(text):
                 return None  # brackets, bullets, control characters: pysbd sees it all
             odd = [m.start() for m in _UNSAFE_CHAR.finditer(text)]  # "…", "|", ...: pysbd sees their stretch
-        if (")" in text and _LIST_MARKER.search(text)) or _has_list_item(text):
+        if (")" in text and _LIST_MARKER.search(text)) or _list_item_periods(text):
             return None  # pysbd numbers list items across the whole text
         copy = self._scan_copy(text)
         if copy is None:
