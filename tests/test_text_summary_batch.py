@@ -62,3 +62,59 @@ def test_batch_scores_across_slices(monkeypatch):
     assert [len(s) for s in sliced] == [len(c) for c in captions]
     for a, b in zip(sliced, whole):
         assert a == pytest.approx(b, rel=0, abs=1e-12)
+
+
+# Characters around which the batch's byte-level word finder could part from _WORD (lowercasing
+# that yields ASCII such as "İ" -> "i̇" and the Kelvin sign, curly and plain apostrophes, hyphens,
+# dashes, multi-byte letters, NUL, a lone surrogate, line breaks).
+TRICKY = ["a", "b", "Z", "'", "-", "\u2019", " ", "\u0130", "\u212a", "\u00e9", "\u2014", "\u00df", "\0", "\udc80",
+          "\n", "3", "\u03a3", "\u00c9"]
+
+
+def test_chunk_words_equal_regex_words():
+    rng = random.Random(2)
+    for trial in range(300):
+        sentences = ["".join(rng.choices(TRICKY, k=rng.randrange(0, 12))) for _ in range(rng.randrange(1, 8))]
+        if trial % 2:  # the NUL-free path (a NUL in a sentence sends the chunk to the regex)
+            sentences = [s.replace("\0", "") for s in sentences]
+        local, distinct, lengths = summary._chunk_words(sentences)
+        words = [distinct[i] for i in local.tolist()]
+        expected = [summary._words(s) for s in sentences]
+        assert lengths.tolist() == [len(w) for w in expected], sentences
+        assert words == [w for ws in expected for w in ws], sentences
+        assert len(set(distinct)) == len(distinct)
+
+
+def test_batch_scores_on_edge_captions():
+    captions = [
+        [], [""], ["Dog"], ["A dog."], ["Dogs", "dog"], ["\u0130stanbul at night, a city by the sea."],
+        ["A caf\u00e9 with a na\u00efve mural.", "The caf\u00e9\u2019s mural is bright.", "The woman\u2019s t-shirt is red."],
+        ["A dog\0 sits.", "The dog\0 sleeps."], ["A lone \udc80 surrogate.", "The surrogate."],
+        ["Shot", "Close-up"], ["   ", "---", "'''"], ["\u212aelvin dogs.", "The kelvin dogs."],
+    ]
+    got = summary_scores_batch(captions)
+    for caption, scores in zip(captions, got):
+        assert scores == pytest.approx(summary_scores(caption), rel=0, abs=1e-12), caption
+
+
+def test_batch_closing_phrases_as_the_reference():
+    # the batch runs _CLOSING only where the first two words allow a match: near misses too
+    openers = ["Overall,", "overall", "In summary,", "In conclusion", "in essence,", "In short,", "Altogether,",
+               "All in all,", "All in", "The overall", "The general", "the image conveys", "The scene as a whole evokes",
+               "The photograph radiates", "This photo's mood", "This image\u2019s mood", "The picture's tone",
+               "This composition conveys", "The setting gives", "The image shows", "  The image exudes", "THE IMAGE HAS",
+               "Theimage has", "The imagery conveys", "In", "The", "This", "Inside,", "The overall-look"]
+    captions = [["A dog on a bench.", "The dog is brown.", o + " a calm mood."] for o in openers]
+    captions += [[o] for o in openers] + [[o + " a calm mood."] for o in openers]
+    got = summary_scores_batch(captions)
+    for caption, scores in zip(captions, got):
+        assert scores == pytest.approx(summary_scores(caption), rel=0, abs=1e-12), caption
+
+
+def test_batch_scores_over_many_slices_of_real_sized_chunks():
+    rng = random.Random(3)
+    captions = [_random_caption(rng) for _ in range(summary._BATCH + 300)]  # two numpy passes
+    got = summary_scores_batch(captions)
+    assert [len(g) for g in got] == [len(c) for c in captions]
+    for caption, scores in zip(captions[::7], got[::7]):
+        assert scores == pytest.approx(summary_scores(caption), rel=0, abs=1e-12), caption

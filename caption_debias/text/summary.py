@@ -24,6 +24,8 @@ from functools import lru_cache
 from importlib import resources
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from caption_debias.errors import UserError
 
@@ -49,6 +51,16 @@ _CLOSING = re.compile(
 
 
 _CLOSING_FIRST = frozenset({"overall", "in", "altogether", "all", "the", "this"})  # first words _CLOSING can match
+# For the batch scorer, which runs _CLOSING only where the first two words allow a match:
+# the first word's code, the bit its second word needs (by code), and the bits a word gives.
+_CLOSING_CODE = {"overall": 1, "altogether": 1, "in": 2, "all": 3, "the": 4, "this": 4}  # 1: any second word
+_CLOSING_NEED = np.array([0, 0, 1, 2, 4], np.int8)  # in summary/conclusion/essence; all in all; the/this NOUN...
+_CLOSING_SECOND = (("summary", "conclusion", "essence"), ("in",), ("overall", "general", "image", "scene", "photo",
+                   "picture", "composition", "setting"))  # prefixes ("photo" covers "photograph", "image's")
+
+
+def _closing_bits(word: str) -> int:
+    return sum(1 << i for i, prefixes in enumerate(_CLOSING_SECOND) if word.startswith(prefixes))
 
 
 def _words(sentence: str) -> list[str]:
@@ -167,44 +179,106 @@ class _Scorer:
 
 class _Vocab(dict):
     """Word -> id, ids handed out on first sight (dict.__getitem__ calls __missing__ from C),
-    with per-id arrays: shipped word weight, determiner kind (0, 1 indefinite, 2 definite),
-    content word (the words _determined keeps)."""
+    with per-id arrays: shipped word weight, opening-word weight (f:), one-word opening
+    weight (f2: of a one-word sentence), determiner kind (0, 1 indefinite, 2 definite),
+    content word (the words _determined keeps), and whether _CLOSING can start with it.
+    Ids only order the additions of word weights (sorted ids, as before), so they are
+    kept exactly as the word-by-word assignment made them."""
 
     _LIMIT = 1_000_000  # cleared when full: bounds memory on endless vocabularies
 
-    def __init__(self, weights: dict[str, float]):
+    def __init__(self, scorer: _Scorer):
         super().__init__()
-        self.weights = weights
+        self.scorer = scorer
         self.new: list[str] = []
-        self.weight = np.zeros(0)
+        self._reset_arrays()
+
+    def _reset_arrays(self) -> None:
+        self.weight, self.first, self.first2 = np.zeros(0), np.zeros(0), np.zeros(0)
         self.kind = np.zeros(0, np.int8)
         self.content = np.zeros(0, bool)
+        self.closing, self.closing_next = np.zeros(0, np.int8), np.zeros(0, np.int8)
 
     def __missing__(self, word: str) -> int:
         i = self[word] = len(self)
         self.new.append(word)
         return i
 
-    def ids(self, words: list[str]) -> np.ndarray:
-        if len(self) + len(words) > self._LIMIT:
+    def ids(self, distinct: list[str], n_words: int) -> np.ndarray:
+        """Ids of a batch's distinct words, given in order of first occurrence; `n_words`
+        (all its words) decides a reset as the word-by-word version did."""
+        if len(self) + n_words > self._LIMIT:
             self.clear()
             self.new = []
-            self.weight, self.kind, self.content = np.zeros(0), np.zeros(0, np.int8), np.zeros(0, bool)
-        out = np.fromiter(map(self.__getitem__, words), np.int64, len(words))
+            self._reset_arrays()
+        out = np.fromiter(map(self.__getitem__, distinct), np.int64, len(distinct))
         if self.new:  # extend the per-id arrays with this call's new words
             new, self.new = self.new, []
-            get = self.weights.get
-            self.weight = np.concatenate([self.weight, np.fromiter((get(w, 0.0) for w in new), float, len(new))])
-            self.kind = np.concatenate([self.kind, np.fromiter((_DET_KIND.get(w, 0) for w in new), np.int8, len(new))])
-            self.content = np.concatenate(
-                [self.content, np.fromiter((len(w) > 2 and w not in _STOP for w in new), bool, len(new))]
-            )
+            s, k = self.scorer, len(new)
+            self.weight = np.concatenate([self.weight, np.fromiter(map(s.word.get, new, _ZEROS), float, k)])
+            self.first = np.concatenate([self.first, np.fromiter(map(s.first.get, new, _ZEROS), float, k)])
+            self.first2 = np.concatenate([self.first2, np.fromiter(map(s.first2.get, new, _ZEROS), float, k)])
+            self.kind = np.concatenate([self.kind, np.fromiter((_DET_KIND.get(w, 0) for w in new), np.int8, k)])
+            self.content = np.concatenate([self.content, np.fromiter((len(w) > 2 and w not in _STOP for w in new), bool, k)])
+            self.closing = np.concatenate([self.closing, np.fromiter(map(_CLOSING_CODE.get, new, itertools.repeat(0)), np.int8, k)])
+            self.closing_next = np.concatenate([self.closing_next, np.fromiter(map(_closing_bits, new), np.int8, k)])
         return out
+
+    def first2_pairs(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """f2: weights of two-word openings whose words both have ids: sorted keys
+        id1 * m + id2, their weights, and m."""
+        m = max(len(self), 1)
+        pairs = []
+        for key, w in self.scorer.first2.items():
+            a, space, b = key.partition(" ")
+            ia, ib = self.get(a), self.get(b)
+            if space and ia is not None and ib is not None:
+                pairs.append((ia * m + ib, w))
+        pairs.sort()
+        return np.array([k for k, _ in pairs], np.int64), np.array([w for _, w in pairs], float), m
+
+
+def _chunk_words(sentences: list[str]) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """The words of `_words` for many sentences at once: each word's index into the
+    distinct words (in order of first occurrence), the distinct words, and the number of
+    words per sentence.
+
+    Python's regex engine took a third of the batch's time, and neither Arrow (no
+    find-all) nor polars' extract_all (~10 us per caption) did it cheaply, so the words
+    are found with numpy masks over the UTF-8 bytes of the sentences joined by NUL: a
+    word is a run of a-z bytes and of single "'" or "-" bytes between two letters, which
+    is exactly what _WORD finds (multi-byte characters never hold ASCII bytes).
+    """
+    # Python's lowercasing, as _words (Arrow's differs, e.g. for "İ"); per sentence, where ASCII takes a fast path
+    text = "\0".join(map(str.lower, sentences))
+    if text.count("\0") != len(sentences) - 1:  # a NUL inside a sentence: the regex, sentence by sentence
+        findall = _WORD.findall
+        words = [findall(x.lower().replace("\u2019", "'")) if "\u2019" in x else findall(x.lower()) for x in sentences]
+        enc = pc.dictionary_encode(pa.array(list(itertools.chain.from_iterable(words)), pa.large_string()))
+        return enc.indices.to_numpy().astype(np.int64), enc.dictionary.to_pylist(), np.fromiter(map(len, words), np.int64, len(words))
+    low = text.replace("\u2019", "'") if "\u2019" in text else text
+    # lone surrogates pass as 3 non-ASCII bytes: not word characters, as for _WORD
+    data = np.frombuffer(low.encode("utf-8", "surrogatepass"), np.uint8)
+    letter = (data - np.uint8(ord("a"))) < 26
+    inword = letter.copy()
+    inword[1:-1] |= ((data[1:-1] == ord("'")) | (data[1:-1] == ord("-"))) & letter[:-2] & letter[2:]
+    edge = np.diff(inword.view(np.int8), prepend=np.int8(0), append=np.int8(0))
+    word_start, word_end = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)
+    word_offsets = np.zeros(len(word_start) + 1, np.int64)
+    np.cumsum(word_end - word_start, out=word_offsets[1:])
+    words = pa.LargeStringArray.from_buffers(len(word_start), pa.py_buffer(word_offsets), pa.py_buffer(data[inword]))
+    enc = pc.dictionary_encode(words)
+    bounds = np.empty(len(sentences) + 1, np.int64)  # sentence i is the bytes between NULs i-1 and i
+    bounds[0], bounds[-1], bounds[1:-1] = -1, len(data), np.flatnonzero(data == 0)
+    lengths = np.diff(np.searchsorted(word_start, bounds))
+    return enc.indices.to_numpy().astype(np.int64), enc.dictionary.to_pylist(), lengths
 
 
 def _unique(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted distinct keys and their counts (np.unique's hash path was 3x slower here)."""
-    a = np.sort(keys)
+    """Sorted distinct keys and their counts (np.unique's hash path was 3x slower here;
+    the keys come in runs already sorted by sentence, which the stable sort (timsort)
+    uses: 5x faster than the default introsort on them)."""
+    a = np.sort(keys, kind="stable")
     if not len(a):
         return a, np.zeros(0, np.int64)
     starts = np.flatnonzero(np.r_[True, a[1:] != a[:-1]])
@@ -220,56 +294,68 @@ def _count_in(keys: np.ndarray, uniq: np.ndarray, counts: np.ndarray) -> np.ndar
 
 
 class _BatchScorer:
-    """`_Scorer.raw` over many captions at once: the word-level features (distinct words,
-    determiner windows, per-caption document frequencies) are computed with numpy over
-    the whole batch instead of per sentence in Python, since prepare scores every caption
-    it writes. Same features and weights; the only difference is the order in which a
-    sentence's word weights are added (sorted word ids here, set order there), which moves
-    the raw score by at most a few units in the last place (as hash seeds already do).
+    """`_Scorer.raw` over many captions at once: words are found for the whole batch
+    (_chunk_words) and the word-level features (distinct words, determiner windows,
+    per-caption document frequencies, opening words) are computed with numpy instead of
+    per sentence in Python, since prepare scores every caption it writes. Same features
+    and weights; the only difference is the order in which a sentence's word weights are
+    added (ascending word id here, set order there), which moves the raw score by at most
+    a few units in the last place (as hash seeds already do).
     """
 
     def __init__(self, scorer: _Scorer):
         self.s = scorer
-        self.vocab = _Vocab(scorer.word)
+        self.vocab = _Vocab(scorer)
 
     def raw(self, captions: list[list[str]]) -> list[float]:
-        s, num = self.s, self.s.num
+        return self.raw_array(captions).tolist()
+
+    def raw_array(self, captions: list[list[str]]) -> np.ndarray:
+        s, num, vocab = self.s, self.s.num, self.vocab
         sents = [x for c in captions for x in c]
         n_sent = len(sents)
         if not n_sent:
-            return []
-        findall = _WORD.findall
-        words = [findall(x.lower().replace("\u2019", "'")) if "\u2019" in x else findall(x.lower()) for x in sents]
-        lengths = np.fromiter(map(len, words), np.int64, n_sent)
-        ids = self.vocab.ids(list(itertools.chain.from_iterable(words)))
-        v = np.int64(max(len(self.vocab), 1))
-        n_words = len(ids)
+            return np.zeros(0)
+        local, distinct, lengths = _chunk_words(sents)
+        ids = vocab.ids(distinct, len(local))
+        # words are keyed by their rank among this batch's ids: small keys, same order as the ids
+        by_rank = np.argsort(ids, kind="stable")
+        u = np.int64(max(len(ids), 1))
+        rank = np.empty(len(ids), np.int64)
+        rank[by_rank] = np.arange(len(ids))
+        r = rank[local]
+        rank_id = ids[by_rank]
+        n_words = len(r)
         per_caption = np.fromiter(map(len, captions), np.int64, len(captions))
         cap_of_sent = np.repeat(np.arange(len(captions)), per_caption)
         sent_of_word = np.repeat(np.arange(n_sent), lengths)
         sent_start = np.cumsum(lengths) - lengths
+        pair = sent_of_word * u + r
 
-        # distinct words per sentence: their weight sum, and in how many sentences of the caption each occurs
-        sw = _unique(sent_of_word * v + ids)[0]
-        sw_sent, sw_word = sw // v, sw % v
-        word_sum = np.bincount(sw_sent, weights=self.vocab.weight[sw_word], minlength=n_sent)
-        cw_uniq, cw_counts = _unique(cap_of_sent[sw_sent] * v + sw_word)
+        # distinct words per sentence, in ascending id: their weight sum
+        sw = _unique(pair)[0]
+        sw_sent, sw_word = np.divmod(sw, u)
+        word_sum = np.bincount(sw_sent, weights=vocab.weight[rank_id[sw_word]], minlength=n_sent)
 
         # determiner windows: up to 3 words after a determiner, cut by the next one (as _determined)
-        kind = self.vocab.kind[ids]
+        kind = vocab.kind[rank_id][r]
         pos = np.arange(n_words)
         last_det = np.maximum.accumulate(np.where(kind > 0, pos, -1)) if n_words else pos
-        inside = (kind == 0) & self.vocab.content[ids] & (last_det >= sent_start[sent_of_word]) & (pos - last_det <= 3)
+        inside = (kind == 0) & vocab.content[rank_id][r] & (last_det >= sent_start[sent_of_word]) & (pos - last_det <= 3)
         window_kind = np.where(inside, kind[np.maximum(last_det, 0)], 0)
-        pair = sent_of_word * v + ids
         indef = _unique(pair[window_kind == 1])[0]
         defin = _unique(pair[window_kind == 2])[0]
-        indef_sent, defin_sent = indef // v, defin // v
-        introduces = np.bincount(
-            indef_sent, weights=_count_in(cap_of_sent[indef_sent] * v + indef % v, cw_uniq, cw_counts) > 1, minlength=n_sent
-        )
-        ic_uniq, ic_counts = _unique(cap_of_sent[indef_sent] * v + indef % v)
-        indef_df = _count_in(cap_of_sent[defin_sent] * v + defin % v, ic_uniq, ic_counts)
+        indef_sent, indef_word = np.divmod(indef, u)
+        defin_sent, defin_word = np.divmod(defin, u)
+        indef_key = cap_of_sent[indef_sent] * u + indef_word
+        # in how many sentences of its caption each word met after an indefinite occurs at all
+        wanted = np.zeros(len(ids), bool)
+        wanted[indef_word] = True
+        keep = wanted[sw_word]
+        cw_uniq, cw_counts = _unique(cap_of_sent[sw_sent[keep]] * u + sw_word[keep])
+        introduces = np.bincount(indef_sent, weights=_count_in(indef_key, cw_uniq, cw_counts) > 1, minlength=n_sent)
+        ic_uniq, ic_counts = _unique(indef_key)
+        indef_df = _count_in(cap_of_sent[defin_sent] * u + defin_word, ic_uniq, ic_counts)
         in_own_indef = _count_in(defin, indef, np.ones(len(indef), np.int64))
         refers_back = np.bincount(defin_sent, weights=(indef_df - in_own_indef) > 0, minlength=n_sent)
         several = (per_caption > 1)[cap_of_sent]
@@ -279,21 +365,36 @@ class _BatchScorer:
         cap_len = np.bincount(cap_of_sent, weights=lengths, minlength=len(captions))
         mean_len = (cap_len / np.maximum(per_caption, 1))[cap_of_sent]
         ratio = np.divide(lengths, mean_len, out=np.zeros(n_sent), where=mean_len != 0)
+
+        # opening words: f:FIRST + f2:"FIRST SECOND" (f2:FIRST for a one-word sentence), 0.0 when empty
+        one, two = np.flatnonzero(lengths > 0), np.flatnonzero(lengths > 1)
+        first_id = rank_id[r[sent_start[one]]]
+        first = np.zeros(n_sent)
+        first[one] = vocab.first[first_id]
+        second = np.zeros(n_sent)
+        only = lengths[one] == 1
+        second[one[only]] = vocab.first2[first_id[only]]
+        keys, weights, m = vocab.first2_pairs()
+        if len(keys) and len(two):
+            k = rank_id[r[sent_start[two]]] * m + rank_id[r[sent_start[two] + 1]]
+            j = np.minimum(np.searchsorted(keys, k), len(keys) - 1)
+            second[two] = np.where(keys[j] == k, weights[j], 0.0)
         # the same additions, in the same order, as _Scorer.raw
-        first_get, first2_get = s.first.get, s.first2.get
-        first = np.fromiter(
-            (first_get(ws[0], 0.0) + first2_get(" ".join(ws[:2]), 0.0) if ws else 0.0 for ws in words), float, n_sent
-        )
-        z = word_sum + first
+        z = word_sum + (first + second)
         z = z + num["introduces"] * np.log1p(introduces)
         z = z + num["refers_back"] * np.log1p(refers_back)
         z = z + (num["len_ratio"] * ratio + num["log_len"] * np.log1p(lengths))
-        out = z.tolist()
         if num["closing_phrase"]:
-            for i, ws in enumerate(words):
-                if ws and ws[0] in _CLOSING_FIRST and _CLOSING.match(sents[i].strip().lower()):
-                    out[i] += num["closing_phrase"]
-        return out
+            # sentences whose first two words allow a _CLOSING match (a superset of those it matches)
+            code = vocab.closing[first_id]
+            maybe = code == 1
+            in_two = lengths[one] > 1
+            second_id = rank_id[r[sent_start[one[in_two]] + 1]]
+            maybe[in_two] |= (vocab.closing_next[second_id] & _CLOSING_NEED[code[in_two]]) != 0
+            for i in one[maybe].tolist():
+                if _CLOSING.match(sents[i].strip().lower()):
+                    z[i] += num["closing_phrase"]
+        return z
 
 
 _ZEROS = itertools.repeat(0.0)
@@ -345,16 +446,20 @@ def summary_scores_batch(captions: list[list[str]]) -> list[list[float]]:
     """`summary_scores` of many captions (each a list of sentences) in one numpy pass."""
     s = _scorer()
     scorer = _batch_scorer()
-    # slices bound the batch's word arrays (a 20,000-caption shard holds ~3M words)
-    flat = itertools.chain.from_iterable(scorer.raw(captions[i : i + _BATCH]) for i in range(0, len(captions), _BATCH))
     exp = math.exp
-    out = []
-    for c in captions:
-        scores = []
-        for _ in c:
-            t = s.scale * next(flat) + s.offset
-            scores.append(1.0 / (1.0 + exp(-t)) if t > -60 else 0.0)
-        out.append(scores)
+    out: list[list[float]] = []
+    # slices bound the batch's arrays (a 20,000-caption shard holds ~3M words)
+    for i in range(0, len(captions), _BATCH):
+        part = captions[i : i + _BATCH]
+        t = s.scale * scorer.raw_array(part) + s.offset
+        live = t > -60
+        # math.exp, not np.exp: the same float64 as summary_scores to the last bit
+        e = np.fromiter(map(exp, (-t[live]).tolist()), float, int(live.sum()))
+        p = np.zeros(len(t))
+        p[live] = 1.0 / (1.0 + e)
+        flat = p.tolist()
+        ends = np.cumsum(np.fromiter(map(len, part), np.int64, len(part))).tolist()
+        out += map(flat.__getitem__, map(slice, [0] + ends[:-1], ends))
     return out
 
 
