@@ -172,14 +172,14 @@ _SAFE_TEXT = regex.compile(
 )
 # Double-quoted stretches. pysbd never splits inside them; a stretch ending in one mark
 # ('reads "Stop." The') ends a sentence when a capital follows, as a word would.
-_DOUBLE_QUOTED = regex.compile(r"\"([^\"\n]*)\"|\u201c([^\u201d\u201c\n]*)\u201d")
-_DOUBLE_QUOTE_CHAR = regex.compile(r"[\"\u201c\u201d]")
+_DOUBLE_QUOTED = re.compile(r"\"([^\"\n]*)\"|\u201c([^\u201d\u201c\n]*)\u201d")
+_DOUBLE_QUOTE_CHAR = re.compile(r"[\"\u201c\u201d]")
 # Single-quoted stretches (not apostrophes); pysbd's rules there are subtler: one holding
 # a mark is left to pysbd.
 _SINGLE_QUOTED = regex.compile(r"(?<![\p{L}\p{N}])['\u2018][^'\u2019\n]*['\u2019](?![\p{L}\p{N}])")
 # Every run of sentence marks (the token before it is found with rfind: a lazy
 # "\S*?" prefix in the pattern made this scan 10x slower).
-_MARK = re.compile(r"[.!?]+")
+_MARK = re.compile(r"([.!?]+)[ \xa0]*")  # with the spaces after it
 # ASCII safe text plus curly quotes, dashes and no-break spaces: the common non-ASCII
 # captions, checked with the stdlib engine (4x faster than _SAFE_TEXT's \p classes).
 _SAFE_TYPOGRAPHIC = re.compile(r"[A-Za-z0-9 \n\r,;:'\-/%&+$#*=@.!?()\"\u2018\u2019\u201c\u201d\u2013\u2014\xa0]*")
@@ -341,36 +341,31 @@ class FastSegmenter:
         the positions of marks the fast path cannot decide to `doubts`."""
         nbsp = "\xa0" in scan  # rare: skip its rfind otherwise
         boundary_cache = self._boundary_cache
-        for m in _MARK.finditer(scan, start, stop):
-            marks = m.group()
-            m_start, m_end = m.span()
-            word = scan[(max(scan.rfind(" ", start, m_start), scan.rfind("\xa0", start, m_start)) if nbsp else scan.rfind(" ", start, m_start)) + 1 : m_start]
-            after = m_end
-            while after < stop and scan[after] in " \xa0":
-                after += 1
-            space = after > m_end
-            quote_mark = word[:1] in ('"', "\u201c") and word.endswith(_HIDDEN)  # '"Stop.' seen as '"\0\0\0\0.'
+        for m in _MARK.finditer(scan, start, stop):  # endpos keeps the spaces inside the line
+            m_start, after = m.span()
+            m_end = m.end(1)
             if after >= stop:
-                if len(marks) != 1:
-                    doubts.append(m.start())  # "sun.." at a line end: pysbd splits it oddly
+                if m_end - m_start != 1:
+                    doubts.append(m_start)  # "sun.." at a line end: pysbd splits it oddly
                 continue
-            if quote_mark:
-                if space and scan[after].isupper():
-                    if after - m.end() == 1 and scan[m.end()] == " ":
-                        cuts.append(m.end())
+            word = scan[(max(scan.rfind(" ", start, m_start), scan.rfind("\xa0", start, m_start)) if nbsp else scan.rfind(" ", start, m_start)) + 1 : m_start]
+            if word[:1] in ('"', "\u201c") and word.endswith(_HIDDEN):  # '"Stop.' seen as '"\0\0\0\0.'
+                if after > m_end and scan[after].isupper():
+                    if after - m_end == 1 and scan[m_end] == " ":
+                        cuts.append(m_end)
                     else:
-                        doubts.append(m.start())  # 'reads "X."  In': pysbd keeps it together
+                        doubts.append(m_start)  # 'reads "X."  In': pysbd keeps it together
                 continue  # '"Go!" and left': no boundary
-            if not space:
-                if marks == "." and word[-1:].isdigit() and scan[after].isdigit():
+            if after == m_end:  # no space
+                if m_end - m_start == 1 and scan[m_start] == "." and word[-1:].isdigit() and scan[after].isdigit():
                     continue  # decimal "3.5"
-                doubts.append(m.start())
-            elif len(marks) != 1 or not scan[after].isupper() or not (
+                doubts.append(m_start)
+            elif m_end - m_start != 1 or not scan[after].isupper() or not (
                 boundary_cache.get((word, scan[after : after + 2])) or self._boundary_after(word, scan[after : after + 2])
             ):
-                doubts.append(m.start())
+                doubts.append(m_start)
             else:
-                cuts.append(m.end())
+                cuts.append(m_end)
 
     def _scan_copy(self, text: str) -> tuple[str, list[int]] | None:
         """`text` with quoted and bracketed text hidden (same length), and the starts of
@@ -401,7 +396,7 @@ class FastSegmenter:
         if has_double:
             blocks: list[tuple[int, int]] = []
             if (
-                _DOUBLE_QUOTE_CHAR.sub("", _DOUBLE_QUOTED.sub("", text)) != _DOUBLE_QUOTED.sub("", text)
+                _DOUBLE_QUOTE_CHAR.search(_DOUBLE_QUOTED.sub("", text)) is not None
                 or '""' in text or "\u201c\u201d" in text or "\\" in text or "\r" in text
             ):
                 # an unpaired double quote, or one pysbd may pair differently (it skips
