@@ -1,8 +1,13 @@
 """process_records: whole-chunk summary scoring writes what the caption-by-caption path writes."""
 
+import datetime
+import json
+
+import pyarrow as pa
 import pytest
 
-from caption_debias.prepare.steps import process_records
+from caption_debias.prepare.steps import _bools, _strings, process_records
+from caption_debias.prepare.stream import sorted_json_encoder
 from caption_debias.records import Record
 
 CAPTIONS = [
@@ -32,3 +37,27 @@ def test_batched_and_per_caption_tables_are_equal(mode):
     assert [r.to_json() for r in rejects] == [r.to_json() for r in rejects2]
     assert len(table) + len(rejects) == len(records)
     assert {r.reason for r in rejects} == {"no sentences", "undecodable bytes"}
+
+
+@pytest.mark.parametrize("values", [[], ["a", "bé", "", "\u2028x"], [None, "x", None], [None], ["x" * 1000] * 9])
+def test_string_columns_equal_pa_array(values):
+    assert _strings(values).equals(pa.array(values, pa.string()))
+
+
+def test_string_columns_reject_what_pa_array_rejects():
+    with pytest.raises((TypeError, pa.ArrowException)):
+        _strings(["a", 1])
+
+
+@pytest.mark.parametrize("values", [[], [True], [False, True, True] * 7])
+def test_bool_columns_equal_pa_array(values):
+    assert _bools(values).equals(pa.array(values, pa.bool_()))
+
+
+@pytest.mark.parametrize("value", [
+    ["k", "table", "a.jpg", "Caf\u00e9 \"q\" \\ \n\t\x01\x7f \u2028", None, 3, {"b": [1, {"z": None, "a": 2.5}], "a": True}],
+    {"x": "\udc80", "n": float("nan"), "i": float("-inf"), "big": 10**30, "f": -0.0},
+    {"d": datetime.date(2024, 1, 2), "t": (1, 2), "b": b"x"}, {}, [],
+])
+def test_sorted_json_encoder_equals_json_dumps(value):
+    assert sorted_json_encoder()(value) == json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)

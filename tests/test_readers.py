@@ -110,7 +110,8 @@ def test_sharegpt4v_not_an_array_is_fatal(tmp_path):
 @pytest.mark.parametrize("image,ok", [
     ("coco/train2017/1.jpg", True), ("https://x.org/a.jpg", True), ("file:///tmp/a.jpg", True),
     ("a/../b.jpg", True), ("/abs/a.jpg", False), ("../up.jpg", False), ("a/../../up.jpg", False),
-    ("C:\\x.jpg", False), ("", False), (None, False)])
+    ("C:\\x.jpg", False), ("", False), (None, False), ("a\\..\\..\\up.jpg", False), ("..", False),
+    ("a..b/c...jpg", True), ("./a.jpg", True)])
 def test_image_problem(image, ok):
     assert (image_problem(image) is None) == ok
 

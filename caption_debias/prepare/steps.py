@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from itertools import accumulate
+from itertools import chain
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from caption_debias.records import Record, Reject, excerpt
@@ -34,8 +35,44 @@ def text_row(caption: str, segmenter, tokenizer, summary_mode: str) -> dict[str,
 _META_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
 
 
+# Columns are made with pa.Array.from_buffers from numpy buffers, never pa.array(): pyarrow's
+# array-like check in pa.array() imports pandas on first use (~0.3 s CPU in every process).
+def _numeric(arrow_type: pa.DataType, values: np.ndarray) -> pa.Array:
+    return pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(values)])
+
+
+def _int32(values, count: int) -> pa.Array:
+    return _numeric(pa.int32(), np.fromiter(values, np.int32, count))
+
+
 def _offsets(lengths: list[int]) -> pa.Array:
-    return pa.array(list(accumulate(lengths, initial=0)), pa.int32())
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if offsets[-1] > np.iinfo(np.int32).max:
+        raise OverflowError("list column exceeds 2**31 values in one chunk")
+    return _numeric(pa.int32(), offsets.astype(np.int32))
+
+
+def _bools(values: list[bool]) -> pa.Array:
+    return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(np.packbits(np.array(values, np.bool_), bitorder="little"))])
+
+
+def _strings(values: list[str | None]) -> pa.Array:
+    """A string array; None is a null."""
+    validity = None
+    try:
+        data = list(map(str.encode, values))
+    except TypeError:  # None (a record without a split) or a non-string
+        if not all(v is None or isinstance(v, str) for v in values):
+            return pa.array(values, pa.string())  # raises as it always did
+        valid = np.array([v is not None for v in values], np.bool_)
+        validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
+        data = [b"" if v is None else v.encode() for v in values]
+    offsets = np.zeros(len(data) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, data), np.int64, len(data)), out=offsets[1:])
+    if offsets[-1] > np.iinfo(np.int32).max:  # past the 'string' type's 2 GiB: pa.array gives a chunked column, as before
+        return pa.array(values, pa.string())
+    return pa.Array.from_buffers(pa.string(), len(data), [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(data))])
 
 
 def _list_column(field: pa.Field, lengths: list[int], values: pa.Array) -> pa.Array:
@@ -64,10 +101,8 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
     keys, sources, splits, images, captions, metas, num_tokens = [], [], [], [], [], [], []
     sent_counts: list[int] = []  # sentences per row
     sentences: list[str] = []
-    starts: list[int] = []
-    ends: list[int] = []
-    tokens: list[int] = []  # all sentences' ids end to end
-    token_counts: list[int] = []  # ids per sentence
+    span_pairs: list[tuple[int, int]] = []  # all sentences' (start, end)
+    sentence_ids: list[list[int]] = []  # all sentences' ids, one list per sentence
     masks: list[bool] = []
     scores: list[float] = []
     rejects: list[Reject] = []
@@ -102,12 +137,8 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
         num_tokens.append(n_tok)
         sent_counts.append(len(sents))
         sentences += sents
-        for s, e in spans:
-            starts.append(s)
-            ends.append(e)
-        for t in toks:
-            tokens += t
-            token_counts.append(len(t))
+        span_pairs += spans
+        sentence_ids += toks
         if batch_scores:
             row_sentences.append(sents)
         else:
@@ -122,22 +153,26 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
             return process_records(records, segmenter_name, summary_mode, batch_scores=False)
     schema = shard_arrow_schema()
     f = schema.field
+    flat_spans = np.fromiter(chain.from_iterable(span_pairs), np.int32, 2 * len(span_pairs))
     spans_struct = pa.StructArray.from_arrays(
-        [pa.array(starts, pa.int32()), pa.array(ends, pa.int32())], fields=list(f("sentence_spans").type.value_type)
+        [_numeric(pa.int32(), np.ascontiguousarray(flat_spans[0::2])), _numeric(pa.int32(), np.ascontiguousarray(flat_spans[1::2]))],
+        fields=list(f("sentence_spans").type.value_type),
     )
-    inner_tokens = _list_column(f("sentence_tokens").type.value_field, token_counts, pa.array(tokens, pa.int32()))
+    token_counts = list(map(len, sentence_ids))  # ids per sentence
+    inner_tokens = _list_column(f("sentence_tokens").type.value_field, token_counts,
+                                _int32(chain.from_iterable(sentence_ids), sum(token_counts)))
     columns = [
-        pa.array(keys, pa.string()),
-        pa.array(sources, pa.string()),
-        pa.array(splits, pa.string()),
-        pa.array(images, pa.string()),
-        pa.array(captions, pa.string()),
-        _list_column(f("sentences"), sent_counts, pa.array(sentences, pa.string())),
+        _strings(keys),
+        _strings(sources),
+        _strings(splits),
+        _strings(images),
+        _strings(captions),
+        _list_column(f("sentences"), sent_counts, _strings(sentences)),
         _list_column(f("sentence_spans"), sent_counts, spans_struct),
         _list_column(f("sentence_tokens"), sent_counts, inner_tokens),
-        pa.array(num_tokens, pa.int32()),
-        _list_column(f("summary_mask"), sent_counts, pa.array(masks, pa.bool_())),
-        _list_column(f("summary_scores"), sent_counts, pa.array(scores, pa.float32())),
-        pa.array(metas, pa.string()),
+        _int32(num_tokens, len(num_tokens)),
+        _list_column(f("summary_mask"), sent_counts, _bools(masks)),
+        _list_column(f("summary_scores"), sent_counts, _numeric(pa.float32(), np.array(scores, np.float32))),
+        _strings(metas),
     ]
     return pa.Table.from_arrays(columns, schema=schema), rejects

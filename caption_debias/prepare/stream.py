@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from json.encoder import c_make_encoder, encode_basestring
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from caption_debias.readers import detect, get_reader
 from caption_debias.readers.common import image_problem, input_stem
@@ -32,8 +33,22 @@ class InputCounts:
     complete: bool = True
 
 
-# Built once: json.dumps with options builds a new encoder per call, which cost as much as encoding a record.
-_RECORD_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
+def sorted_json_encoder() -> Callable[[Any], str]:
+    """A function equal to json.dumps(obj, ensure_ascii=False, sort_keys=True, default=str), for plain data.
+
+    It calls the C encoder json.dumps builds inside, made once: json.dumps makes a new one
+    per call, which costs about as much as encoding a record. No circular-reference check
+    (the data comes from JSON, CSV or Parquet rows, which cannot hold cycles).
+    """
+    if c_make_encoder is None:  # no C accelerator: the standard path
+        return json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str).encode
+    encoder = c_make_encoder(None, str, encode_basestring, None, ": ", ", ", True, False, True)
+    join = "".join
+    return lambda obj: join(encoder(obj, 0))
+
+
+_RECORD_JSON = sorted_json_encoder()
+_HASH_BATCH = 256  # records per sha256 update in Chunk.fingerprint
 
 
 @dataclass
@@ -55,9 +70,11 @@ class Chunk:
     def fingerprint(self) -> str:
         """Hash of everything the chunk carries: a resumed run reuses a shard only if it matches."""
         h = hashlib.sha256()
-        encode = _RECORD_JSON.encode  # = json.dumps(..., ensure_ascii=False, sort_keys=True, default=str)
-        for key, r in self.records:
-            h.update(encode([key, r.source, r.image, r.caption, r.split, r.location, r.meta]).encode("utf-8", "surrogatepass"))
+        encode = _RECORD_JSON  # = json.dumps(..., ensure_ascii=False, sort_keys=True, default=str)
+        records = self.records
+        for i in range(0, len(records), _HASH_BATCH):  # one update per batch hashes the same bytes
+            h.update("".join([encode([key, r.source, r.image, r.caption, r.split, r.location, r.meta])
+                              for key, r in records[i:i + _HASH_BATCH]]).encode("utf-8", "surrogatepass"))
         for j in self.rejects:
             h.update(json.dumps(j.to_json(), ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
         return h.hexdigest()

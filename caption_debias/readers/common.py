@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 
 
 def is_url(value: str) -> bool:
@@ -22,8 +23,10 @@ def image_problem(image: Any) -> str | None:
         return "missing image"
     if is_url(image):
         return None
-    if image.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:[\\/]", image):
+    if image.startswith(("/", "\\")) or _DRIVE.match(image):
         return f"absolute image path: {image}"
+    if ".." not in image:  # only a '..' part can climb out (normpath costs more than the rest together)
+        return None
     norm = posixpath.normpath(image.replace("\\", "/"))
     if norm == ".." or norm.startswith("../"):
         return f"image path escapes the image root: {image}"

@@ -10,7 +10,7 @@ from typing import Any, Iterator
 
 from caption_debias.errors import UserError
 from caption_debias.records import Record, Reject, excerpt
-from caption_debias.readers.common import caption_problem, input_stem
+from caption_debias.readers.common import caption_problem
 
 NAME = "table"
 JSONL_SUFFIXES = (".jsonl", ".jsonlines", ".ndjson", ".json")
@@ -123,7 +123,10 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
         rows = _iter_parquet(path, name, [image_col, caption_col, key_col])
     else:
         rows = _iter_delimited(path, name, "," if kind == "csv" else "\t")
-    stem = input_stem(path)
+    # JSON lines and CSV values are JSON already (str, numbers, ...): only Parquet rows need the round trip
+    needs_json = kind == "parquet"
+    split = options.split
+    drop = (image_col, caption_col, key_col)
     for item in rows:
         if isinstance(item, Reject):
             yield item
@@ -131,20 +134,16 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
                 return
             continue
         location, row = item
-        yield from _to_record(row, location, name, stem, image_col, caption_col, key_col, options)
-
-
-def _to_record(row: dict[str, Any], location, name, stem, image_col, caption_col, key_col, options):
-    caption = row.get(caption_col)
-    problem = caption_problem(caption) if caption_col in row else f"missing field: {caption_col}"
-    if problem is None and row.get(image_col) is None:
-        problem = f"missing field: {image_col}"
-    if problem:
-        yield Reject(name, location, problem, excerpt(row))
-        return
-    key = row.get(key_col)
-    key = None if key is None or (isinstance(key, str) and not key.strip()) else str(key)
-    meta = {k: v for k, v in row.items() if k not in (image_col, caption_col, key_col)}
-    meta = json.loads(json.dumps(meta, default=str))  # Parquet rows may hold dates, bytes...
-    yield Record(source=NAME, input=name, location=location, source_id=key, image=row[image_col],
-                 caption=caption, split=options.split, meta=meta)
+        caption = row.get(caption_col)
+        problem = caption_problem(caption) if caption_col in row else f"missing field: {caption_col}"
+        if problem is None and row.get(image_col) is None:
+            problem = f"missing field: {image_col}"
+        if problem:
+            yield Reject(name, location, problem, excerpt(row))
+            continue
+        key = row.get(key_col)
+        key = None if key is None or (isinstance(key, str) and not key.strip()) else str(key)
+        meta = {k: v for k, v in row.items() if k not in drop}
+        if needs_json and meta:
+            meta = json.loads(json.dumps(meta, default=str))  # Parquet rows may hold dates, bytes...
+        yield Record(NAME, name, location, key, row[image_col], caption, split, meta)
