@@ -5,14 +5,26 @@ one; every figure is over held-out captions only. Also reports the shipped model
 closing-summary and middle-sentence flag rates in natural order, and scoring speed.
 
     .venv/bin/python benchmarks/bench_summary.py --data /work/shared/data [--folds 5]
+
+--speed [--base REV] instead times what prepare runs per caption (summary_scores_batch over
+the whole list, then summary_mask per caption) on the real captions split by the `fast`
+segmenter, for this tree and for caption_debias/text/summary.py at git revision REV (loaded
+from `git show` into a temporary module), interleaved, best of --repeats, in CPU time
+(time.process_time); checks that both give the same float64 scores and masks, and reports
+each one's peak memory on one numpy pass (tracemalloc + Arrow's memory pool):
+
+    .venv/bin/python benchmarks/bench_summary.py --speed [--base 4f45e8c] [--repeats 9]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import random
 import re
+import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -31,6 +43,60 @@ def top1_is_opening(scores: list[float]) -> bool:
     return scores[0] == best and scores.count(best) == 1
 
 
+def _module_at(rev: str):
+    """caption_debias/text/summary.py as of git revision `rev`, imported as a separate module."""
+    root = Path(__file__).resolve().parents[1]
+    src = subprocess.run(["git", "show", f"{rev}:caption_debias/text/summary.py"], cwd=root, check=True,
+                         capture_output=True, text=True).stdout
+    path = Path(tempfile.mkdtemp()) / f"summary_{rev}.py"
+    path.write_text(src, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(f"summary_{rev}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def speed(data: Path, base: str, repeats: int) -> None:
+    import tracemalloc
+
+    import pyarrow as pa
+
+    from bench_prepare_rate import load_captions
+    from caption_debias.text.segment import get_segmenter
+
+    seg = get_segmenter("fast")
+    rows = [[c[s:e].strip() for s, e in seg.spans(c)] for c in load_captions(data)]  # as prepare's steps do
+    mods = {f"base {base}": _module_at(base), "this tree": summary}
+
+    def run(mod) -> tuple[list, list]:
+        scores = mod.summary_scores_batch(rows)
+        return scores, [mod.summary_mask(s, sc, "detect") for s, sc in zip(rows, scores)]
+
+    results = {name: run(mod) for name, mod in mods.items()}  # also warms each one's vocabulary
+    (a, ma), (b, mb) = results.values()
+    print(f"{len(rows)} real captions, {sum(map(len, rows)) / len(rows):.2f} sentences each (fast segmenter)")
+    print(f"same float64 scores: {a == b}; same masks: {ma == mb}")
+    best = dict.fromkeys(mods, float("inf"))
+    for _ in range(repeats):
+        for name, mod in mods.items():
+            c = time.process_time()
+            run(mod)
+            best[name] = min(best[name], time.process_time() - c)
+    for name, t in best.items():
+        print(f"  {name:12s} {1e6 * t / len(rows):6.1f} us CPU per caption (scores + mask), best of {repeats}")
+    print(f"  speed-up: {best[f'base {base}'] / best['this tree']:.2f}x")
+    chunk = (rows * (1 + summary._BATCH // len(rows)))[: summary._BATCH]  # one full numpy pass
+    pool = pa.default_memory_pool()
+    for name, mod in mods.items():
+        mod.summary_scores_batch(chunk)
+        tracemalloc.start()
+        mod.summary_scores_batch(chunk)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        print(f"  {name:12s} peak on one pass of {len(chunk)} captions: {peak / 2**20:.1f} MiB Python/numpy, "
+              f"Arrow pool high-water (whole process so far) {(pool.max_memory() or 0) / 2**20:.1f} MiB")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=Path("/work/shared/data"), help="calibration data folder")
@@ -38,7 +104,14 @@ def main() -> None:
     ap.add_argument("--l2", type=float, default=1.0, help="L2 penalty passed to the fit")
     ap.add_argument("--min-df", type=int, default=5, help="word features kept when seen in this many captions")
     ap.add_argument("--synth", type=int, default=400, help="synthetic shape-world captions scored out of domain")
+    ap.add_argument("--speed", action="store_true", help="only time scoring + mask against --base, per caption")
+    ap.add_argument("--base", default="4f45e8c", help="git revision whose summary.py --speed compares against")
+    ap.add_argument("--repeats", type=int, default=9, help="--speed: timing repeats (best is kept)")
     args = ap.parse_args()
+    if args.speed:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        speed(args.data, args.base, args.repeats)
+        return
 
     rows = split_captions(load_calibration(args.data))
     hits = defaultdict(lambda: [0, 0])

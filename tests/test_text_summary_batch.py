@@ -75,8 +75,10 @@ def test_chunk_words_equal_regex_words():
     rng = random.Random(2)
     for trial in range(300):
         sentences = ["".join(rng.choices(TRICKY, k=rng.randrange(0, 12))) for _ in range(rng.randrange(1, 8))]
-        if trial % 2:  # the NUL-free path (a NUL in a sentence sends the chunk to the regex)
+        if trial % 3:  # the NUL-free paths (a NUL in a sentence sends the chunk to the regex)
             sentences = [s.replace("\0", "") for s in sentences]
+        if trial % 3 == 2:  # and without "İ" or the Kelvin sign, where ASCII bytes are lowered in numpy
+            sentences = [s.replace("\u0130", "").replace("\u212a", "") for s in sentences]
         local, distinct, lengths = summary._chunk_words(sentences)
         words = [distinct[i] for i in local.tolist()]
         expected = [summary._words(s) for s in sentences]
@@ -118,3 +120,17 @@ def test_batch_scores_over_many_slices_of_real_sized_chunks():
     assert [len(g) for g in got] == [len(c) for c in captions]
     for caption, scores in zip(captions[::7], got[::7]):
         assert scores == pytest.approx(summary_scores(caption), rel=0, abs=1e-12), caption
+
+
+def test_only_listed_characters_lowercase_to_ascii_letters():
+    # _chunk_words lowers ASCII bytes itself and leaves other characters as they are, unless the
+    # text holds one of these (then it lowers with str.lower); so no other character of this
+    # Python's Unicode may lowercase to a-z, "'" or "-" (nor to "\u2019", which becomes "'").
+    found = set()
+    for cp in range(0x80, 0x110000):
+        if 0xD800 <= cp < 0xE000:
+            continue
+        low = chr(cp).lower()
+        if low != chr(cp) and any(c in "abcdefghijklmnopqrstuvwxyz'-\u2019" for c in low):
+            found.add(chr(cp))
+    assert found == set(summary._LOWER_TO_ASCII)

@@ -238,6 +238,11 @@ class _Vocab(dict):
         return np.array([k for k, _ in pairs], np.int64), np.array([w for _, w in pairs], float), m
 
 
+# The only characters besides A-Z whose lowercase (str.lower) holds a-z ("İ" -> "i̇", the Kelvin
+# sign -> "k"); a test checks this over all of Unicode for the running Python.
+_LOWER_TO_ASCII = ("\u0130", "\u212a")
+
+
 def _chunk_words(sentences: list[str]) -> tuple[np.ndarray, list[str], np.ndarray]:
     """The words of `_words` for many sentences at once: each word's index into the
     distinct words (in order of first occurrence), the distinct words, and the number of
@@ -246,27 +251,34 @@ def _chunk_words(sentences: list[str]) -> tuple[np.ndarray, list[str], np.ndarra
     Python's regex engine took a third of the batch's time, and neither Arrow (no
     find-all) nor polars' extract_all (~10 us per caption) did it cheaply, so the words
     are found with numpy masks over the UTF-8 bytes of the sentences joined by NUL: a
-    word is a run of a-z bytes and of single "'" or "-" bytes between two letters, which
-    is exactly what _WORD finds (multi-byte characters never hold ASCII bytes).
+    word is a run of ASCII letters and of single "'" or "-" bytes between two letters,
+    lowercased, which is exactly what _WORD finds in the lowercased sentence (multi-byte
+    characters never hold ASCII bytes, and none but _LOWER_TO_ASCII lowercases to any).
     """
-    # Python's lowercasing, as _words (Arrow's differs, e.g. for "İ"); per sentence, where ASCII takes a fast path
-    text = "\0".join(map(str.lower, sentences))
+    text = "\0".join(sentences)
     if text.count("\0") != len(sentences) - 1:  # a NUL inside a sentence: the regex, sentence by sentence
         findall = _WORD.findall
         words = [findall(x.lower().replace("\u2019", "'")) if "\u2019" in x else findall(x.lower()) for x in sentences]
         enc = pc.dictionary_encode(pa.array(list(itertools.chain.from_iterable(words)), pa.large_string()))
         return enc.indices.to_numpy().astype(np.int64), enc.dictionary.to_pylist(), np.fromiter(map(len, words), np.int64, len(words))
-    low = text.replace("\u2019", "'") if "\u2019" in text else text
+    if any(c in text for c in _LOWER_TO_ASCII):
+        text = "\0".join(map(str.lower, sentences))  # Python's lowercasing, as _words (Arrow's differs for these)
+    if "\u2019" in text:
+        text = text.replace("\u2019", "'")
     # lone surrogates pass as 3 non-ASCII bytes: not word characters, as for _WORD
-    data = np.frombuffer(low.encode("utf-8", "surrogatepass"), np.uint8)
-    letter = (data - np.uint8(ord("a"))) < 26
+    data = np.frombuffer(text.encode("utf-8", "surrogatepass"), np.uint8)
+    letter = ((data | 32) - np.uint8(ord("a"))) < 26  # A-Z or a-z ("'" and "-" already have bit 5 set)
     inword = letter.copy()
     inword[1:-1] |= ((data[1:-1] == ord("'")) | (data[1:-1] == ord("-"))) & letter[:-2] & letter[2:]
-    edge = np.diff(inword.view(np.int8), prepend=np.int8(0), append=np.int8(0))
-    word_start, word_end = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)
+    # (these forms, not np.diff on int8 and data[inword], are 3-5x faster here)
+    padded = np.zeros(len(inword) + 2, bool)
+    padded[1:-1] = inword
+    edges = np.flatnonzero(padded[1:] != padded[:-1])
+    word_start, word_end = edges[0::2], edges[1::2]  # runs open and close in turn
     word_offsets = np.zeros(len(word_start) + 1, np.int64)
     np.cumsum(word_end - word_start, out=word_offsets[1:])
-    words = pa.LargeStringArray.from_buffers(len(word_start), pa.py_buffer(word_offsets), pa.py_buffer(data[inword]))
+    word_bytes = np.compress(inword, data) | np.uint8(32)
+    words = pa.LargeStringArray.from_buffers(len(word_start), pa.py_buffer(word_offsets), pa.py_buffer(word_bytes))
     enc = pc.dictionary_encode(words)
     bounds = np.empty(len(sentences) + 1, np.int64)  # sentence i is the bytes between NULs i-1 and i
     bounds[0], bounds[-1], bounds[1:-1] = -1, len(data), np.flatnonzero(data == 0)
@@ -274,23 +286,12 @@ def _chunk_words(sentences: list[str]) -> tuple[np.ndarray, list[str], np.ndarra
     return enc.indices.to_numpy().astype(np.int64), enc.dictionary.to_pylist(), lengths
 
 
-def _unique(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted distinct keys and their counts (np.unique's hash path was 3x slower here;
-    the keys come in runs already sorted by sentence, which the stable sort (timsort)
-    uses: 5x faster than the default introsort on them)."""
-    a = np.sort(keys, kind="stable")
-    if not len(a):
-        return a, np.zeros(0, np.int64)
-    starts = np.flatnonzero(np.r_[True, a[1:] != a[:-1]])
-    return a[starts], np.diff(np.r_[starts, len(a)])
-
-
-def _count_in(keys: np.ndarray, uniq: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """counts[j] where uniq[j] == key, else 0, for every key (uniq sorted)."""
-    if not len(uniq):
-        return np.zeros(len(keys), np.int64)
-    j = np.minimum(np.searchsorted(uniq, keys), len(uniq) - 1)
-    return np.where(uniq[j] == keys, counts[j], 0)
+def _starts(a: np.ndarray) -> np.ndarray:
+    """True where a sorted array's value differs from the one before (and at 0)."""
+    out = np.empty(len(a), bool)
+    out[:1] = True
+    np.not_equal(a[1:], a[:-1], out=out[1:])
+    return out
 
 
 class _BatchScorer:
@@ -317,25 +318,23 @@ class _BatchScorer:
         if not n_sent:
             return np.zeros(0)
         local, distinct, lengths = _chunk_words(sents)
+        per_caption = np.fromiter(map(len, captions), np.int64, len(captions))
+        # the sort key below holds caption, word rank, sentence within the caption and window kind in bit fields
+        word_bits, local_bits = (len(distinct) - 1).bit_length(), int(per_caption.max() - 1).bit_length()
+        if (len(captions) - 1).bit_length() + word_bits + local_bits + 2 > 62 and len(captions) > 1:  # int64 overflow
+            half = len(captions) // 2
+            return np.concatenate([self.raw_array(captions[:half]), self.raw_array(captions[half:])])
         ids = vocab.ids(distinct, len(local))
         # words are keyed by their rank among this batch's ids: small keys, same order as the ids
         by_rank = np.argsort(ids, kind="stable")
-        u = np.int64(max(len(ids), 1))
         rank = np.empty(len(ids), np.int64)
         rank[by_rank] = np.arange(len(ids))
         r = rank[local]
         rank_id = ids[by_rank]
         n_words = len(r)
-        per_caption = np.fromiter(map(len, captions), np.int64, len(captions))
         cap_of_sent = np.repeat(np.arange(len(captions)), per_caption)
         sent_of_word = np.repeat(np.arange(n_sent), lengths)
         sent_start = np.cumsum(lengths) - lengths
-        pair = sent_of_word * u + r
-
-        # distinct words per sentence, in ascending id: their weight sum
-        sw = _unique(pair)[0]
-        sw_sent, sw_word = np.divmod(sw, u)
-        word_sum = np.bincount(sw_sent, weights=vocab.weight[rank_id[sw_word]], minlength=n_sent)
 
         # determiner windows: up to 3 words after a determiner, cut by the next one (as _determined)
         kind = vocab.kind[rank_id][r]
@@ -343,21 +342,35 @@ class _BatchScorer:
         last_det = np.maximum.accumulate(np.where(kind > 0, pos, -1)) if n_words else pos
         inside = (kind == 0) & vocab.content[rank_id][r] & (last_det >= sent_start[sent_of_word]) & (pos - last_det <= 3)
         window_kind = np.where(inside, kind[np.maximum(last_det, 0)], 0)
-        indef = _unique(pair[window_kind == 1])[0]
-        defin = _unique(pair[window_kind == 2])[0]
-        indef_sent, indef_word = np.divmod(indef, u)
-        defin_sent, defin_word = np.divmod(defin, u)
-        indef_key = cap_of_sent[indef_sent] * u + indef_word
-        # in how many sentences of its caption each word met after an indefinite occurs at all
-        wanted = np.zeros(len(ids), bool)
-        wanted[indef_word] = True
-        keep = wanted[sw_word]
-        cw_uniq, cw_counts = _unique(cap_of_sent[sw_sent[keep]] * u + sw_word[keep])
-        introduces = np.bincount(indef_sent, weights=_count_in(indef_key, cw_uniq, cw_counts) > 1, minlength=n_sent)
-        ic_uniq, ic_counts = _unique(indef_key)
-        indef_df = _count_in(cap_of_sent[defin_sent] * u + defin_word, ic_uniq, ic_counts)
-        in_own_indef = _count_in(defin, indef, np.ones(len(indef), np.int64))
-        refers_back = np.bincount(defin_sent, weights=(indef_df - in_own_indef) > 0, minlength=n_sent)
+
+        # One sort of every word by (caption, word, sentence, window kind) gives all that follows: the
+        # distinct words of each sentence in ascending id (the order their weights were always added in),
+        # and, word by word within a caption, the sentences holding it and those naming it after "a"/"the".
+        cap_start = np.cumsum(per_caption) - per_caption
+        cap_of_word = cap_of_sent[sent_of_word]
+        key = (((cap_of_word << word_bits) | r) << local_bits | (sent_of_word - cap_start[cap_of_word])) << 2 | window_kind
+        key.sort(kind="stable")
+        triple = key >> 2
+        new_triple = _starts(triple)
+        t_index = np.cumsum(new_triple) - 1
+        n_triples = len(t_index) and int(t_index[-1]) + 1
+        is_indef, is_defin = np.zeros(n_triples, bool), np.zeros(n_triples, bool)
+        key &= 3  # window kinds, in sorted order
+        is_indef[np.compress(key == 1, t_index)] = True  # np.compress: 3x faster than a[mask] here
+        is_defin[np.compress(key == 2, t_index)] = True
+        triple = np.compress(new_triple, triple)
+        cap_word = triple >> local_bits
+        t_word = cap_word & ((1 << word_bits) - 1)
+        t_sent = cap_start[cap_word >> word_bits] + (triple & ((1 << local_bits) - 1))
+        word_sum = np.bincount(t_sent, weights=vocab.weight[rank_id[t_word]], minlength=n_sent)
+        # per (caption, word): how many sentences hold it (df), how many name it after an indefinite
+        new_group = _starts(cap_word)
+        g_index = np.cumsum(new_group) - 1
+        g_start = np.flatnonzero(new_group)
+        df = np.diff(np.r_[g_start, n_triples])[g_index]
+        indef_df = np.add.reduceat(is_indef.astype(np.int64), g_start)[g_index] if n_triples else g_index
+        introduces = np.bincount(t_sent, weights=is_indef & (df > 1), minlength=n_sent)
+        refers_back = np.bincount(t_sent, weights=is_defin & (indef_df - is_indef > 0), minlength=n_sent)
         several = (per_caption > 1)[cap_of_sent]
         introduces[~several] = 0.0
         refers_back[~several] = 0.0
