@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import multiprocessing
 from collections import deque
-from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, Callable, Iterable, Iterator
 
 
@@ -26,12 +24,15 @@ def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: int, ma
         for item in items:
             yield item.value if isinstance(item, Ready) else fn(item)
         return
+    import multiprocessing  # here, not at the top: a --workers 1 run never pays for it (~10 ms of imports)
+    from concurrent.futures import Future, ProcessPoolExecutor
+
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        pending: deque[Future] = deque()
+        pending: deque = deque()
         for item in items:
             if isinstance(item, Ready):
-                done: Future = Future()
+                done = Future()
                 done.set_result(item.value)
                 pending.append(done)
             else:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from caption_debias.prepare.stream import sorted_json_encoder
 from caption_debias.records import Record, Reject, excerpt
 from caption_debias.schema import shard_arrow_schema
 
@@ -31,8 +32,7 @@ def text_row(caption: str, segmenter, tokenizer, summary_mode: str) -> dict[str,
     }
 
 
-# Built once: json.dumps with options builds a new encoder per call.
-_META_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
+_META_JSON = sorted_json_encoder()  # = json.dumps(meta, ensure_ascii=False, sort_keys=True, default=str)
 
 
 # Columns are made with pa.Array.from_buffers from numpy buffers, never pa.array(): pyarrow's
@@ -95,7 +95,7 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
 
     segmenter, tokenizer = get_segmenter(segmenter_name), get_tokenizer()
     spans_of, scores_of, mask_of, encode_caption = segmenter.spans, summary.summary_scores, summary.summary_mask, tokenizer.encode_caption
-    dumps = _META_JSON.encode  # = json.dumps(meta, ensure_ascii=False, sort_keys=True, default=str)
+    dumps = _META_JSON
     batch_scores = batch_scores and summary_mode in summary.SUMMARY_MODES  # else every row fails in summary_mask, as before
     row_sentences: list[list[str]] = []
     keys, sources, splits, images, captions, metas, num_tokens = [], [], [], [], [], [], []

@@ -80,6 +80,9 @@ class Chunk:
         return h.hexdigest()
 
 
+_blake2b = hashlib.blake2b
+
+
 class KeyAssigner:
     """Unique keys in input order; duplicates get '#2', '#3', ...
 
@@ -93,12 +96,13 @@ class KeyAssigner:
 
     @staticmethod
     def _digest(key: str) -> bytes:
-        return hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+        return _blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
 
     def assign(self, base: str) -> tuple[str, bool]:
-        d = self._digest(base)
-        if d not in self.seen:
-            self.seen.add(d)
+        d = _blake2b(base.encode("utf-8", "surrogatepass"), digest_size=8).digest()  # = self._digest(base), once per record
+        seen = self.seen
+        if d not in seen:
+            seen.add(d)
             return base, False
         n = self.next_suffix.get(d, 2)
         while True:
@@ -143,6 +147,7 @@ def chunks(inputs: list[tuple[str, Path, str]], options, totals: dict[str, Input
     have fewer records, or none: it gets a sidecar but no shard).
     """
     keys = KeyAssigner()
+    assign = keys.assign
     current = Chunk(0)
     read_so_far = 0
     for name, path, fmt in inputs:
@@ -170,9 +175,14 @@ def chunks(inputs: list[tuple[str, Path, str]], options, totals: dict[str, Input
             if len(current.records) >= options.shard_rows:
                 yield current
                 current = Chunk(current.index + 1)
-            key, duplicate = keys.assign(base_key(item, stem))
-            counts.duplicate_keys += duplicate
+            key, duplicate = assign(base_key(item, stem))
             current.records.append((key, item))
-            current.count(name, read=1, duplicate=int(duplicate))
+            c = current.counts.get(name)  # = current.count(name, read=1, duplicate=...), inlined: once per record
+            if c is None:
+                c = current.counts[name] = [0, 0, 0]
+            c[0] += 1
+            if duplicate:
+                c[2] += 1
+                counts.duplicate_keys += 1
     if current.records or current.rejects:
         yield current
