@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from itertools import chain
 from typing import Any
 
@@ -101,8 +100,11 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
     keys, sources, splits, images, captions, metas, num_tokens = [], [], [], [], [], [], []
     sent_counts: list[int] = []  # sentences per row
     sentences: list[str] = []
-    span_pairs: list[tuple[int, int]] = []  # all sentences' (start, end)
-    sentence_ids: list[list[int]] = []  # all sentences' ids, one list per sentence
+    # Flat lists of ints, filled as the rows go: keeping the segmenter's tuples or the tokenizer's
+    # lists alive until the chunk ends would give the garbage collector ~10^5 more objects to scan.
+    span_bounds: list[int] = []  # start, end of every sentence, end to end
+    tokens: list[int] = []  # all sentences' ids end to end
+    token_counts: list[int] = []  # ids per sentence
     masks: list[bool] = []
     scores: list[float] = []
     rejects: list[Reject] = []
@@ -137,8 +139,10 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
         num_tokens.append(n_tok)
         sent_counts.append(len(sents))
         sentences += sents
-        span_pairs += spans
-        sentence_ids += toks
+        span_bounds += chain.from_iterable(spans)
+        for t in toks:
+            tokens += t
+        token_counts += map(len, toks)
         if batch_scores:
             row_sentences.append(sents)
         else:
@@ -153,14 +157,12 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
             return process_records(records, segmenter_name, summary_mode, batch_scores=False)
     schema = shard_arrow_schema()
     f = schema.field
-    flat_spans = np.fromiter(chain.from_iterable(span_pairs), np.int32, 2 * len(span_pairs))
+    flat_spans = np.fromiter(span_bounds, np.int32, len(span_bounds))
     spans_struct = pa.StructArray.from_arrays(
         [_numeric(pa.int32(), np.ascontiguousarray(flat_spans[0::2])), _numeric(pa.int32(), np.ascontiguousarray(flat_spans[1::2]))],
         fields=list(f("sentence_spans").type.value_type),
     )
-    token_counts = list(map(len, sentence_ids))  # ids per sentence
-    inner_tokens = _list_column(f("sentence_tokens").type.value_field, token_counts,
-                                _int32(chain.from_iterable(sentence_ids), sum(token_counts)))
+    inner_tokens = _list_column(f("sentence_tokens").type.value_field, token_counts, _int32(tokens, len(tokens)))
     columns = [
         _strings(keys),
         _strings(sources),
