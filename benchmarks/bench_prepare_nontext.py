@@ -15,9 +15,14 @@ non-text part:
 
 Checkouts alternate (--repeats rounds), each run in its own interpreter; the minimum per
 checkout is reported (on a shared machine the minimum is the least disturbed run).
+--against REV adds two trees made with `git archive`: REV as it was, and this checkout with
+REV's caption_debias/prepare and caption_debias/readers (the same text code as this checkout,
+so its total against this checkout's is the non-text change alone, side effects such as
+garbage-collector time charged to the text steps included).
 
-    .venv/bin/python benchmarks/bench_prepare_nontext.py --rows 20000 --repos /path/to/base .
-    .venv/bin/python benchmarks/bench_prepare_nontext.py --profile   # + cProfile of the non-text part
+    .venv/bin/python benchmarks/bench_prepare_nontext.py --rows 20000 --against 4f45e8c
+    .venv/bin/python benchmarks/bench_prepare_nontext.py --repos /path/to/other/checkout .
+    .venv/bin/python benchmarks/bench_prepare_nontext.py --profile   # + cProfile of the last checkout's run
 """
 
 from __future__ import annotations
@@ -151,6 +156,30 @@ def measure(repo: Path, table: Path, out: Path, profile: bool) -> dict:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
+def _trees(rev: str, tmp: Path) -> list[str]:
+    """REV whole, and this checkout (tracked files as they are now) with REV's prepare/ and readers/."""
+    repo = HERE.parents[1]
+
+    def archive(dest: Path, treeish: str, *paths: str) -> None:
+        dest.mkdir(parents=True, exist_ok=True)
+        data = subprocess.run(["git", "-C", str(repo), "archive", treeish, *paths], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=data, check=True)
+
+    old, mixed = tmp / f"rev-{rev}", tmp / f"text-now+non-text-{rev}"
+    archive(old, rev, "caption_debias", "schemas")
+    mixed.mkdir()
+    files = subprocess.run(["git", "-C", str(repo), "ls-files", "caption_debias", "schemas"], capture_output=True, text=True, check=True)
+    for rel in files.stdout.split():
+        if (repo / rel).is_file():
+            (mixed / rel).parent.mkdir(parents=True, exist_ok=True)
+            (mixed / rel).write_bytes((repo / rel).read_bytes())
+    for sub in ("caption_debias/prepare", "caption_debias/readers"):
+        for f in (mixed / sub).glob("*.py"):
+            f.unlink()
+        archive(mixed, rev, sub)
+    return [str(old), str(mixed)]
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         child(sys.argv[2], sys.argv[3], sys.argv[4], "--profile" in sys.argv)
@@ -163,13 +192,16 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=20000)
     ap.add_argument("--mix", choices=("repeat", "shuffled"), default="repeat")
     ap.add_argument("--repos", nargs="+", default=[str(HERE.parents[1])], help="checkouts to time (alternating)")
+    ap.add_argument("--against", metavar="REV", help="also time REV, and REV's prepare/ + readers/ on this checkout's text code")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="print a cProfile table (one extra run of the last repo)")
     args = ap.parse_args()
 
     rows_text = table_captions(load_captions(args.data), args.rows, args.mix)
-    results: dict[str, list[dict]] = {r: [] for r in args.repos}
     with tempfile.TemporaryDirectory() as tmp:
+        if args.against:
+            args.repos = [*_trees(args.against, Path(tmp)), *args.repos]
+        results: dict[str, list[dict]] = {r: [] for r in args.repos}
         table = Path(tmp) / "captions.jsonl"
         with table.open("w", encoding="utf-8") as fh:
             for i, caption in enumerate(rows_text):
