@@ -61,3 +61,25 @@ def test_bool_columns_equal_pa_array(values):
 ])
 def test_sorted_json_encoder_equals_json_dumps(value):
     assert sorted_json_encoder()(value) == json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def test_process_records_imports_neither_pandas_nor_torch():
+    # pa.array() and Array.to_numpy() import pandas on first use (~0.3 s CPU and ~35 MiB per process);
+    # the hot path builds and reads Arrow arrays through buffers instead. A NUL takes the summary's regex path.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from caption_debias.prepare.steps import process_records\n"
+        "from caption_debias.records import Record\n"
+        f"caps = {CAPTIONS!r} + ['A nul\\x00 inside. The end.']\n"
+        "recs = [(f'k{i}', Record(source='table', input='in', location=i, source_id=str(i), image='x.jpg', caption=c, meta={}))"
+        " for i, c in enumerate(caps)]\n"
+        "for mode in ('detect', 'first'):\n"
+        "    table, rejects = process_records(recs, 'fast', mode)\n"
+        "    assert len(table) + len(rejects) == len(recs)\n"
+        "print('pandas' in sys.modules, 'torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False False"
