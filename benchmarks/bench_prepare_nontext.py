@@ -3,8 +3,9 @@
 Runs the same command as bench_prepare_rate.py (`prepare([table], out, PrepareOptions(format="table",
 workers=1))` in a fresh interpreter, on the same JSON-lines table) with nothing replaced: the
 text steps run for real. Their CPU time is counted by thin wrappers around the text entry
-points process_records calls (segmenter.spans, tokenizer.encode_caption, summary.summary_scores,
-summary.summary_mask, summary.summary_scores_batch), and the text modules are imported and
+points process_records calls (segmenter.spans, tokenizer.encode_caption / local_caption /
+encode_sentences, summary.summary_scores, summary.summary_mask, summary.summary_scores_batch),
+and the text modules are imported and
 their models loaded before the timed call (counted as text set-up). Everything else is the
 non-text part:
 
@@ -92,7 +93,9 @@ def child(repo: str, table: str, out: str, profile: bool) -> None:
     spent[:] = [0.0, 0]
 
     seg.spans = wrap(seg.spans)
-    tok.encode_caption = wrap(tok.encode_caption)
+    for name in ("encode_caption", "local_caption", "encode_sentences"):  # the last two: the chunk's batch tokenization
+        if hasattr(tok, name):
+            setattr(tok, name, wrap(getattr(tok, name)))
     for name in ("summary_scores", "summary_mask", "summary_scores_batch"):
         if hasattr(summary, name):
             setattr(summary, name, wrap(getattr(summary, name)))

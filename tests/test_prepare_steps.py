@@ -1,4 +1,4 @@
-"""process_records: whole-chunk summary scoring writes what the caption-by-caption path writes."""
+"""process_records: whole-chunk summary scoring and tokenization write what the caption-by-caption path writes."""
 
 import datetime
 import json
@@ -19,6 +19,7 @@ CAPTIONS = [
     "Tabs\tand\x0bodd  whitespace. The end\u2026 Really?!",
     "One sentence only",
     "1. A list\n2. Of items",
+    "A red car.It is parked.\u2018Quoted\u2019 text \u2014 with dashes.",  # sentences not split by whitespace
 ]
 
 

@@ -137,3 +137,56 @@ def test_bpe_merges_match_open_clip_on_every_vocabulary_word(reference):
     words = {"".join(m).removesuffix("</w>") for m in reference.bpe_ranks}
     for word in sorted(words):
         assert [t.id for t in tok._bpe_model.tokenize(word)] == [reference.encoder[t] for t in reference.bpe(word).split(" ")], word
+
+
+# every character a text can hold when its cleaning is local (tokenize._PLAIN_TYPOGRAPHIC)
+_LOCAL_CHARS = "".join(
+    chr(c) for c in [*range(0x20, 0x7F), 0x09, 0x0A, 0x0D, 0xA0, 0x2BC, *range(0x2018, 0x2020), 0x2013, 0x2014] if c != 0x26
+)
+
+
+def _local_texts(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    pools = (_LOCAL_CHARS, " \t\n\r\xa0", "abcdefghij ABC'", "\u2018\u2019\u201c\u201d\u02bc\u201a\u201b\u201e\u201f\u2013\u2014")
+    return ["".join(rng.choice(rng.choice(pools)) for _ in range(rng.randint(0, 80))) for _ in range(n)]
+
+
+def test_encode_sentences_matches_open_clip(reference, monkeypatch):
+    from caption_debias.text import tokenize
+
+    texts = ["", " ", "\xa0", " a ", "\xa0a\xa0 b\tc\r\nd  ", "It\u2019s \u201cx\u201d \u2014 y", "A.B" * 50] + _local_texts(400, seed=5)
+    assert all(tokenize._PLAIN_TYPOGRAPHIC.fullmatch(t) for t in texts)
+    want = [reference.encode(t) for t in texts]
+    for passes in (tokenize._SENTENCES_PER_PASS, 7, 1):  # one Arrow pass, several, one text each
+        monkeypatch.setattr(tokenize, "_SENTENCES_PER_PASS", passes)
+        for tok in (ClipTokenizer(), get_tokenizer()):  # cold caches, then warm
+            ids, counts = tok.encode_sentences(texts)
+            assert ids.dtype == "int32" and counts.tolist() == [len(w) for w in want]
+            assert ids.tolist() == [i for w in want for i in w]
+    ids, counts = get_tokenizer().encode_sentences([])
+    assert len(ids) == 0 and len(counts) == 0
+
+
+def test_local_caption_agrees_with_encode_caption():
+    from caption_debias.text import tokenize
+    from caption_debias.text.segment import get_segmenter
+
+    tok, seg = get_tokenizer(), get_segmenter("fast")
+    texts = CAPTIONS + EDGE_CASES + [
+        "No space after it.There is more. \u201cQuoted\u201d text \u2014 with dashes.",
+        "  Leading and trailing.  Two sentences.\xa0",
+        "Fish &amp; chips. Caf\u00e9 au lait.",
+    ] + [" ".join(_local_texts(4, seed=s)) for s in range(150)] + [" ".join(_random_texts(3, seed=s)) for s in range(50)]
+    local = 0
+    for text in texts:
+        spans = seg.spans(text)
+        ids, n = tok.encode_caption(text, spans)
+        plan = tok.local_caption(text, spans)
+        if plan is None:  # needs ftfy
+            assert tokenize._PLAIN_TYPOGRAPHIC.fullmatch(text) is None
+            continue
+        local += 1
+        got, counts = tok.encode_sentences([text[s:e] for s, e in spans])
+        assert got.tolist() == [i for x in ids for i in x] and counts.tolist() == list(map(len, ids))
+        assert (int(counts.sum()) + 2 if plan == 0 else plan) == n, text
+    assert local > 150

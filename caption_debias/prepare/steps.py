@@ -40,10 +40,6 @@ def _numeric(arrow_type: pa.DataType, values: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(values)])
 
 
-def _int32(values, count: int) -> pa.Array:
-    return _numeric(pa.int32(), np.fromiter(values, np.int32, count))
-
-
 def _offsets(lengths: list[int]) -> pa.Array:
     offsets = np.zeros(len(lengths) + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -74,6 +70,30 @@ def _strings(values: list[str | None]) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), len(data), [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(data))])
 
 
+def _merge_tokens(local: tuple[np.ndarray, np.ndarray], tokens: list[int], token_counts: list[int], row_local: list[bool],
+                  sent_counts: list[int], num_tokens: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All ids end to end (int32), ids per sentence and tokens per row (int32), in row order, from the
+    local rows' ids (encode_sentences) and the others' (tokenized in the loop)."""
+    local_ids, local_counts = local
+    sent_local = np.repeat(np.array(row_local, bool), np.array(sent_counts, np.int64))
+    counts = np.empty(len(sent_local), np.int64)
+    counts[sent_local] = local_counts
+    counts[~sent_local] = token_counts
+    if not tokens:
+        values = local_ids
+    else:
+        id_local = np.repeat(sent_local, counts)
+        values = np.empty(len(id_local), np.int32)
+        values[id_local] = local_ids
+        values[~id_local] = tokens
+    n_tok = np.array(num_tokens, np.int64)
+    if len(n_tok):
+        starts = np.zeros(len(sent_counts), np.int64)
+        np.cumsum(sent_counts[:-1], out=starts[1:])
+        n_tok = np.where(n_tok == 0, np.add.reduceat(counts, starts) + 2, n_tok)
+    return values, counts, n_tok.astype(np.int32)
+
+
 def _list_column(field: pa.Field, lengths: list[int], values: pa.Array) -> pa.Array:
     return pa.ListArray.from_arrays(_offsets(lengths), values, type=field.type)
 
@@ -85,8 +105,9 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
     Columns are built as flat value lists plus per-row lengths (pa.ListArray.from_arrays)
     rather than per-row dicts through Table.from_pylist: the same values, at a third of
     the cost of the Arrow step. Summary scores come from one numpy pass over the chunk
-    (summary_scores_batch); should it ever fail, the chunk is redone caption by caption,
-    so a caption that breaks scoring becomes a reject as before.
+    (summary_scores_batch), and the ids of captions that need no ftfy from one Arrow pass
+    (tokenizer.encode_sentences); should either ever fail, the chunk is redone caption by
+    caption (batch_scores=False), so a caption that breaks them becomes a reject as before.
     """
     from caption_debias.text import summary
     from caption_debias.text.segment import get_segmenter
@@ -94,6 +115,7 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
 
     segmenter, tokenizer = get_segmenter(segmenter_name), get_tokenizer()
     spans_of, scores_of, mask_of, encode_caption = segmenter.spans, summary.summary_scores, summary.summary_mask, tokenizer.encode_caption
+    local_of = tokenizer.local_caption
     dumps = _META_JSON
     batch_scores = batch_scores and summary_mode in summary.SUMMARY_MODES  # else every row fails in summary_mask, as before
     row_sentences: list[list[str]] = []
@@ -103,8 +125,12 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
     # Flat lists of ints, filled as the rows go: keeping the segmenter's tuples or the tokenizer's
     # lists alive until the chunk ends would give the garbage collector ~10^5 more objects to scan.
     span_bounds: list[int] = []  # start, end of every sentence, end to end
-    tokens: list[int] = []  # all sentences' ids end to end
-    token_counts: list[int] = []  # ids per sentence
+    # Batched, captions whose cleaning is local to each character (all but ~2%) are tokenized
+    # after the loop, all at once (tokenizer.encode_sentences); the others here, as before.
+    tokens: list[int] = []  # ids of the sentences tokenized here, end to end
+    token_counts: list[int] = []  # ids per sentence tokenized here
+    local_sentences: list[str] = []  # the sentences tokenized after the loop
+    row_local: list[bool] = []  # per row: its sentences are in local_sentences
     masks: list[bool] = []
     scores: list[float] = []
     rejects: list[Reject] = []
@@ -115,7 +141,12 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
             sents = [caption[s:e].strip() for s, e in spans]
             if not batch_scores:
                 sc = scores_of(sents)
-            toks, n_tok = encode_caption(caption, spans)  # skips a 2nd pass when it can
+            # n_tok 0: the sum of its sentences' ids + 2, known after the loop
+            n_tok = local_of(caption, spans) if batch_scores else None
+            if n_tok is None:
+                toks, n_tok = encode_caption(caption, spans)  # skips a 2nd pass when it can
+            else:
+                toks = None
             if not batch_scores:
                 mask = mask_of(sents, sc, summary_mode)
             meta = {"source_id": rec.source_id, "input": rec.input, "location": rec.location, **rec.meta}
@@ -140,9 +171,13 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
         sent_counts.append(len(sents))
         sentences += sents
         span_bounds += chain.from_iterable(spans)
-        for t in toks:
-            tokens += t
-        token_counts += map(len, toks)
+        if toks is None:
+            local_sentences += sents
+        else:
+            for t in toks:
+                tokens += t
+            token_counts += map(len, toks)
+        row_local.append(toks is None)
         if batch_scores:
             row_sentences.append(sents)
         else:
@@ -150,6 +185,8 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
             scores += sc
     if batch_scores:
         try:
+            token_values, token_counts, num_tokens = _merge_tokens(tokenizer.encode_sentences(local_sentences), tokens, token_counts,
+                                                                   row_local, sent_counts, num_tokens)
             for sents, sc in zip(row_sentences, summary.summary_scores_batch(row_sentences)):
                 masks += mask_of(sents, sc, summary_mode)
                 scores += sc
@@ -162,7 +199,10 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
         [_numeric(pa.int32(), np.ascontiguousarray(flat_spans[0::2])), _numeric(pa.int32(), np.ascontiguousarray(flat_spans[1::2]))],
         fields=list(f("sentence_spans").type.value_type),
     )
-    inner_tokens = _list_column(f("sentence_tokens").type.value_field, token_counts, _int32(tokens, len(tokens)))
+    if not batch_scores:
+        token_values = np.fromiter(tokens, np.int32, len(tokens))
+        num_tokens = np.fromiter(num_tokens, np.int32, len(num_tokens))
+    inner_tokens = _list_column(f("sentence_tokens").type.value_field, token_counts, _numeric(pa.int32(), token_values))
     columns = [
         _strings(keys),
         _strings(sources),
@@ -172,7 +212,7 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
         _list_column(f("sentences"), sent_counts, _strings(sentences)),
         _list_column(f("sentence_spans"), sent_counts, spans_struct),
         _list_column(f("sentence_tokens"), sent_counts, inner_tokens),
-        _int32(num_tokens, len(num_tokens)),
+        _numeric(pa.int32(), num_tokens),
         _list_column(f("summary_mask"), sent_counts, _bools(masks)),
         _list_column(f("summary_scores"), sent_counts, _numeric(pa.float32(), np.array(scores, np.float32))),
         _strings(metas),
