@@ -4,10 +4,10 @@ Runs the same command as bench_prepare_rate.py (`prepare([table], out, PrepareOp
 workers=1))` in a fresh interpreter, on the same JSON-lines table) with nothing replaced: the
 text steps run for real. Their CPU time is counted by thin wrappers around the text entry
 points process_records calls (segmenter.spans, tokenizer.encode_caption / local_caption /
-encode_sentences, summary.summary_scores, summary.summary_mask, summary.summary_scores_batch),
-and the text modules are imported and
-their models loaded before the timed call (counted as text set-up). Everything else is the
-non-text part:
+encode_sentences, summary.summary_scores, summary.summary_mask, summary.summary_scores_batch,
+summary.summary_scores_flat, summary.summary_mask_batch), and the text modules are imported
+and their models loaded before the timed call (counted as text set-up). Everything else is
+the non-text part:
 
   start-up   interpreter start, imports of caption_debias.prepare.run (and what they pull in)
   run rest   prepare() CPU minus the text steps: reading, keys, fingerprints, the row loop,
@@ -96,7 +96,7 @@ def child(repo: str, table: str, out: str, profile: bool) -> None:
     for name in ("encode_caption", "local_caption", "encode_sentences"):  # the last two: the chunk's batch tokenization
         if hasattr(tok, name):
             setattr(tok, name, wrap(getattr(tok, name)))
-    for name in ("summary_scores", "summary_mask", "summary_scores_batch"):
+    for name in ("summary_scores", "summary_mask", "summary_scores_batch", "summary_scores_flat", "summary_mask_batch"):
         if hasattr(summary, name):
             setattr(summary, name, wrap(getattr(summary, name)))
 

@@ -134,3 +134,26 @@ def test_only_listed_characters_lowercase_to_ascii_letters():
         if low != chr(cp) and any(c in "abcdefghijklmnopqrstuvwxyz'-\u2019" for c in low):
             found.add(chr(cp))
     assert found == set(summary._LOWER_TO_ASCII)
+
+
+def test_flat_scores_and_batch_mask_equal_the_per_caption_ones(monkeypatch):
+    # prepare's path: scores end to end (summary_scores_flat) and flags end to end (summary_mask_batch)
+    rng = random.Random(4)
+    captions = [_sentences(c) for style in CAPTIONS.values() for c in style]
+    captions += [_random_caption(rng) for _ in range(300)] + [[], [""], ["", "..."], ["Overall, a calm mood."]]
+    captions += [["A dog on a bench.", "The dog is brown.", "Overall, a calm mood."], ["The dog is brown.", "A dog."] * 2]
+    flat_sentences = [x for c in captions for x in c]
+    counts = [len(c) for c in captions]
+    for batch in (summary._BATCH, 5):
+        monkeypatch.setattr(summary, "_BATCH", batch)
+        flat = summary.summary_scores_flat(flat_sentences, counts)
+        by_caption = summary_scores_batch(captions)
+        assert flat.dtype == float and flat.tolist() == [x for sc in by_caption for x in sc]  # bit for bit
+        for mode in summary.SUMMARY_MODES:
+            mask = summary.summary_mask_batch(flat_sentences, counts, flat, mode)
+            assert mask.dtype == bool
+            assert mask.tolist() == [m for c, sc in zip(captions, by_caption) for m in summary.summary_mask(c, sc, mode)], mode
+    assert sum(summary.summary_mask_batch(flat_sentences, counts, flat, "detect")) > len(captions) // 2
+    with pytest.raises(summary.UserError):
+        summary.summary_mask_batch(flat_sentences, counts, flat, "last")
+    assert len(summary.summary_scores_flat([], [])) == 0 and len(summary.summary_mask_batch([], [], flat[:0])) == 0

@@ -328,18 +328,22 @@ class _BatchScorer:
         return self.raw_array(captions).tolist()
 
     def raw_array(self, captions: list[list[str]]) -> np.ndarray:
+        return self.raw_flat([x for c in captions for x in c], np.fromiter(map(len, captions), np.int64, len(captions)))
+
+    def raw_flat(self, sents: list[str], per_caption: np.ndarray) -> np.ndarray:
+        """Raw scores of captions given as all their sentences end to end and the number per caption."""
         s, num, vocab = self.s, self.s.num, self.vocab
-        sents = [x for c in captions for x in c]
         n_sent = len(sents)
         if not n_sent:
             return np.zeros(0)
         local, distinct, lengths = _chunk_words(sents)
-        per_caption = np.fromiter(map(len, captions), np.int64, len(captions))
+        n_caps = len(per_caption)
         # the sort key below holds caption, word rank, sentence within the caption and window kind in bit fields
         word_bits, local_bits = (len(distinct) - 1).bit_length(), int(per_caption.max() - 1).bit_length()
-        if (len(captions) - 1).bit_length() + word_bits + local_bits + 2 > 62 and len(captions) > 1:  # int64 overflow
-            half = len(captions) // 2
-            return np.concatenate([self.raw_array(captions[:half]), self.raw_array(captions[half:])])
+        if (n_caps - 1).bit_length() + word_bits + local_bits + 2 > 62 and n_caps > 1:  # int64 overflow
+            half = n_caps // 2
+            cut = int(per_caption[:half].sum())
+            return np.concatenate([self.raw_flat(sents[:cut], per_caption[:half]), self.raw_flat(sents[cut:], per_caption[half:])])
         ids = vocab.ids(distinct, len(local))
         # words are keyed by their rank among this batch's ids: small keys, same order as the ids
         by_rank = np.argsort(ids, kind="stable")
@@ -348,7 +352,7 @@ class _BatchScorer:
         r = rank[local]
         rank_id = ids[by_rank]
         n_words = len(r)
-        cap_of_sent = np.repeat(np.arange(len(captions)), per_caption)
+        cap_of_sent = np.repeat(np.arange(n_caps), per_caption)
         sent_of_word = np.repeat(np.arange(n_sent), lengths)
         sent_start = np.cumsum(lengths) - lengths
 
@@ -394,7 +398,7 @@ class _BatchScorer:
         introduces[~several] = 0.0
         refers_back[~several] = 0.0
 
-        cap_len = np.bincount(cap_of_sent, weights=lengths, minlength=len(captions))
+        cap_len = np.bincount(cap_of_sent, weights=lengths, minlength=n_caps)
         mean_len = (cap_len / np.maximum(per_caption, 1))[cap_of_sent]
         ratio = np.divide(lengths, mean_len, out=np.zeros(n_sent), where=mean_len != 0)
 
@@ -476,22 +480,33 @@ def _batch_scorer() -> _BatchScorer:
 
 def summary_scores_batch(captions: list[list[str]]) -> list[list[float]]:
     """`summary_scores` of many captions (each a list of sentences) in one numpy pass."""
+    counts = np.fromiter(map(len, captions), np.int64, len(captions))
+    flat = summary_scores_flat([x for c in captions for x in c], counts).tolist()
+    ends = np.cumsum(counts).tolist()
+    return list(map(flat.__getitem__, map(slice, [0] + ends[:-1], ends)))
+
+
+def summary_scores_flat(sentences: list[str], counts) -> np.ndarray:
+    """`summary_scores` of many captions given as all their sentences end to end and the number
+    of sentences per caption (`counts`): the scores end to end, float64. Creates no per-caption
+    Python objects (prepare keeps a whole chunk alive, where they cost garbage-collector time)."""
     s = _scorer()
     scorer = _batch_scorer()
     exp = math.exp
-    out: list[list[float]] = []
-    # slices bound the batch's arrays (a 20,000-caption shard holds ~3M words)
-    for i in range(0, len(captions), _BATCH):
-        part = captions[i : i + _BATCH]
-        t = s.scale * scorer.raw_array(part) + s.offset
+    counts = np.asarray(counts, np.int64)
+    ends = np.cumsum(counts)
+    out = np.zeros(len(sentences))
+    # slices of _BATCH captions bound the batch's arrays (a 20,000-caption shard holds ~3M words)
+    for i in range(0, len(counts), _BATCH):
+        part = counts[i : i + _BATCH]
+        a = int(ends[i - 1]) if i else 0
+        b = a + int(part.sum())
+        t = s.scale * scorer.raw_flat(sentences[a:b], part) + s.offset
         live = t > -60
         # math.exp, not np.exp: the same float64 as summary_scores to the last bit
         e = np.fromiter(map(exp, (-t[live]).tolist()), float, int(live.sum()))
-        p = np.zeros(len(t))
+        p = out[a:b]
         p[live] = 1.0 / (1.0 + e)
-        flat = p.tolist()
-        ends = np.cumsum(np.fromiter(map(len, part), np.int64, len(part))).tolist()
-        out += map(flat.__getitem__, map(slice, [0] + ends[:-1], ends))
     return out
 
 
@@ -518,6 +533,34 @@ def summary_mask(sentences: list[str], scores: list[float], mode: str = "detect"
     mask[0] = not (scores[0] < th["opening_min"] and max(scores) - scores[0] > th["opening_margin"])
     if n >= 3 and is_closing_summary(sentences[-1]):
         mask[-1] = True
+    return mask
+
+
+def summary_mask_batch(sentences: list[str], counts, scores: np.ndarray, mode: str = "detect") -> np.ndarray:
+    """`summary_mask` of many captions given as in `summary_scores_flat` (sentences and scores end
+    to end, sentences per caption): the flags end to end, as a bool array."""
+    counts = np.asarray(counts, np.int64)
+    mask = np.zeros(len(sentences), bool)
+    if mode not in SUMMARY_MODES:
+        raise UserError(f"unknown summary mode {mode!r}: choose one of {', '.join(SUMMARY_MODES)}")
+    if mode == "none" or not len(mask):
+        return mask
+    present = counts > 0
+    starts = (np.cumsum(counts) - counts)[present]
+    if mode == "first":
+        mask[starts] = True
+        return mask
+    th = _model()["mask"]
+    scores = np.asarray(scores, float)
+    first = scores[starts]
+    # the same float64 comparisons as summary_mask (sentences of a caption are contiguous, so
+    # the reduceat segments between the starts of non-empty captions are exactly the captions)
+    best = np.maximum.reduceat(scores, starts)
+    mask[starts] = ~((first < th["opening_min"]) & (best - first > th["opening_margin"]))
+    match = _CLOSING.match
+    for i in (starts + counts[present] - 1)[counts[present] >= 3].tolist():
+        if match(sentences[i].strip().lower()):
+            mask[i] = True
     return mask
 
 
