@@ -117,8 +117,12 @@ def compare(rev: str, sets: dict[str, list[str]], long_caps: list[str], repeats:
     for label, seg in segs.items():
         total, in_pysbd, whole, stretches = timed_run(seg, long_caps, repeats)
         n = len(long_caps)
+        plain = ""
+        if hasattr(seg, "_plain_spans"):  # captions the plain path settles (no loop per mark)
+            unsettled = seg._plain_spans.__func__.__globals__["_UNSETTLED"]
+            plain = f" plain={sum(seg._plain_spans(c) is not unsettled for c in long_caps)}"
         print(f"  {label:14s} {1e6 * total / n:6.1f} us  (scan {1e6 * (total - in_pysbd) / n:5.1f} us, "
-              f"pysbd {1e6 * in_pysbd / n:5.1f} us)  whole={whole} stretches={stretches}")
+              f"pysbd {1e6 * in_pysbd / n:5.1f} us)  whole={whole} stretches={stretches}{plain}")
     print("same spans, old vs new fast segmenter:")
     a, b = segs.values()
     for label, caps in sets.items():

@@ -149,3 +149,58 @@ def test_fast_narrows_unpaired_quotes_to_their_stretch():
     before = fast.delegated
     assert fast.spans(text) == ref.spans(text)
     assert fast.delegated == before
+
+
+def test_plain_path_equals_detailed_path_and_pysbd():
+    # The plain path (a few regex passes, no loop per mark) must give exactly the detailed
+    # path's spans without any pysbd stretch, and so pysbd's. Random captions mixing plain
+    # sentences with the cases it must recognise or hand on: quotes ending in a mark,
+    # line breaks (with trailing spaces), decimals, double spaces, abbreviations, initials.
+    from caption_debias.text.segment import _UNSETTLED, FastSegmenter
+
+    pieces = ["The dog runs.", "A big red sign.", "It is 3.5 m wide.", 'It reads "Stop." The', 'It reads "Go!" and',
+              '"EXIT". Only', "\u201cHi.\u201d The", "\u201cWait.\u201d", 'x"Stop." The', '"Yes." the', '"Stop.",', "the co.",
+              "Dr. Smith.", "the U.S.", "at 08:45.", "a t-shirt.", "the woman's.", "the BMW.", "I", "sun..", ".The",
+              "\n", "\n\n", " \n", "  ", "it's", "'Big.'", "'Big'", "iv.", "a.", "1.", "\u2014", "\u2019s.", "Co.", "é",
+              '"big sign"', "\u201cbig \u201d", '"Hi."  The', '"X."\n', "end.  The", "\u201cHi.\u201d \u00c9lan"]
+    rng = random.Random(13)
+    fast, ref = FastSegmenter(), get_segmenter("pysbd")
+    settled = 0
+    for _ in range(600):
+        words = rng.choice(CAPTIONS[:5]).split(" ")
+        for _ in range(rng.randint(0, 4)):
+            # (not first: pysbd splits a quote opening the caption off in ways the fast
+            # path does not follow, before and after the plain path; see the soup test)
+            words.insert(rng.randrange(1, len(words) + 1), rng.choice(pieces))
+        text = " ".join(words)
+        plain = fast._plain_spans(text)
+        if plain is not _UNSETTLED:
+            settled += 1
+            stretches = fast.pysbd_stretches
+            assert plain == fast._detailed_spans(text), text
+            assert fast.pysbd_stretches == stretches, text
+        assert fast.spans(text) == ref.spans(text), text
+    assert 100 < settled < 600, settled  # both paths are exercised
+
+
+def test_plain_path_settles_plain_captions():
+    from caption_debias.text.segment import _UNSETTLED, FastSegmenter
+
+    fast = FastSegmenter()
+    text = CAPTIONS[0] + ' A sign reads "OPEN." The shop is 3.5 m wide.\nIt is 08:45.  The end. '
+    assert fast._plain_spans(text) is not _UNSETTLED
+    assert [text[s:e] for s, e in fast.spans(text)][-3:] == ["The shop is 3.5 m wide.", "It is 08:45.", "The end."]
+    assert fast._plain_spans("A sign. Dr. Smith waves.") is _UNSETTLED  # an abbreviation: the detailed path
+
+
+def test_prefix_searches_equal_their_definitions():
+    # _LIST_ITEM_PERIOD and _LIST_MARKER_CLOSE start at the period / parenthesis so that
+    # the search jumps ahead; they must find a match exactly when the originals do.
+    from caption_debias.text.segment import _LIST_ITEM_PERIOD, _LIST_MARKER, _LIST_MARKER_CLOSE, _list_item_periods
+
+    rng = random.Random(17)
+    alphabet = list("ab1iIvVxX.() \n\t\xa0\u2028Z9\u0663\u00b2\u00e9")
+    for _ in range(20000):
+        t = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        assert bool(_list_item_periods(t)) == (_LIST_ITEM_PERIOD.search(t) is not None), repr(t)
+        assert (_LIST_MARKER.search(t) is None) == (_LIST_MARKER_CLOSE.search(t) is None), repr(t)
