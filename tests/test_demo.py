@@ -55,6 +55,10 @@ def test_numbers_come_from_real_runs(demo_run):
         assert curve and max(r["step"] for r in curve if "step" in r) >= steps - 1, name
         assert all(r["loss"] == r["loss"] for r in curve if "loss" in r)  # no NaN
     assert results["stretch"] == {"from": 77, "to": 248, "head_kept": True}
+    # Stage 1 batches are whole hard-negative groups; the fine-tunes draw random batches.
+    group_keys = {name: json.loads((out / "runs" / name / "config.json").read_text("utf-8"))["config"]["group_key"]
+                  for name in ("stage1", "longclip", "debias")}
+    assert group_keys == {"stage1": "group", "longclip": None, "debias": None}
     # The summary is computed from the eval tables, not written by hand.
     ev = results["eval"]
     for model in ("stage1", "longclip", "debias"):
