@@ -190,3 +190,120 @@ def test_local_caption_agrees_with_encode_caption():
         assert got.tolist() == [i for x in ids for i in x] and counts.tolist() == list(map(len, ids))
         assert (int(counts.sum()) + 2 if plan == 0 else plan) == n, text
     assert local > 150
+
+
+# sentences that need ftfy's judgement: mojibake, entities, Latin-1 and other letters, curly quotes, emoji
+_FTFY_PIECES = [
+    "Caf\u00e9 au lait.", "The M&Ms jar.", "Fish &amp; chips.", "Salt & pepper.", "caf\u00c3\u00a9 is bad.", "\u00c3 la mode.",
+    "\u00c2 quote.", "It\u2019s \u201cfine\u201d.", "\u0391\u03a3 \u039f\u0394\u039f\u03a3.", "\u041f\u0420\u0418\u0412\u0415\u0422 \u043c\u0438\u0440.",
+    "\u0412\u00b0\u0413 x.", "emoji \U0001F600\U0001F389 here.", "\u00bd cup.", "na\u00efve fa\u00e7ade.", "\u00e0 la carte.",
+    "\u2026 and so on.", "x\u00a0y.", "\uff21 wide.", "\ufb01 lig.", "e\u0301 acute.", "\u1100\u1161 jamo.", "<b>bold</b> &lt;.",
+    "\u00d7\u00b2 sq.", "\u00e2\u20ac\u0153quoted\u00e2\u20ac\u009d.", "\u00d8\u00b9\u00d8\u00b1 ar.", "\u00c9COLE.", "\u00dcBER \u00c4RGER.",
+    "\u00a3 price \u20ac.", "A\u00b0 deg.", "\u0152 oe.", "tab\there.", "a &#39; b.", "Plain words here.", "\u0130stanbul.",
+    "\u00df strasse.", "\u4e2d\u6587 \u65e5\u672c\u8a9e.", "\u00e2\u20ac\u2122s.", "\u00c3\u00a9t\u00c3\u00a9.", "\u00ef\u00bb\u00bf bom.",
+    "&eacute;t&eacute;.", "&amp;eacute;.", "\u00e9\u00e9\u00e9 \u00c3", "\u00a0\u00c3 \u00a0",
+]
+
+
+def _ftfy_captions(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    seps = [" ", "  ", "\n", " \n ", "\xa0", "\t", "", "\u2003"]
+    out = []
+    for _ in range(n):
+        text = "".join(rng.choice(_FTFY_PIECES) + rng.choice(seps) for _ in range(rng.randint(1, 5)))
+        out.append(text.strip(rng.choice(["", " "])))
+    return out
+
+
+def test_encode_caption_matches_open_clip_on_ftfy_captions(reference):
+    """Captions needing ftfy, one pass or two (tokenize._ftfy_free), against open_clip sentence by sentence and whole."""
+    from caption_debias.text import tokenize
+    from caption_debias.text.segment import get_segmenter
+
+    seg = get_segmenter("fast")
+    texts = _ftfy_captions(600, seed=11) + [" ".join(_random_texts(3, seed=s)) for s in range(60)]
+    free = 0
+    for tok in (ClipTokenizer(), get_tokenizer()):  # cold caches, then warm
+        for text in texts:
+            spans = seg.spans(text)
+            ids, n = tok.encode_caption(text, spans)
+            assert ids == [reference.encode(text[s:e]) for s, e in spans], text
+            assert n == len(reference.encode(text)) + 2, text
+            free += tokenize._ftfy_free(text) is not None
+    assert 100 < free < 2 * len(texts)  # both paths taken
+
+
+def test_ftfy_free_is_what_ftfy_gives():
+    import html
+
+    import ftfy
+
+    from caption_debias.text import tokenize
+
+    for text in _ftfy_captions(1500, seed=12) + CAPTIONS + EDGE_CASES:
+        got = tokenize._ftfy_free(text)
+        if got is not None:
+            assert got == html.unescape(html.unescape(ftfy.fix_text(text))), text
+            for piece in text.split():
+                assert tokenize._uncurl(piece) == html.unescape(html.unescape(ftfy.fix_text(piece))), piece
+
+
+def test_maybe_bad_never_misses_what_is_bad_flags():
+    """_maybe_bad relies on two facts about ftfy's BADNESS_RE (checked here on the installed ftfy):
+    every top-level branch has a mandatory character or class matching no ASCII character, and
+    no match is longer than 7 characters."""
+    import re
+    import re._constants as C
+    import re._parser as P
+
+    from ftfy.badness import BADNESS_RE, is_bad
+
+    from caption_debias.text import tokenize
+
+    parsed = P.parse(BADNESS_RE.pattern, BADNESS_RE.flags)
+    assert parsed.getwidth()[1] <= 7 and parsed.data[0][0] is C.BRANCH and len(parsed.data) == 1
+
+    def class_matches_ascii(members) -> bool:
+        def hit(o: int) -> bool:
+            neg = found = False
+            for op, av in members:
+                if op is C.NEGATE:
+                    neg = True
+                elif op is C.LITERAL:
+                    found = found or av == o
+                elif op is C.RANGE:
+                    found = found or av[0] <= o <= av[1]
+                elif op is C.CATEGORY:
+                    found = found or re.match({C.CATEGORY_SPACE: r"\s", C.CATEGORY_WORD: r"\w", C.CATEGORY_DIGIT: r"\d"}[av], chr(o)) is not None
+                else:
+                    return True  # unknown member: assume the worst
+            return found != neg
+
+        return any(hit(o) for o in range(128))
+
+    for branch in parsed.data[0][1][1]:
+        assert any((op is C.LITERAL and av >= 128) or (op is C.IN and not class_matches_ascii(av)) for op, av in branch.data), branch
+    rng = random.Random(13)
+    palette = "abc AZ.,?!\u00c3\u00c2\u00a0\u00e9\u00a9\u00b0\u20ac\u2122\u0152\u00d8\u00d9\u0412\u0413\u0420\u0421\u00b5\u00e0\u00bd\u221a\u00b1\u03b2\u0393"
+    for text in _ftfy_captions(500, seed=14) + ["".join(rng.choice(palette) for _ in range(rng.randint(0, 60))) for _ in range(3000)]:
+        if is_bad(text):
+            assert tokenize._maybe_bad(text), text
+
+
+def test_plain_characters_never_compose():
+    """NFC composes nothing in a text of _plain_char characters: none is the second of a canonical pair."""
+    import sys as _sys
+    import unicodedata
+
+    from caption_debias.text import tokenize
+
+    seconds = set()
+    for o in range(_sys.maxunicode + 1):
+        d = unicodedata.decomposition(chr(o))
+        if d and not d.startswith("<"):
+            parts = d.split()
+            if len(parts) == 2:
+                seconds.add(chr(int(parts[1], 16)))
+    seconds.update(chr(o) for o in range(0x1161, 0x1176))  # Hangul vowels and trailing consonants (algorithmic)
+    seconds.update(chr(o) for o in range(0x11A8, 0x11C3))
+    assert not [c for c in seconds if tokenize._plain_char(c)]

@@ -10,16 +10,16 @@ caches are Python; the BPE merges of a word not seen before run in Hugging Face
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import html
 import importlib.util
 import itertools
 import os
 import re as _stdre
+import unicodedata
+import zlib
 from functools import lru_cache
 
-import ftfy
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,7 +41,103 @@ _PLAIN_ASCII = _stdre.compile(r"[\x20-\x25\x27-\x7e\t\n\r]*")
 _PLAIN_TYPOGRAPHIC = _stdre.compile(r"[\x20-\x25\x27-\x7e\t\n\r\u02bc\u2018-\u201f\u2013\u2014\xa0]*")
 _UNCURL_PAIRS = (*((c, "'") for c in "\u02bc\u2018\u2019\u201a\u201b"), *((c, '"') for c in "\u201c\u201d\u201e\u201f"))
 _UNCURL = str.maketrans(dict(_UNCURL_PAIRS))
+_UNCURL_CHARS = frozenset(c for c, _ in _UNCURL_PAIRS)
+
+
+def _uncurl(text: str) -> str:
+    """text.translate(_UNCURL), with str.replace: translate looks every character up in a dict (~45 us a long caption)."""
+    for c, r in _UNCURL_PAIRS:
+        if c in text:
+            text = text.replace(c, r)
+    return text
 _SENTENCES_PER_PASS = 16384  # encode_sentences: texts per Arrow pass
+# An '&' that starts neither an HTML entity of ftfy's (chardata.HTML_ENTITY_RE: '&#?[0-9A-Za-z]{1,24};')
+# nor a character reference of html.unescape (every name in html.entities.html5 starts with an
+# ASCII letter; numeric ones with '#') leaves both unchanged.
+_ENTITY_START = _stdre.compile(r"&[#0-9A-Za-z]")
+# Conjoining Hangul jamo: letters (Lo) that NFC composes with the letter before them.
+_JAMO = ((0x1100, 0x11FF), (0xA960, 0xA97F), (0xD7B0, 0xD7FF))
+_CHAR_IS_PLAIN: dict[str, bool] = {}  # character -> _plain_char(character)
+_NON_ASCII_RUN = _stdre.compile(r"[^\x00-\x7f]+")
+
+
+def _maybe_bad(text: str) -> bool:
+    """False only where ftfy.badness.is_bad(text) is False, at a fraction of its cost on
+    mostly-ASCII text (is_bad is one search of a 37-branch regex at every position, ~0.2 ms
+    on a caption). Every branch of BADNESS_RE holds a character or class that matches no
+    ASCII character, and no match is longer than 7 characters (both tested on the installed
+    ftfy), so every match lies within 8 characters of a run of non-ASCII characters; the stretches are searched
+    joined by spaces, which can only add matches (so can the anchored '^[ÃÂ][ ]' branch at
+    the start of a stretch that is not the text's)."""
+    if text.isascii():
+        return False
+    from ftfy.badness import is_bad
+
+    stretches: list[list[int]] = []  # [start, end) within 8 characters of a run of non-ASCII ones, merged
+    for m in _NON_ASCII_RUN.finditer(text):
+        start = m.start() - 8
+        if stretches and start <= stretches[-1][1]:
+            stretches[-1][1] = m.end() + 8
+        else:
+            stretches.append([max(start, 0), m.end() + 8])
+    return is_bad(" ".join([text[a:b] for a, b in stretches]))
+
+
+def _plain_char(ch: str) -> bool:
+    """Whether every step of ftfy.fix_text but fix_encoding (which only acts on text that
+    ftfy.badness.is_bad flags) leaves `ch` alone wherever it stands, or, for curly quotes,
+    only uncurls it (_UNCURL): the steps that act on single characters (C1 controls,
+    ligatures, width, uncurl, line breaks, surrogates, control characters) through a
+    table or one-character pattern, checked on `ch` itself; the others need characters
+    excluded here (ESC for terminal escapes, '&' handled by the caller for HTML); NFC
+    changes nothing in a text of characters that NFC leaves alone and that never come
+    second in a canonical composition (no marks, no conjoining jamo; tested over all of
+    Unicode). 'Ã' and 'Â' are excluded because one badness pattern is anchored ('^[ÃÂ][ ]'),
+    so a sentence could look bad where the whole caption does not."""
+    if ch in "\t\n ":
+        return True
+    if ch in _UNCURL_CHARS:
+        return True
+    cat = unicodedata.category(ch)
+    if cat[0] in "MC" or cat in ("Zl", "Zp") or ch in "&\u00c3\u00c2" or unicodedata.combining(ch):
+        return False
+    o = ord(ch)
+    if any(a <= o <= b for a, b in _JAMO) or unicodedata.normalize("NFC", ch) != ch:
+        return False
+    from ftfy import fixes
+
+    return all(f(ch) == ch for f in (fixes.unescape_html, fixes.fix_c1_controls, fixes.fix_latin_ligatures, fixes.fix_character_width,
+                                     fixes.uncurl_quotes, fixes.fix_line_breaks, fixes.fix_surrogates,
+                                     fixes.remove_terminal_escapes, fixes.remove_control_chars))
+
+
+def _ftfy_free(text: str) -> str | None:
+    """`text` as ftfy.fix_text and the double html.unescape leave it, when that provably
+    equals text.translate(_UNCURL), on the whole text and on every whitespace-delimited
+    piece of it alike (so on each sentence); else None (the text needs ftfy itself).
+
+    Every character passes _plain_char; no '&' starts an entity; and ftfy.badness.is_bad
+    flags neither the text nor its uncurled form (_maybe_bad). is_bad is one regex search whose only
+    anchored branch needs 'Ã' or 'Â', so a piece (or one of fix_text's lines) it does not
+    flag in the whole is not flagged either, and fix_encoding leaves all of them alone.
+    All other steps then act on single characters, so ftfy's fixed point is the uncurled
+    text, reached in the same way on the whole and on the pieces.
+    """
+    plain = _CHAR_IS_PLAIN
+    for ch in set(text):
+        ok = plain.get(ch)
+        if ok is None:
+            ok = plain[ch] = _plain_char(ch)
+        if not ok:
+            return None
+    if "&" in text and _ENTITY_START.search(text) is not None:
+        return None
+    if _maybe_bad(text):
+        return None
+    uncurled = _uncurl(text)
+    if uncurled != text and _maybe_bad(uncurled):
+        return None
+    return uncurled
 
 
 def _bytes_to_unicode() -> dict[int, str]:
@@ -80,10 +176,17 @@ class ClipTokenizer:
 
     def __init__(self, vocab_path: str | None = None):
         self.vocab_path = vocab_path or find_vocab_path()
-        raw = gzip.open(self.vocab_path).read()
+        with open(self.vocab_path, "rb") as f:
+            raw = zlib.decompress(f.read(), 16 + zlib.MAX_WBITS)  # gunzip in one call (gzip.open().read() streams)
         self._vocab_sha256 = hashlib.sha256(raw).hexdigest()
-        merges = raw.decode("utf-8").split("\n")[1 : 49152 - 256 - 2 + 1]
-        merges = [tuple(m.split()) for m in merges]
+        lines = raw.decode("utf-8").split("\n")[1 : 49152 - 256 - 2 + 1]
+        # each line is "first second": one flat split and pairs (as m.split() gives), not a split per line
+        words = " ".join(lines).split(" ")
+        if len(words) == 2 * len(lines) and all(words):
+            it = iter(words)
+            merges = list(zip(it, it))
+        else:
+            merges = [tuple(m.split()) for m in lines]
         self._byte_table = _bytes_to_unicode()
         vocab = list(self._byte_table.values())
         vocab = vocab + [v + "</w>" for v in vocab]
@@ -116,9 +219,15 @@ class ClipTokenizer:
         if text.isascii() and _PLAIN_ASCII.fullmatch(text) is not None:
             pass
         elif _PLAIN_TYPOGRAPHIC.fullmatch(text) is not None:
-            text = text.translate(_UNCURL)
+            text = _uncurl(text)
         else:
-            text = html.unescape(html.unescape(ftfy.fix_text(text)))
+            plain = _ftfy_free(text)
+            if plain is not None:
+                text = plain
+            else:
+                import ftfy  # imported on first need (~35 ms)
+
+                text = html.unescape(html.unescape(ftfy.fix_text(text)))
         return " ".join(text.split()).lower()
 
     # -- BPE ----------------------------------------------------------------------------
@@ -177,20 +286,24 @@ class ClipTokenizer:
         time. Otherwise it is.
         """
         ascii_local = caption.isascii() and _PLAIN_ASCII.fullmatch(caption) is not None
-        local = ascii_local or _PLAIN_TYPOGRAPHIC.fullmatch(caption) is not None
-        if local:
-            # every sentence passes the same check as the caption: clean it directly
-            # (_UNCURL maps characters one to one, so the spans still hold after it;
-            # lower-casing these characters never makes or removes whitespace)
-            text = caption if ascii_local else caption.translate(_UNCURL)
+        if ascii_local:
+            text = caption
+        elif _PLAIN_TYPOGRAPHIC.fullmatch(caption) is not None:
+            text = _uncurl(caption)
+        else:
+            text = _ftfy_free(caption)  # ftfy provably uncurls only, on the caption and each sentence alike
+        if text is not None:
+            # cleaning is local to each character: clean the sentences as slices of the caption's
+            # cleaned text (_UNCURL maps characters one to one, so the spans still hold after it;
+            # lower-casing never makes or removes whitespace)
             encode_chunks = self._encode_chunks
             sentence_ids = [encode_chunks(text[s:e].lower().split()) for s, e in spans]
-        else:
-            sentence_ids = [self.encode(caption[s:e]) for s, e in spans]
-        if local and all(caption[e:s2][:1].isspace() for (_, e), (s2, _) in zip(spans, spans[1:])) and (
-            not caption[: spans[0][0]].strip() if spans else not caption.strip()
-        ) and (not spans or not caption[spans[-1][1]:].strip()):
-            return sentence_ids, sum(map(len, sentence_ids)) + 2
+            if all(caption[e:s2][:1].isspace() for (_, e), (s2, _) in zip(spans, spans[1:])) and (
+                not caption[: spans[0][0]].strip() if spans else not caption.strip()
+            ) and (not spans or not caption[spans[-1][1]:].strip()):
+                return sentence_ids, sum(map(len, sentence_ids)) + 2
+            return sentence_ids, len(self._encode_cleaned(" ".join(text.split()).lower())) + 2
+        sentence_ids = [self.encode(caption[s:e]) for s, e in spans]
         return sentence_ids, len(self.encode(caption)) + 2
 
     def local_caption(self, caption: str, spans: list[tuple[int, int]]) -> int | None:
