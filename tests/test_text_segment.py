@@ -204,3 +204,23 @@ def test_prefix_searches_equal_their_definitions():
         t = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
         assert bool(_list_item_periods(t)) == (_LIST_ITEM_PERIOD.search(t) is not None), repr(t)
         assert (_LIST_MARKER.search(t) is None) == (_LIST_MARKER_CLOSE.search(t) is None), repr(t)
+
+
+def test_pysbd_cache_gives_fresh_answers():
+    from caption_debias.text import segment
+
+    seg = segment.PysbdSegmenter()
+    texts = ["Dr. Smith went to Washington. He left.", "The BMW. It is red. ", "No marks here", "Dr. Smith went to Washington. He left."]
+    for text in texts:
+        got = seg.spans(text)
+        assert got == align_sentences(text, seg._seg.processor(text).process())
+        got.append((0, 0))  # the caller's list is its own
+        assert seg.spans(text) == align_sentences(text, seg._seg.processor(text).process())
+    old = segment._MAX_CACHED_TEXTS
+    segment._MAX_CACHED_TEXTS = 2
+    try:
+        for text in texts:
+            seg.spans(text + " More.")
+        assert len(seg._cache) <= 2
+    finally:
+        segment._MAX_CACHED_TEXTS = old

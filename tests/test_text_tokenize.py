@@ -307,3 +307,33 @@ def test_plain_characters_never_compose():
     seconds.update(chr(o) for o in range(0x1161, 0x1176))  # Hangul vowels and trailing consonants (algorithmic)
     seconds.update(chr(o) for o in range(0x11A8, 0x11C3))
     assert not [c for c in seconds if tokenize._plain_char(c)]
+
+
+def test_local_caption_gap_checks_on_arbitrary_spans():
+    """local_caption's checks of the text around sentences, against their plain definition
+    (as in encode_caption), on spans no segmenter would make: text or nothing between
+    sentences, text or odd whitespace before the first and after the last."""
+    tok = get_tokenizer()
+    rng = random.Random(7)
+    pieces = ["A dog.", "x", " ", "  ", "\n", "\xa0", "\t", "", "b.", "Cat sat.", "\u2003"]
+
+    def reference(caption, spans):
+        if not spans:
+            return 0 if not caption.strip() else len(tok.encode(caption)) + 2
+        if caption[: spans[0][0]].strip() or caption[spans[-1][1]:].strip():
+            return len(tok.encode(caption)) + 2
+        for (_, e), (s2, _) in zip(spans, spans[1:]):
+            if not caption[e:s2][:1].isspace():
+                return len(tok.encode(caption)) + 2
+        return 0
+
+    checked = 0
+    for _ in range(3000):
+        caption = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 8)))
+        cuts = sorted(rng.sample(range(len(caption) + 1), k=min(len(caption) + 1, 2 * rng.randint(0, 4))))
+        spans = [(a, b) for a, b in zip(cuts[0::2], cuts[1::2]) if a < b]
+        if tok.local_caption(caption, spans) is None:
+            continue
+        assert tok.local_caption(caption, spans) == reference(caption, spans), (caption, spans)
+        checked += 1
+    assert checked > 2000

@@ -183,16 +183,18 @@ class ClipTokenizer:
         # each line is "first second": one flat split and pairs (as m.split() gives), not a split per line
         words = " ".join(lines).split(" ")
         if len(words) == 2 * len(lines) and all(words):
-            it = iter(words)
-            merges = list(zip(it, it))
+            firsts, seconds = words[0::2], words[1::2]
+            merges = list(zip(firsts, seconds))
+            merged = list(map(str.__add__, firsts, seconds))  # "".join(m) for each m, in one C loop
         else:
             merges = [tuple(m.split()) for m in lines]
+            merged = ["".join(m) for m in merges]
         self._byte_table = _bytes_to_unicode()
         vocab = list(self._byte_table.values())
         vocab = vocab + [v + "</w>" for v in vocab]
-        vocab.extend("".join(m) for m in merges)
+        vocab += merged
         vocab.extend(SPECIAL_TOKENS)
-        encoder = {tok: i for i, tok in enumerate(vocab)}
+        encoder = dict(zip(vocab, range(len(vocab))))  # = {tok: i for i, tok in enumerate(vocab)} (the last index wins in both)
         # open_clip's merges as CLIPTokenizerFast configures them ("</w>" on a word's last
         # symbol, no prefix on the others); only `tokenize` of one word is ever called, which
         # never uses the tokenizers thread pool, so prepare's forked workers stay single-threaded.
@@ -318,11 +320,19 @@ class ClipTokenizer:
         if not (caption.isascii() and _PLAIN_ASCII.fullmatch(caption) is not None) and _PLAIN_TYPOGRAPHIC.fullmatch(caption) is None:
             return None
         if spans:
-            if caption[: spans[0][0]].strip() or caption[spans[-1][1]:].strip():
+            # the checks of encode_caption, without a slice of the text between sentences:
+            # nothing but whitespace before the first and after the last sentence, and
+            # whitespace right after every sentence but the last
+            it = iter(spans)
+            s, e = next(it)
+            if s and not caption[:s].isspace():
                 return len(self.encode(caption)) + 2
-            for (_, e), (s2, _) in zip(spans, spans[1:]):
-                if not caption[e:s2][:1].isspace():
+            for s, e2 in it:
+                if not (e < s and caption[e : e + 1].isspace()):
                     return len(self.encode(caption)) + 2
+                e = e2
+            if e < len(caption) and not caption[e:].isspace():
+                return len(self.encode(caption)) + 2
             return 0
         return 0 if not caption.strip() else len(self.encode(caption)) + 2
 
