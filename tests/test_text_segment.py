@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from caption_debias.errors import UserError
-from caption_debias.text.segment import SEGMENTERS, _pysbd_abbreviations, align_sentences, get_segmenter
+from caption_debias.text.segment import SEGMENTERS, FastSegmenter, _pysbd_abbreviations, align_sentences, get_segmenter
 
 GOLDEN = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "golden_rules_en.json"
 
@@ -83,6 +83,47 @@ def test_abbreviation_classes_match_pysbd_behaviour():
             continue
         out = seg.segment(f"It is behind the {abbr}. The thing is red.")
         assert len(out) == 2, abbr
+
+
+def test_caps_and_number_tokens_split_as_in_pysbd():
+    # "BMW. The", "501. I", "W188. T": an all-caps or capitals-and-digits token that is no
+    # pysbd abbreviation (its lists read as IGNORECASE regexes) and no one- or two-digit
+    # number is a sure boundary before any capital. Check pysbd ends a sentence there in
+    # every context tried, and that the fast segmenter keeps listed ones ("DR", "NO",
+    # "UPS" ~ "u.s") and list numbers ("12") as doubts.
+    import itertools
+
+    import pysbd
+
+    seg = pysbd.Segmenter(language="en", clean=False)
+    fast = FastSegmenter()
+    rng = random.Random(3)
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    tokens = ["".join(p) for p in itertools.product(letters, repeat=2)][::3] + [str(i) for i in range(100, 1000, 7)]
+    tokens += ["".join(rng.choice(letters + "0123456789") for _ in range(rng.randint(2, 6))) for _ in range(200)]
+    tokens += ["BMW", "SUV", "TV", "USA", "W188", "501", "4K", "MCM", "007"]
+    sure = 0
+    for tok in tokens:
+        if fast._decide_boundary(tok, False) is not True:
+            continue
+        sure += 1
+        nxt = rng.choice(["The", "I", "I'm", "I'll", "It", "\u00c9lan", "A", "Nestled"])
+        for form in ("The car {}. {} is red.", "A\n{}. {} y.", "On a {}.  {} z", 'The "big" {}. {} w'):
+            text = form.format(tok, nxt)
+            end = text.index(tok + ".") + len(tok) + 1
+            assert text[:end].split("\n")[-1] in [x.strip() for x in seg.segment(text)], text
+    assert sure > 300
+    for tok in ("DR", "NO", "UPS", "OK", "ST", "12", "5", "A", "U.S"):
+        assert fast._decide_boundary(tok, True) is not True, tok
+    # whole captions made of such spots: same spans as pysbd
+    ref = get_segmenter("pysbd")
+    for _ in range(300):
+        text = " ".join(
+            f"{rng.choice(['A', 'The old', 'Shot on', 'a'])} {rng.choice(tokens)}.{rng.choice([' ', '  ', chr(10)])}"
+            f"{rng.choice(['The', 'I', 'It', 'BMW', 'Its'])} {rng.choice(['car', 'road', 'TV', '501'])}."
+            for _ in range(rng.randint(1, 3))
+        )
+        assert fast.spans(text) == ref.spans(text), text
 
 
 def test_golden_rules():

@@ -179,6 +179,24 @@ def _pysbd_abbreviations() -> tuple[frozenset[str], frozenset[str]]:
     return every, never
 
 
+@lru_cache(maxsize=1)
+def _pysbd_abbreviation_pattern() -> re.Pattern:
+    """Tokens whose period pysbd's AbbreviationReplacer can protect: it finds each entry of
+    its three lists with r"(?:^|\s|\r|\n)" + entry (unescaped, IGNORECASE: "u.s" also
+    matches "UPS") and then replaces the period after the matched text wherever it follows
+    a space; an all-caps or numeric token matching none of them is never touched there."""
+    from pysbd.lang.english import English
+
+    ab = English.Abbreviation
+    entries = {a.strip() for a in (*ab.ABBREVIATIONS, *ab.PREPOSITIVE_ABBREVIATIONS, *ab.NUMBER_ABBREVIATIONS)}
+    return re.compile("|".join(f"(?:{a})" for a in sorted(entries)), re.IGNORECASE)
+
+
+# An all-caps ASCII word or a token of capitals and digits ("BMW", "SUV", "501", "W188"),
+# not a number of one or two digits (pysbd's list items "12. ", its start-of-line rules).
+_CAPS_OR_NUMBER = re.compile(r"(?!\d{1,2}\Z)[A-Z0-9]{2,}")
+
+
 # Characters with no sentence-splitting rule of their own in pysbd: letters, digits and
 # ordinary punctuation. Anything else (brackets, ellipsis "\u2026", tabs, bullets, CJK
 # marks, control characters, ...) is left to pysbd (see _UNSAFE_CHAR).
@@ -465,6 +483,14 @@ class FastSegmenter:
 
     def _decide_boundary(self, word: str, capitalised_next: bool) -> bool | None:
         if _QUOTE_END.fullmatch(word) or _TIME.fullmatch(word):
+            return True
+        if _CAPS_OR_NUMBER.fullmatch(word) is not None and _pysbd_abbreviation_pattern().fullmatch(word) is None:
+            # pysbd 0.3.4 keeps such a period only through rules that need something this
+            # "TOKEN. Capital" lacks: a listed abbreviation (excluded above), a single capital
+            # (SingleLetterAbbreviationRules), dotted letters (MULTI_PERIOD_ABBREVIATION_REGEX),
+            # a digit or non-space after the period (Numbers.PeriodBeforeNumberRule,
+            # NumberAfterPeriodBeforeLetterRule, NUMBERED_REFERENCE_REGEX), a one- or two-digit
+            # number (list items, Start/NewLine number rules). It splits, before "I" too.
             return True
         if len(word) < 2 or word.isupper() or _PLAIN_WORD.fullmatch(word) is None:
             return None
