@@ -87,13 +87,20 @@ def encode_texts(loaded, texts: Sequence[str], batch_size: int = 256):
     import torch
     import torch.nn.functional as F
 
+    from caption_debias.model.trim import can_trim, encode_text_trimmed, used_length
+
     device = model_device(loaded)
     feats = []
     loaded.model.eval()
+    trim = can_trim(loaded.model)  # causal mask + EOT pooling: the all-pad tail changes nothing
     with torch.inference_mode():
         for s in range(0, len(texts), batch_size):
             tokens = loaded.tokenizer(list(texts[s : s + batch_size])).to(device)
-            feats.append(F.normalize(loaded.model.encode_text(tokens).float(), dim=-1))
+            if trim:
+                out = encode_text_trimmed(loaded.model, tokens[:, : used_length(tokens)])
+            else:
+                out = loaded.model.encode_text(tokens)
+            feats.append(F.normalize(out.float(), dim=-1))
     return torch.cat(feats)
 
 
