@@ -99,7 +99,7 @@ class KeyAssigner:
         return _blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
 
     def assign(self, base: str) -> tuple[str, bool]:
-        d = _blake2b(base.encode("utf-8", "surrogatepass"), digest_size=8).digest()  # = self._digest(base), once per record
+        d = self._digest(base)
         seen = self.seen
         if d not in seen:
             seen.add(d)
@@ -177,12 +177,7 @@ def chunks(inputs: list[tuple[str, Path, str]], options, totals: dict[str, Input
                 current = Chunk(current.index + 1)
             key, duplicate = assign(base_key(item, stem))
             current.records.append((key, item))
-            c = current.counts.get(name)  # = current.count(name, read=1, duplicate=...), inlined: once per record
-            if c is None:
-                c = current.counts[name] = [0, 0, 0]
-            c[0] += 1
-            if duplicate:
-                c[2] += 1
-                counts.duplicate_keys += 1
+            current.count(name, read=1, duplicate=int(duplicate))
+            counts.duplicate_keys += duplicate
     if current.records or current.rejects:
         yield current
