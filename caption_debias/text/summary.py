@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from caption_debias.errors import UserError
+from caption_debias.text.arrays import int_values
 
 SUMMARY_MODES = ("detect", "first", "none")
 MODEL_ASSET = "summary_model.json"
@@ -293,11 +294,8 @@ def _chunk_words(sentences: list[str]) -> tuple[np.ndarray, list[str], np.ndarra
 
 
 def _indices(enc: pa.DictionaryArray) -> np.ndarray:
-    """The (null-free) indices of a dictionary array as int64, read from its buffer:
-    Array.to_numpy() and pa.array() import pandas on first use (~0.3 s CPU, ~35 MiB per process)."""
-    idx = enc.indices
-    width = idx.type.bit_width // 8
-    return np.frombuffer(idx.buffers()[1], np.dtype(f"int{idx.type.bit_width}"), len(idx), idx.offset * width).astype(np.int64)
+    """The (null-free) indices of a dictionary array as int64 (no pandas: text/arrays.py)."""
+    return int_values(enc.indices).astype(np.int64)
 
 
 def _starts(a: np.ndarray) -> np.ndarray:

@@ -27,6 +27,7 @@ import regex
 from tokenizers.models import BPE
 
 from caption_debias.errors import UserError
+from caption_debias.text.arrays import int_values
 
 VOCAB_FILE = "bpe_simple_vocab_16e6.txt.gz"
 _MAX_CACHED_CHUNKS = 1_000_000  # ~100 MB at most; cleared when full
@@ -151,12 +152,6 @@ def _bytes_to_unicode() -> dict[int, str]:
             cs.append(256 + n)
             n += 1
     return dict(zip(bs, (chr(c) for c in cs)))
-
-
-def _int_values(arr: pa.Array) -> np.ndarray:
-    """A null-free Arrow integer array as numpy, read from its buffer (Array.to_numpy imports pandas)."""
-    width = arr.type.bit_width // 8
-    return np.frombuffer(arr.buffers()[1], np.dtype(f"int{arr.type.bit_width}"), len(arr), arr.offset * width)
 
 
 def find_vocab_path() -> str:
@@ -387,9 +382,9 @@ class ClipTokenizer:
                                                   pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(values)]))
         taken = per_chunk.take(enc.indices)  # every chunk's ids, in order
         del per_chunk, enc
-        id_bounds = _int_values(taken.offsets)  # ids before each chunk
-        chunk_bounds = _int_values(split.offsets)  # chunks before each text
-        return _int_values(taken.values), np.diff(id_bounds[chunk_bounds])
+        id_bounds = int_values(taken.offsets)  # ids before each chunk
+        chunk_bounds = int_values(split.offsets)  # chunks before each text
+        return int_values(taken.values), np.diff(id_bounds[chunk_bounds])
 
     def num_tokens(self, text: str) -> int:
         """Length of text in tokens including start and end, untruncated."""
