@@ -100,18 +100,24 @@ def test_text_package_does_not_import_torch():
     assert out.stdout.strip() == "False"
 
 
-def test_encode_caption_counts_like_the_whole_caption():
+def _encoded(tok, texts):
+    """(text, spans, per-sentence ids, whole-caption count) for each text, split by the `fast` segmenter."""
     from caption_debias.text.segment import get_segmenter
 
-    tok, seg = get_tokenizer(), get_segmenter("fast")
+    seg = get_segmenter("fast")
+    for text in texts:
+        spans = seg.spans(text)
+        yield (text, spans, *tok.encode_caption(text, spans))
+
+
+def test_encode_caption_counts_like_the_whole_caption():
+    tok = get_tokenizer()
     texts = CAPTIONS + EDGE_CASES + [
         "Trailing marks at the end of the sun.. A new line",
         "No space after it.There is more. “Quoted” text — with dashes.",
         "Fish &amp; chips. Café au lait. Ａ wide letter.",
     ] + [" ".join(_random_texts(3, seed=s)) for s in range(100)]
-    for text in texts:
-        spans = seg.spans(text)
-        ids, n = tok.encode_caption(text, spans)
+    for text, spans, ids, n in _encoded(tok, texts):
         assert ids == [tok.encode(text[s:e]) for s, e in spans]
         assert n == len(tok.encode(text)) + 2, text
 
@@ -169,18 +175,15 @@ def test_encode_sentences_matches_open_clip(reference, monkeypatch):
 
 def test_local_caption_agrees_with_encode_caption():
     from caption_debias.text import tokenize
-    from caption_debias.text.segment import get_segmenter
 
-    tok, seg = get_tokenizer(), get_segmenter("fast")
+    tok = get_tokenizer()
     texts = CAPTIONS + EDGE_CASES + [
         "No space after it.There is more. \u201cQuoted\u201d text \u2014 with dashes.",
         "  Leading and trailing.  Two sentences.\xa0",
         "Fish &amp; chips. Caf\u00e9 au lait.",
     ] + [" ".join(_local_texts(4, seed=s)) for s in range(150)] + [" ".join(_random_texts(3, seed=s)) for s in range(50)]
     local = 0
-    for text in texts:
-        spans = seg.spans(text)
-        ids, n = tok.encode_caption(text, spans)
+    for text, spans, ids, n in _encoded(tok, texts):
         plan = tok.local_caption(text, spans)
         if plan is None:  # needs ftfy
             assert tokenize._PLAIN_TYPOGRAPHIC.fullmatch(text) is None
@@ -218,15 +221,11 @@ def _ftfy_captions(n: int, seed: int) -> list[str]:
 def test_encode_caption_matches_open_clip_on_ftfy_captions(reference):
     """Captions needing ftfy, one pass or two (tokenize._ftfy_free), against open_clip sentence by sentence and whole."""
     from caption_debias.text import tokenize
-    from caption_debias.text.segment import get_segmenter
 
-    seg = get_segmenter("fast")
     texts = _ftfy_captions(600, seed=11) + [" ".join(_random_texts(3, seed=s)) for s in range(60)]
     free = 0
     for tok in (ClipTokenizer(), get_tokenizer()):  # cold caches, then warm
-        for text in texts:
-            spans = seg.spans(text)
-            ids, n = tok.encode_caption(text, spans)
+        for text, spans, ids, n in _encoded(tok, texts):
             assert ids == [reference.encode(text[s:e]) for s, e in spans], text
             assert n == len(reference.encode(text)) + 2, text
             free += tokenize._ftfy_free(text) is not None
