@@ -43,9 +43,14 @@ def write_sharegpt(path: Path, n: int, captions: list[str]) -> None:
         fh.write("[")
         for i in range(n):
             caption = captions[i % len(captions)] + f" Frame {rng.randrange(10**6)}."
-            el = {"id": f"b{i}", "image": f"sam/images/sa_{i}.jpg",
-                  "conversations": [{"from": "human", "value": "<image>\nDescribe this image."},
-                                    {"from": "gpt", "value": caption}]}
+            el = {
+                "id": f"b{i}",
+                "image": f"sam/images/sa_{i}.jpg",
+                "conversations": [
+                    {"from": "human", "value": "<image>\nDescribe this image."},
+                    {"from": "gpt", "value": caption},
+                ],
+            }
             fh.write(("," if i else "") + json.dumps(el, ensure_ascii=False))
         fh.write("]")
 
@@ -68,8 +73,10 @@ def run_baseline(path: str, out: str, shard_rows: int, q) -> None:
     t = time.perf_counter()
     with open(path, encoding="utf-8") as fh:
         elements = json.load(fh)
-    records = [(f"sharegpt4v/{e['id']}", Record("sharegpt4v", path, i, e["id"], e["image"], e["conversations"][1]["value"]))
-               for i, e in enumerate(elements)]
+    records = [
+        (f"sharegpt4v/{e['id']}", Record("sharegpt4v", path, i, e["id"], e["image"], e["conversations"][1]["value"]))
+        for i, e in enumerate(elements)
+    ]
     table, _ = process_records(records, "fast", "detect")
     pq.write_table(table, Path(out) / "all.parquet", compression="zstd")
     q.put((time.perf_counter() - t, len(table), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
@@ -105,11 +112,16 @@ def main() -> None:
         b_time, b_rows, b_peak = measure(run_baseline, path, work / f"base_{n}", args.shard_rows)
         assert s_rows == b_rows == n, (s_rows, b_rows, n)
         results.append((n, mib, s_peak, b_peak, s_time, b_time))
-        print(f"n={n:>7} input {mib:7.1f} MiB | stream peak {s_peak:7.1f} MiB {n / s_time:6.0f} rec/s | "
-              f"baseline peak {b_peak:7.1f} MiB {n / b_time:6.0f} rec/s | stream/baseline {s_peak / b_peak:.2f}", flush=True)
+        print(
+            f"n={n:>7} input {mib:7.1f} MiB | stream peak {s_peak:7.1f} MiB {n / s_time:6.0f} rec/s | "
+            f"baseline peak {b_peak:7.1f} MiB {n / b_time:6.0f} rec/s | stream/baseline {s_peak / b_peak:.2f}",
+            flush=True,
+        )
     first, last = results[0], results[-1]
-    print(f"growth {first[0]} -> {last[0]} records ({last[0] / first[0]:.0f}x input): "
-          f"stream peak x{last[2] / first[2]:.2f}, baseline peak x{last[3] / first[3]:.2f}")
+    print(
+        f"growth {first[0]} -> {last[0]} records ({last[0] / first[0]:.0f}x input): "
+        f"stream peak x{last[2] / first[2]:.2f}, baseline peak x{last[3] / first[3]:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -79,6 +79,7 @@ def child(repo: str, table: str, out: str, profile: bool) -> None:
                 spent[0] += clock() - t0
                 spent[1] += 1
                 depth[0] = 0
+
         return timed
 
     # the wrappers' own cost outside the timed span, per call (calibrated on a no-op)
@@ -101,7 +102,8 @@ def child(repo: str, table: str, out: str, profile: bool) -> None:
             setattr(summary, name, wrap(getattr(summary, name)))
 
     # per-part CPU of the non-text work (supporting figures; text time inside a part is taken out)
-    from caption_debias.prepare import run as run_mod, stream, steps
+    from caption_debias.prepare import run as run_mod
+    from caption_debias.prepare import steps, stream
 
     parts = {"read+keys": 0.0, "fingerprint": 0.0, "process_records": 0.0, "parquet write": 0.0, "json writes": 0.0}
 
@@ -112,6 +114,7 @@ def child(repo: str, table: str, out: str, profile: bool) -> None:
                 return fn(*args, **kwargs)
             finally:
                 parts[name] += clock() - t0 - ((spent[0] - x0) if text_inside else 0.0)
+
         return timed
 
     def timed_chunks(*args, **kwargs):
@@ -147,8 +150,21 @@ def child(repo: str, table: str, out: str, profile: bool) -> None:
 
         st = pstats.Stats(prof, stream=sys.stderr)
         st.sort_stats("tottime").print_stats(40)
-    print(json.dumps({"startup": startup, "text_setup": text_setup, "run": run, "text": spent[0], "calls": spent[1],
-                      "overhead": overhead, "parts": parts, "read": manifest["counts"]["read"], "written": manifest["counts"]["written"]}))
+    print(
+        json.dumps(
+            {
+                "startup": startup,
+                "text_setup": text_setup,
+                "run": run,
+                "text": spent[0],
+                "calls": spent[1],
+                "overhead": overhead,
+                "parts": parts,
+                "read": manifest["counts"]["read"],
+                "written": manifest["counts"]["written"],
+            }
+        )
+    )
 
 
 def measure(repo: Path, table: Path, out: Path, profile: bool) -> dict:
@@ -165,13 +181,17 @@ def _trees(rev: str, tmp: Path) -> list[str]:
 
     def archive(dest: Path, treeish: str, *paths: str) -> None:
         dest.mkdir(parents=True, exist_ok=True)
-        data = subprocess.run(["git", "-C", str(repo), "archive", treeish, *paths], capture_output=True, check=True).stdout
+        data = subprocess.run(
+            ["git", "-C", str(repo), "archive", treeish, *paths], capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(dest)], input=data, check=True)
 
     old, mixed = tmp / f"rev-{rev}", tmp / f"text-now+non-text-{rev}"
     archive(old, rev, "caption_debias", "schemas")
     mixed.mkdir()
-    files = subprocess.run(["git", "-C", str(repo), "ls-files", "caption_debias", "schemas"], capture_output=True, text=True, check=True)
+    files = subprocess.run(
+        ["git", "-C", str(repo), "ls-files", "caption_debias", "schemas"], capture_output=True, text=True, check=True
+    )
     for rel in files.stdout.split():
         if (repo / rel).is_file():
             (mixed / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -195,7 +215,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=20000)
     ap.add_argument("--mix", choices=("repeat", "shuffled"), default="repeat")
     ap.add_argument("--repos", nargs="+", default=[str(HERE.parents[1])], help="checkouts to time (alternating)")
-    ap.add_argument("--against", metavar="REV", help="also time REV, and REV's prepare/ + readers/ on this checkout's text code")
+    ap.add_argument(
+        "--against", metavar="REV", help="also time REV, and REV's prepare/ + readers/ on this checkout's text code"
+    )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="print a cProfile table (one extra run of the last repo)")
     args = ap.parse_args()
@@ -216,22 +238,35 @@ def main() -> None:
             measure(Path(args.repos[-1]).resolve(), table, Path(tmp) / "out", True)
 
     us = 1e6 / args.rows
-    print(f"{args.rows} rows (--mix {args.mix}), CPU us per caption, min of {args.repeats} runs per checkout "
-          "(non-text = start-up + prepare() minus the text steps and the wrappers' cost)")
-    print(f"{'checkout':<28} {'start-up':>9} {'run rest':>9} {'NON-TEXT':>9} {'text':>8} {'text set-up':>11} {'total':>8}")
+    print(
+        f"{args.rows} rows (--mix {args.mix}), CPU us per caption, min of {args.repeats} runs per checkout "
+        "(non-text = start-up + prepare() minus the text steps and the wrappers' cost)"
+    )
+    print(
+        f"{'checkout':<28} {'start-up':>9} {'run rest':>9} {'NON-TEXT':>9} {'text':>8} {'text set-up':>11} {'total':>8}"
+    )
     for repo, runs in results.items():
+
         def rest(r):
             return r["run"] - r["text"] - r["calls"] * r["overhead"]
+
         best = min(runs, key=lambda r: r["startup"] + rest(r))
         name = str(repo)[-28:]
         total = best["startup"] + best["text_setup"] + best["run"]
-        print(f"{name:<28} {best['startup'] * us:9.1f} {rest(best) * us:9.1f} {(best['startup'] + rest(best)) * us:9.1f} "
-              f"{(best['text'] + best['calls'] * best['overhead']) * us:8.1f} {best['text_setup'] * us:11.1f} {total * us:8.1f}")
+        print(
+            f"{name:<28} {best['startup'] * us:9.1f} {rest(best) * us:9.1f} {(best['startup'] + rest(best)) * us:9.1f} "
+            f"{(best['text'] + best['calls'] * best['overhead']) * us:8.1f} {best['text_setup'] * us:11.1f} {total * us:8.1f}"
+        )
         each = ", ".join(f"{(r['startup'] + rest(r)) * us:.1f}" for r in runs)
-        print(f"{'':<28} all runs non-text: {each}; "
-              f"wrapper cost {best['overhead'] * 1e6:.2f} us x {best['calls']} calls; read {best['read']}, written {best['written']}")
-        print(f"{'':<28} parts of that run: " + ", ".join(f"{k} {v * us:.1f}" for k, v in best["parts"].items())
-              + f", rest of run {(rest(best) - sum(best['parts'].values()) + best['calls'] * best['overhead']) * us:.1f} (wrapped-call cost is in process_records)")
+        print(
+            f"{'':<28} all runs non-text: {each}; "
+            f"wrapper cost {best['overhead'] * 1e6:.2f} us x {best['calls']} calls; read {best['read']}, written {best['written']}"
+        )
+        print(
+            f"{'':<28} parts of that run: "
+            + ", ".join(f"{k} {v * us:.1f}" for k, v in best["parts"].items())
+            + f", rest of run {(rest(best) - sum(best['parts'].values()) + best['calls'] * best['overhead']) * us:.1f} (wrapped-call cost is in process_records)"
+        )
 
 
 if __name__ == "__main__":

@@ -77,7 +77,9 @@ def _run_prepare(table: str, out: str, segmenter: str, queue) -> None:
     from caption_debias.prepare.run import prepare
 
     t0 = time.perf_counter()
-    manifest = prepare([table], out, PrepareOptions(format="table", workers=1, quiet=True, overwrite=True, segmenter=segmenter))
+    manifest = prepare(
+        [table], out, PrepareOptions(format="table", workers=1, quiet=True, overwrite=True, segmenter=segmenter)
+    )
     dt = time.perf_counter() - t0
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime  # includes interpreter start-up and imports
@@ -100,8 +102,12 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=20000, help="captions in the prepared table")
     ap.add_argument("--pysbd-rows", type=int, default=1500, help="captions timed in the pysbd loop")
     ap.add_argument("--segmenter", default="fast", help="segmenter for prepare (fast, pysbd, spacy)")
-    ap.add_argument("--mix", choices=("repeat", "shuffled"), default="repeat",
-                    help="repeat: the calibration captions cycled; shuffled: later passes reorder each caption's sentences (no caption repeats)")
+    ap.add_argument(
+        "--mix",
+        choices=("repeat", "shuffled"),
+        default="repeat",
+        help="repeat: the calibration captions cycled; shuffled: later passes reorder each caption's sentences (no caption repeats)",
+    )
     args = ap.parse_args()
 
     caps = load_captions(args.data)
@@ -114,12 +120,20 @@ def main() -> None:
         base_wall, base_cpu = pysbd_rate(rows_text, args.pysbd_rows)
         dt, cpu, manifest, rss = prepare_rate(table, Path(tmp) / "out", args.segmenter)
     rows = args.rows
-    print(f"captions: {len(caps)} real long captions, {rows} rows in the table, {len(set(rows_text))} distinct (--mix {args.mix})")
-    print(f"pysbd loop (segment only, {args.pysbd_rows} rows spread over the table): {base_wall:8.0f} captions/s wall, {base_cpu:8.0f} captions/s CPU")
-    print(f"prepare --segmenter {args.segmenter} --workers 1 (whole run, incl. start-up): "
-          f"{rows / dt:8.0f} captions/s wall ({dt:.1f} s), {rows / cpu:8.0f} captions/s CPU ({cpu:.1f} s)")
-    print(f"ratio prepare / pysbd loop: {rows / dt / base_wall:.1f}x wall, {rows / cpu / base_cpu:.1f}x CPU "
-          "(CPU time is the fairer figure on a shared machine)")
+    print(
+        f"captions: {len(caps)} real long captions, {rows} rows in the table, {len(set(rows_text))} distinct (--mix {args.mix})"
+    )
+    print(
+        f"pysbd loop (segment only, {args.pysbd_rows} rows spread over the table): {base_wall:8.0f} captions/s wall, {base_cpu:8.0f} captions/s CPU"
+    )
+    print(
+        f"prepare --segmenter {args.segmenter} --workers 1 (whole run, incl. start-up): "
+        f"{rows / dt:8.0f} captions/s wall ({dt:.1f} s), {rows / cpu:8.0f} captions/s CPU ({cpu:.1f} s)"
+    )
+    print(
+        f"ratio prepare / pysbd loop: {rows / dt / base_wall:.1f}x wall, {rows / cpu / base_cpu:.1f}x CPU "
+        "(CPU time is the fairer figure on a shared machine)"
+    )
     print(f"prepare peak RSS: {rss:.0f} MiB")
     counts = {k: v for k, v in manifest.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     print(f"manifest counts: {json.dumps(counts)[:300]}")

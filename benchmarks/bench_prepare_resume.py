@@ -42,8 +42,10 @@ def main() -> None:
     again = prepare([src], work / "out", options)
     rerun = time.perf_counter() - t
     assert again["shards"] == first["shards"]
-    print(f"{args.records} records, {len(first['shards'])} shards: full run {full:.1f} s, "
-          f"rerun of the finished folder {rerun:.1f} s, rerun/full {rerun / full:.3f}")
+    print(
+        f"{args.records} records, {len(first['shards'])} shards: full run {full:.1f} s, "
+        f"rerun of the finished folder {rerun:.1f} s, rerun/full {rerun / full:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -38,12 +38,17 @@ def make_input(path: Path, rows: int) -> None:
 
     pool = captions()
     caps = list(itertools.islice(itertools.cycle(pool), rows))
-    pq.write_table(pa.table({
-        "url": [f"https://example.org/img/{i}.jpg" for i in range(rows)],
-        "re_caption": caps,
-        "org_caption": [c.split(".")[0] for c in caps],
-        "key": [f"{i:09d}" for i in range(rows)],
-    }), path)
+    pq.write_table(
+        pa.table(
+            {
+                "url": [f"https://example.org/img/{i}.jpg" for i in range(rows)],
+                "re_caption": caps,
+                "org_caption": [c.split(".")[0] for c in caps],
+                "key": [f"{i:09d}" for i in range(rows)],
+            }
+        ),
+        path,
+    )
 
 
 def time_stream(path: Path, shard_rows: int) -> dict:
@@ -67,8 +72,12 @@ def time_prepare(path: Path, out: Path, name: str, shard_rows: int, **kw) -> dic
     shutil.rmtree(out, ignore_errors=True)
     t = time.perf_counter()
     m = prepare([path], out, PrepareOptions(format="recap-datacomp", shard_rows=shard_rows, quiet=True, **kw))
-    return {"run": name, "records": m["counts"]["written"], "seconds": time.perf_counter() - t,
-            "shards": [s["sha256"] for s in m["shards"]]}
+    return {
+        "run": name,
+        "records": m["counts"]["written"],
+        "seconds": time.perf_counter() - t,
+        "shards": [s["sha256"] for s in m["shards"]],
+    }
 
 
 def main() -> None:
@@ -99,8 +108,14 @@ def main() -> None:
         r["seconds"] = round(r["seconds"], 2)
         r.pop("shards", None)
         print(json.dumps(r))
-    print(json.dumps({"identical_shards": identical,
-                      "workers_one_driver_can_feed": round(results[0]["records_per_s"] / base["records_per_s"], 1)}))
+    print(
+        json.dumps(
+            {
+                "identical_shards": identical,
+                "workers_one_driver_can_feed": round(results[0]["records_per_s"] / base["records_per_s"], 1),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import subprocess
 import random
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -33,10 +33,29 @@ from caption_debias.text.segment import FastSegmenter, get_segmenter  # noqa: E4
 
 HERE = Path(__file__).resolve().parent
 INSERTS = [
-    "Dr. Smith waves.", "e.g. a dog", "the U.S. flag", "at 5 p.m. today", "a 3.5 m pole", "the time 08:45.",
-    '"Stop." The sign', 'reads "Go!" in red', "it is big... really", "and so on. then", "Mt. Fuji",
-    "No. 5 is here", "the man. I see", "a (red. Blue) box", "Fig. 3 shows", "etc. The", "vs. the",
-    "the 'Big. Top' tent", "the St. Louis arch", "approx. 3 m", "Inc. The", "A. B. Smith", "the co. The",
+    "Dr. Smith waves.",
+    "e.g. a dog",
+    "the U.S. flag",
+    "at 5 p.m. today",
+    "a 3.5 m pole",
+    "the time 08:45.",
+    '"Stop." The sign',
+    'reads "Go!" in red',
+    "it is big... really",
+    "and so on. then",
+    "Mt. Fuji",
+    "No. 5 is here",
+    "the man. I see",
+    "a (red. Blue) box",
+    "Fig. 3 shows",
+    "etc. The",
+    "vs. the",
+    "the 'Big. Top' tent",
+    "the St. Louis arch",
+    "approx. 3 m",
+    "Inc. The",
+    "A. B. Smith",
+    "the co. The",
 ]
 
 
@@ -113,8 +132,10 @@ def compare(rev: str, sets: dict[str, list[str]], long_caps: list[str], repeats:
     for seg in segs.values():  # warm caches and regex compilation
         for c in long_caps:
             seg.spans(c)
-    print(f"CPU per real long caption ({len(long_caps)} IIW/IIW-P5B captions, best of {repeats}; "
-          "pysbd = time inside pysbd calls):")
+    print(
+        f"CPU per real long caption ({len(long_caps)} IIW/IIW-P5B captions, best of {repeats}; "
+        "pysbd = time inside pysbd calls):"
+    )
     for label, seg in segs.items():
         total, in_pysbd, whole, stretches = timed_run(seg, long_caps, repeats)
         n = len(long_caps)
@@ -122,8 +143,10 @@ def compare(rev: str, sets: dict[str, list[str]], long_caps: list[str], repeats:
         if hasattr(seg, "_plain_spans"):  # captions the plain path settles (no loop per mark)
             unsettled = seg._plain_spans.__func__.__globals__["_UNSETTLED"]
             plain = f" plain={sum(seg._plain_spans(c) is not unsettled for c in long_caps)}"
-        print(f"  {label:14s} {1e6 * total / n:6.1f} us  (scan {1e6 * (total - in_pysbd) / n:5.1f} us, "
-              f"pysbd {1e6 * in_pysbd / n:5.1f} us)  whole={whole} stretches={stretches}{plain}")
+        print(
+            f"  {label:14s} {1e6 * total / n:6.1f} us  (scan {1e6 * (total - in_pysbd) / n:5.1f} us, "
+            f"pysbd {1e6 * in_pysbd / n:5.1f} us)  whole={whole} stretches={stretches}{plain}"
+        )
     print("same spans, old vs new fast segmenter:")
     a, b = segs.values()
     for label, caps in sets.items():
@@ -136,7 +159,9 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=Path("/work/shared/data"), help="calibration data folder")
     ap.add_argument("--perturbed", type=int, default=3000, help="captions with inserted hard spots")
     ap.add_argument("--spacy", action="store_true", help="also score the spacy segmenter")
-    ap.add_argument("--compare", metavar="REV", help="time the fast segmenter of git revision REV against the working tree")
+    ap.add_argument(
+        "--compare", metavar="REV", help="time the fast segmenter of git revision REV against the working tree"
+    )
     ap.add_argument("--repeats", type=int, default=7, help="repeats for --compare (best is kept)")
     args = ap.parse_args()
     if args.compare:

@@ -35,8 +35,11 @@ def make_data(tmp: Path, n: int) -> tuple[Path, Path]:
     from caption_debias.synth.world import write_world
 
     write_world(tmp / "world", n=n, seed=0)
-    prepare([tmp / "world" / "sharegpt4v.json"], tmp / "prepared",
-            PrepareOptions(format="sharegpt4v", image_root=str(tmp / "world"), quiet=True))
+    prepare(
+        [tmp / "world" / "sharegpt4v.json"],
+        tmp / "prepared",
+        PrepareOptions(format="sharegpt4v", image_root=str(tmp / "world"), quiet=True),
+    )
     return tmp / "prepared", tmp / "world"
 
 
@@ -45,10 +48,26 @@ def ours(recipe: str, data: Path, images: Path, out: Path, args, trim: bool) -> 
     from caption_debias.train.config import TrainConfig
     from caption_debias.train.loop import train
 
-    run = train(TrainConfig(data=str(data), image_root=str(images), out=str(out), model=args.model, recipe=recipe,
-                            batch_size=args.batch, max_steps=args.steps, log_every=WINDOW, checkpoint_every=10**9,
-                            cache_images=True, tensorboard=False, quiet=True, precision="fp32", lr=1e-5,
-                            warmup_steps=0, trim_padding=trim))
+    run = train(
+        TrainConfig(
+            data=str(data),
+            image_root=str(images),
+            out=str(out),
+            model=args.model,
+            recipe=recipe,
+            batch_size=args.batch,
+            max_steps=args.steps,
+            log_every=WINDOW,
+            checkpoint_every=10**9,
+            cache_images=True,
+            tensorboard=False,
+            quiet=True,
+            precision="fp32",
+            lr=1e-5,
+            warmup_steps=0,
+            trim_padding=trim,
+        )
+    )
     lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     # The first window includes the image cache fill and DataLoader start.
     rates = [d["images_per_s"] for d in lines[1:]] or [lines[-1]["images_per_s"]]
@@ -82,16 +101,16 @@ def plain(recipe: str, args, data: Path) -> float:
     loss_fn = open_clip.ClipLoss()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
     times = []
-    for step in range(args.steps):
+    for _ in range(args.steps):
         t = time.perf_counter()
         img_f, txt_f, scale = model(image, text)
-        loss = sum(loss_fn(img_f, txt_f[i * args.batch:(i + 1) * args.batch], scale) for i in range(texts))
+        loss = sum(loss_fn(img_f, txt_f[i * args.batch : (i + 1) * args.batch], scale) for i in range(texts))
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         times.append(time.perf_counter() - t)
-    windows = [sum(times[i:i + WINDOW]) / WINDOW for i in range(WINDOW, args.steps, WINDOW)]
+    windows = [sum(times[i : i + WINDOW]) / WINDOW for i in range(WINDOW, args.steps, WINDOW)]
     return statistics.median(windows or [statistics.median(times)])
 
 
@@ -108,23 +127,32 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         data, images = make_data(Path(tmp), max(args.batch * 4, 256))
-        print(f"model {args.model}, batch {args.batch}, {args.steps} steps x {args.repeats}, "
-              f"torch threads {torch.get_num_threads()}")
+        print(
+            f"model {args.model}, batch {args.batch}, {args.steps} steps x {args.repeats}, "
+            f"torch threads {torch.get_num_threads()}"
+        )
         for recipe in args.recipes.split(","):
             o, p, t = [], [], []
             for r in range(args.repeats):
                 # Alternate the order, so a load change on the shared machine does not favour one side.
-                pair = [lambda: p.append(plain(recipe, args, data)),
-                        lambda: o.append(ours(recipe, data, images, Path(tmp) / f"run_{recipe}_{r}", args, trim=False))]
-                for run_one in (pair if r % 2 == 0 else pair[::-1]):
+                pair = [
+                    lambda recipe=recipe, p=p: p.append(plain(recipe, args, data)),
+                    lambda recipe=recipe, o=o, r=r: o.append(
+                        ours(recipe, data, images, Path(tmp) / f"run_{recipe}_{r}", args, trim=False)
+                    ),
+                ]
+                for run_one in pair if r % 2 == 0 else pair[::-1]:
                     run_one()
                 if not args.skip_trim:
                     t.append(ours(recipe, data, images, Path(tmp) / f"trim_{recipe}_{r}", args, trim=True))
             po, pp = statistics.median(o), statistics.median(p)
             pt = statistics.median(t) if t else float("nan")
-            print(f"{recipe:9s} plain open_clip {pp * 1e3:7.1f} ms/step {[round(x * 1e3) for x in p]} | ours, full context {po * 1e3:7.1f} ms/step "
-                  f"{[round(x * 1e3) for x in o]} (overhead {100 * (po / pp - 1):+.1f}%) | ours, --trim-padding {pt * 1e3:7.1f} ms/step "
-                  f"({pp / pt:.2f}x plain)", flush=True)
+            print(
+                f"{recipe:9s} plain open_clip {pp * 1e3:7.1f} ms/step {[round(x * 1e3) for x in p]} | ours, full context {po * 1e3:7.1f} ms/step "
+                f"{[round(x * 1e3) for x in o]} (overhead {100 * (po / pp - 1):+.1f}%) | ours, --trim-padding {pt * 1e3:7.1f} ms/step "
+                f"({pp / pt:.2f}x plain)",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

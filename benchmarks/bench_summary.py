@@ -46,8 +46,9 @@ def top1_is_opening(scores: list[float]) -> bool:
 def _module_at(rev: str):
     """caption_debias/text/summary.py as of git revision `rev`, imported as a separate module."""
     root = Path(__file__).resolve().parents[1]
-    src = subprocess.run(["git", "show", f"{rev}:caption_debias/text/summary.py"], cwd=root, check=True,
-                         capture_output=True, text=True).stdout
+    src = subprocess.run(
+        ["git", "show", f"{rev}:caption_debias/text/summary.py"], cwd=root, check=True, capture_output=True, text=True
+    ).stdout
     path = Path(tempfile.mkdtemp()) / f"summary_{rev}.py"
     path.write_text(src, encoding="utf-8")
     spec = importlib.util.spec_from_file_location(f"summary_{rev}", path)
@@ -60,8 +61,8 @@ def speed(data: Path, base: str, repeats: int) -> None:
     import tracemalloc
 
     import pyarrow as pa
-
     from bench_prepare_rate import load_captions
+
     from caption_debias.text.segment import get_segmenter
 
     seg = get_segmenter("fast")
@@ -93,8 +94,10 @@ def speed(data: Path, base: str, repeats: int) -> None:
         mod.summary_scores_batch(chunk)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-        print(f"  {name:12s} peak on one pass of {len(chunk)} captions: {peak / 2**20:.1f} MiB Python/numpy, "
-              f"Arrow pool high-water (whole process so far) {(pool.max_memory() or 0) / 2**20:.1f} MiB")
+        print(
+            f"  {name:12s} peak on one pass of {len(chunk)} captions: {peak / 2**20:.1f} MiB Python/numpy, "
+            f"Arrow pool high-water (whole process so far) {(pool.max_memory() or 0) / 2**20:.1f} MiB"
+        )
 
 
 def main() -> None:
@@ -115,7 +118,6 @@ def main() -> None:
 
     rows = split_captions(load_calibration(args.data))
     hits = defaultdict(lambda: [0, 0])
-    heur = defaultdict(lambda: [0, 0])
     shuffled_same = 0
     rng = random.Random(0)
     for k in range(args.folds):
@@ -150,7 +152,9 @@ def main() -> None:
     synth = [caption_sentences(sc, wrng) for sc in sample_world(args.synth, seed=1)]
     synth = [s for s in synth if len(s) >= 2]
     ok = sum(top1_is_opening(summary.summary_scores(s)) for s in synth)
-    print(f"shipped model on synthetic shape-world captions (out of domain): {100 * ok / max(1, len(synth)):.1f}% ({ok}/{len(synth)})")
+    print(
+        f"shipped model on synthetic shape-world captions (out of domain): {100 * ok / max(1, len(synth)):.1f}% ({ok}/{len(synth)})"
+    )
     s_close = s_close_n = s_mid = s_mid_n = 0
     for s in synth:
         mask = summary.summary_mask(s, summary.summary_scores(s), "detect")

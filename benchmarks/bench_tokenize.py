@@ -59,16 +59,26 @@ def hf_full_tokenizer(vocab_path: str):
 
     from caption_debias.text.tokenize import SPECIAL_TOKENS, _bytes_to_unicode
 
-    merges = [tuple(m.split()) for m in gzip.open(vocab_path).read().decode("utf-8").split("\n")[1 : 49152 - 256 - 2 + 1]]
+    merges = [
+        tuple(m.split()) for m in gzip.open(vocab_path).read().decode("utf-8").split("\n")[1 : 49152 - 256 - 2 + 1]
+    ]
     chars = list(_bytes_to_unicode().values())
     vocab = chars + [c + "</w>" for c in chars] + ["".join(m) for m in merges] + list(SPECIAL_TOKENS)
-    tk = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(vocab)}, merges=merges, end_of_word_suffix="</w>",
-                              continuing_subword_prefix=""))
+    tk = Tokenizer(
+        models.BPE(
+            vocab={t: i for i, t in enumerate(vocab)},
+            merges=merges,
+            end_of_word_suffix="</w>",
+            continuing_subword_prefix="",
+        )
+    )
     pattern = r"""(?i)<start_of_text>|<end_of_text>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+"""
-    tk.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(pattern), behavior="removed", invert=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    tk.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(pattern), behavior="removed", invert=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     return tk
 
 
@@ -109,6 +119,7 @@ def main() -> None:
                 return cls()
             for c, s in pairs:
                 tok.encode_caption(c, s)
+
         return one
 
     new, old = ClipTokenizer(), PythonBPE()
@@ -138,31 +149,41 @@ def main() -> None:
         hf = None
     if hf is not None:
         cleaned = [[new.clean(c[s:e]) for s, e in sp] for c, sp in pairs]
-        assert [[e.ids for e in hf.encode_batch(x, add_special_tokens=False)] for x in cleaned] == \
-               [new.encode_caption(c, s)[0] for c, s in pairs]
+        assert [[e.ids for e in hf.encode_batch(x, add_special_tokens=False)] for x in cleaned] == [
+            new.encode_caption(c, s)[0] for c, s in pairs
+        ]
 
         def hf_pass(state):
             if state is None:
                 return hf_full_tokenizer(new.vocab_path)
-            for c, sents in zip(caps, cleaned):  # sentences only: no caption count, no cleaning timed
+            for sents in cleaned:  # sentences only: no caption count, no cleaning timed
                 [e.ids for e in state.encode_batch(sents, add_special_tokens=False)]
+
         results["hf-full"] = best_of(hf_pass, args.repeats)
 
     tokens = sum(n_tok - 2 for _, n_tok in (new.encode_caption(c, s) for c, s in pairs)) / n
-    print(f"{n} real long captions, {sum(len(s) for _, s in pairs) / n:.1f} sentences and {tokens:.0f} tokens per caption; "
-          f"CPU us per caption, best of {args.repeats}")
+    print(
+        f"{n} real long captions, {sum(len(s) for _, s in pairs) / n:.1f} sentences and {tokens:.0f} tokens per caption; "
+        f"CPU us per caption, best of {args.repeats}"
+    )
     for name, (cold, warm) in results.items():
         print(f"  {name:8s} cold {cold / n * 1e6:7.1f}   warm {warm / n * 1e6:7.1f}")
     (oc, ow), (nc, nw) = results["old"], results["new"]
     print(f"old / new: cold {oc / nc:.2f}x, warm {ow / nw:.2f}x")
     bc, bw = results["batch"]
-    print(f"new / batch: cold {nc / bc:.2f}x, warm {nw / bw:.2f}x ({sum(p is None for p in plan)} of {n} captions need ftfy)")
+    print(
+        f"new / batch: cold {nc / bc:.2f}x, warm {nw / bw:.2f}x ({sum(p is None for p in plan)} of {n} captions need ftfy)"
+    )
     if "hf-full" in results:
-        print(f"hf-full / new (sentences only for hf-full): cold {results['hf-full'][0] / nc:.2f}x, warm {results['hf-full'][1] / nw:.2f}x")
+        print(
+            f"hf-full / new (sentences only for hf-full): cold {results['hf-full'][0] / nc:.2f}x, warm {results['hf-full'][1] / nw:.2f}x"
+        )
     # bench_prepare_rate --rows 20000 --mix repeat: each caption once cold, then ~12.3 times warm
     reps = 20000 / n
-    print(f"as in bench_prepare_rate (20,000 rows, --mix repeat): old {(oc + (reps - 1) * ow) / 20000 * 1e6:.1f}, "
-          f"new {(nc + (reps - 1) * nw) / 20000 * 1e6:.1f} us per row")
+    print(
+        f"as in bench_prepare_rate (20,000 rows, --mix repeat): old {(oc + (reps - 1) * ow) / 20000 * 1e6:.1f}, "
+        f"new {(nc + (reps - 1) * nw) / 20000 * 1e6:.1f} us per row"
+    )
 
 
 if __name__ == "__main__":

@@ -21,12 +21,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--demo", type=Path, required=True, help="a `caption-debias demo --out` folder")
-    p.add_argument("--arm", choices=("longclip", "debias", "stage1"), required=True, help="stage1: evaluate the stage-1 run only")
+    p.add_argument(
+        "--arm", choices=("longclip", "debias", "stage1"), required=True, help="stage1: evaluate the stage-1 run only"
+    )
     p.add_argument("--out", type=Path, required=True, help="run folder for the fine-tune")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--lambda-s", type=float, default=0.1)
-    p.add_argument("--random-batches", action="store_true", help="fine-tune on random batches instead of whole hard-negative groups")
+    p.add_argument(
+        "--random-batches",
+        action="store_true",
+        help="fine-tune on random batches instead of whole hard-negative groups",
+    )
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()
 
@@ -42,17 +48,44 @@ def main() -> None:
     run = a.demo / "runs" / "stage1"
     if a.arm != "stage1":
         cfg = _train_config(
-            recipe=a.arm, model=str(run), out=str(a.out), context_length=248, lambda_short=a.lambda_s,
-            data=str(a.demo / "prepared" / "train"), image_root=str(a.demo / "world" / "train"), batch_size=64,
-            seed=a.seed, group_key=None if a.random_batches else "group", group_size=4, cache_images=True,
-            precision="fp32", tensorboard=False, quiet=True, workers=0, **_budget(a.steps, a.lr),
+            recipe=a.arm,
+            model=str(run),
+            out=str(a.out),
+            context_length=248,
+            lambda_short=a.lambda_s,
+            data=str(a.demo / "prepared" / "train"),
+            image_root=str(a.demo / "world" / "train"),
+            batch_size=64,
+            seed=a.seed,
+            group_key=None if a.random_batches else "group",
+            group_size=4,
+            cache_images=True,
+            precision="fp32",
+            tensorboard=False,
+            quiet=True,
+            workers=0,
+            **_budget(a.steps, a.lr),
         )
         run = Path(train(cfg.validate()))
-    scores = evaluate(load_model(str(run)), as_data(a.demo / "prepared" / "test", a.demo / "world" / "test"),
-                      variants=("keep", "remove", "move"), batch_size=256)
-    print(json.dumps({"arm": a.arm, "lr": a.lr, "steps": a.steps, "lambda_s": a.lambda_s, "random_batches": a.random_batches,
-                      **{v: scores[v]["t2i"]["r1"] for v in ("keep", "remove", "move")},
-                      "wall_s": round(time.perf_counter() - started)}))
+    scores = evaluate(
+        load_model(str(run)),
+        as_data(a.demo / "prepared" / "test", a.demo / "world" / "test"),
+        variants=("keep", "remove", "move"),
+        batch_size=256,
+    )
+    print(
+        json.dumps(
+            {
+                "arm": a.arm,
+                "lr": a.lr,
+                "steps": a.steps,
+                "lambda_s": a.lambda_s,
+                "random_batches": a.random_batches,
+                **{v: scores[v]["t2i"]["r1"] for v in ("keep", "remove", "move")},
+                "wall_s": round(time.perf_counter() - started),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

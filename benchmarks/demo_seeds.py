@@ -16,10 +16,14 @@ def row(results: dict) -> str:
     s = results["summary"]
     r1 = s["t2i_r1"]
     cells = [
-        str(results["config"]["seed"]), results["config"]["preset"],
+        str(results["config"]["seed"]),
+        results["config"]["preset"],
         *(f"{r1[m]['keep']:.1f} / {r1[m]['remove']:.1f}" for m in ("stage1", "longclip", "debias")),
-        f"{s['remove_drop']['longclip']:.1f}", f"{s['remove_drop']['debias']:.1f}",
-        f"{s['drop_gap']:+.1f}", f"{s['keep_gap']:+.1f}", "yes" if s["target_met"] else "no",
+        f"{s['remove_drop']['longclip']:.1f}",
+        f"{s['remove_drop']['debias']:.1f}",
+        f"{s['drop_gap']:+.1f}",
+        f"{s['keep_gap']:+.1f}",
+        "yes" if s["target_met"] else "no",
         f"{results['total_s']:.0f}",
     ]
     return "| " + " | ".join(cells) + " |"

@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from eval_fixtures import make_images  # noqa: E402
 
 from caption_debias.evaluate.benchmarks import RetrievalData  # noqa: E402
+from caption_debias.evaluate.metrics import retrieval_recall  # noqa: E402
 from caption_debias.evaluate.probe import FILLER_COUNTS, ORDER_VARIANTS, POSITION_VARIANTS, attention_by_position  # noqa: E402
 from caption_debias.evaluate.retrieval import encode_images, encode_texts, run_retrieval  # noqa: E402
-from caption_debias.evaluate.metrics import retrieval_recall  # noqa: E402
 from caption_debias.evaluate.variants import make_variant  # noqa: E402
 from caption_debias.model.load import load_model  # noqa: E402
 
@@ -63,13 +63,21 @@ def main() -> None:
         t_naive, t_once = best(naive, args.repeats), best(once, args.repeats)
         t_plain = best(lambda: encode_texts(loaded, texts), args.repeats)
         t_attn = best(lambda: attention_by_position(loaded, texts), args.repeats)
-    print(json.dumps({
-        "model": args.model, "images": args.images, "variants": len(variants),
-        "per_variant_images_s": round(t_naive, 3), "images_once_s": round(t_once, 3),
-        "speedup": round(t_naive / t_once, 2),
-        "text_pass_s": round(t_plain, 3), "attention_pass_s": round(t_attn, 3),
-        "attention_overhead": round(t_attn / t_plain, 2),
-    }))
+    print(
+        json.dumps(
+            {
+                "model": args.model,
+                "images": args.images,
+                "variants": len(variants),
+                "per_variant_images_s": round(t_naive, 3),
+                "images_once_s": round(t_once, 3),
+                "speedup": round(t_naive / t_once, 2),
+                "text_pass_s": round(t_plain, 3),
+                "attention_pass_s": round(t_attn, 3),
+                "attention_overhead": round(t_attn / t_plain, 2),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -47,10 +47,18 @@ def run(which: str) -> dict:
 def main() -> None:
     base, ours = run("baseline"), run("ours")
     assert base["result"] == ours["result"], "implementations disagree"
-    print(json.dumps({"baseline_s": round(base["s"], 2), "ours_s": round(ours["s"], 2),
-                      "speedup": round(base["s"] / ours["s"], 2),
-                      "baseline_extra_mib": round(base["extra_mib"]), "ours_extra_mib": round(ours["extra_mib"]),
-                      "memory_ratio": round(base["extra_mib"] / max(ours["extra_mib"], 1), 1)}))
+    print(
+        json.dumps(
+            {
+                "baseline_s": round(base["s"], 2),
+                "ours_s": round(ours["s"], 2),
+                "speedup": round(base["s"] / ours["s"], 2),
+                "baseline_extra_mib": round(base["extra_mib"]),
+                "ours_extra_mib": round(ours["extra_mib"]),
+                "memory_ratio": round(base["extra_mib"] / max(ours["extra_mib"], 1), 1),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ def plain_step_rate(model_name: str, batch: int, steps: int, device: str, amp: b
             t = time.perf_counter()
         with ctx():
             img_f, txt_f, scale = model(image, text)
-            loss = sum(loss_fn(img_f, txt_f[i * batch:(i + 1) * batch], scale) for i in range(texts))
+            loss = sum(loss_fn(img_f, txt_f[i * batch : (i + 1) * batch], scale) for i in range(texts))
         opt.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
         scaler.step(opt)
@@ -84,27 +84,54 @@ def main() -> None:
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
     image_size = 64 if args.smoke else 224
-    result = {"model": args.model, "batch": args.batch, "steps": args.steps, "device": torch.cuda.get_device_name() if cuda else "cpu",
-              "precision": "amp" if cuda else "fp32", "torch": torch.__version__, "images_per_s": {}}
+    result = {
+        "model": args.model,
+        "batch": args.batch,
+        "steps": args.steps,
+        "device": torch.cuda.get_device_name() if cuda else "cpu",
+        "precision": "amp" if cuda else "fp32",
+        "torch": torch.__version__,
+        "images_per_s": {},
+    }
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         t = time.perf_counter()
         write_world(tmp / "world", n=max(2 * args.batch, 64), seed=0, image_size=image_size)
-        prepare([tmp / "world" / "sharegpt4v.json"], tmp / "prepared",
-                PrepareOptions(format="sharegpt4v", image_root=str(tmp / "world"), quiet=True, workers=4))
+        prepare(
+            [tmp / "world" / "sharegpt4v.json"],
+            tmp / "prepared",
+            PrepareOptions(format="sharegpt4v", image_root=str(tmp / "world"), quiet=True, workers=4),
+        )
         result["data_setup_s"] = round(time.perf_counter() - t, 1)
         for recipe in ("debias", "longclip", "clip", "short"):
-            run = train(TrainConfig(data=str(tmp / "prepared"), image_root=str(tmp / "world"), out=str(tmp / recipe),
-                                    model=args.model, recipe=recipe, batch_size=args.batch, max_steps=args.steps,
-                                    log_every=10 if args.steps >= 20 else 1, checkpoint_every=10**9,
-                                    precision="amp" if cuda else "fp32", workers=args.workers,
-                                    tensorboard=False, quiet=True, warmup_steps=0, cache_images=True))
+            run = train(
+                TrainConfig(
+                    data=str(tmp / "prepared"),
+                    image_root=str(tmp / "world"),
+                    out=str(tmp / recipe),
+                    model=args.model,
+                    recipe=recipe,
+                    batch_size=args.batch,
+                    max_steps=args.steps,
+                    log_every=10 if args.steps >= 20 else 1,
+                    checkpoint_every=10**9,
+                    precision="amp" if cuda else "fp32",
+                    workers=args.workers,
+                    tensorboard=False,
+                    quiet=True,
+                    warmup_steps=0,
+                    cache_images=True,
+                )
+            )
             lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
             rates = [d["images_per_s"] for d in lines[1:]] or [lines[-1]["images_per_s"]]  # first window: warm-up
             result["images_per_s"][recipe] = round(sorted(rates)[len(rates) // 2], 1)
             print(recipe, result["images_per_s"][recipe], flush=True)
-        for name, texts, ctx in (("plain_open_clip_77", 1, 77), ("plain_open_clip_248", 1, 248),
-                                 ("plain_open_clip_248x2", 2, 248)):
+        for name, texts, ctx in (
+            ("plain_open_clip_77", 1, 77),
+            ("plain_open_clip_248", 1, 248),
+            ("plain_open_clip_248x2", 2, 248),
+        ):
             rate = plain_step_rate(args.model, args.batch, args.steps, device, cuda, texts, ctx)
             result["images_per_s"][name] = round(rate, 1)
             print(name, result["images_per_s"][name], flush=True)

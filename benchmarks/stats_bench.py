@@ -76,8 +76,14 @@ def pool_captions(limit: int) -> list[str]:
         return captions[:limit]
     rng = random.Random(0)
     things = ["a red bus", "two dogs", "an old bridge", "a bowl of fruit", "a crowded market", "a lighthouse"]
-    details = ["The sky is pale blue.", "Shadows fall to the left.", "A man in a grey coat walks past.",
-               "The water is calm and dark.", "Leaves cover the ground.", "A sign reads OPEN in red letters."]
+    details = [
+        "The sky is pale blue.",
+        "Shadows fall to the left.",
+        "A man in a grey coat walks past.",
+        "The water is calm and dark.",
+        "Leaves cover the ground.",
+        "A sign reads OPEN in red letters.",
+    ]
     return [
         f"The image shows {rng.choice(things)} in the afternoon light. "
         + " ".join(rng.choice(details) for _ in range(rng.randint(1, 12)))
@@ -119,9 +125,14 @@ def build_big(work: Path, rows: int) -> Path:
         pq.write_table(table, path, compression="zstd", row_group_size=8192, use_dictionary=False)
         shards.append({"path": f"shards/{path.name}", "rows": count, "sha256": "0" * 64})
     manifest = {
-        "schema_version": 1, "complete": True,
+        "schema_version": 1,
+        "complete": True,
         "counts": {"read": rows, "written": rows, "rejected": 0, "rejects_by_reason": {}},
-        "inputs": [], "shards": shards, "options": {}, "tokenizer": {}, "segmenter": {},
+        "inputs": [],
+        "shards": shards,
+        "options": {},
+        "tokenizer": {},
+        "segmenter": {},
         "toolkit_version": "benchmark",
     }
     (out / "manifest.json").write_text(json.dumps(manifest))
@@ -148,7 +159,11 @@ def main() -> None:
     t0 = time.perf_counter()
     big = args.work / "big"
     manifest = big / "manifest.json"
-    if not (args.reuse and manifest.is_file() and sum(s["rows"] for s in json.loads(manifest.read_text())["shards"]) == args.rows):
+    if not (
+        args.reuse
+        and manifest.is_file()
+        and sum(s["rows"] for s in json.loads(manifest.read_text())["shards"]) == args.rows
+    ):
         big = build_big(args.work, args.rows)
     size = sum(p.stat().st_size for p in (big / "shards").iterdir())
     print(f"generated {args.rows:,} rows, {size / 2**20:,.0f} MiB of shards in {time.perf_counter() - t0:.0f} s")
@@ -167,8 +182,10 @@ def main() -> None:
         print(f"| {mode} | {r['records']:,} | {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {r['peak_mib']:,.0f} |")
     if "eager" in results:
         lazy, eager = results["lazy"], results["eager"]
-        print(f"lazy/eager: wall {lazy['seconds'] / eager['seconds']:.2f}x, CPU {lazy['cpu_seconds'] / eager['cpu_seconds']:.2f}x, "
-              f"peak memory {lazy['peak_mib'] / eager['peak_mib']:.2f}x")
+        print(
+            f"lazy/eager: wall {lazy['seconds'] / eager['seconds']:.2f}x, CPU {lazy['cpu_seconds'] / eager['cpu_seconds']:.2f}x, "
+            f"peak memory {lazy['peak_mib'] / eager['peak_mib']:.2f}x"
+        )
     print(json.dumps(results))
 
 

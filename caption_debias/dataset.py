@@ -57,7 +57,9 @@ class PreparedDataset:
 
     def iter_batches(self, columns: Sequence[str] | None = None, batch_size: int = 4096) -> Iterator[pa.RecordBatch]:
         for path in self.shard_paths:
-            yield from pq.ParquetFile(path).iter_batches(batch_size=batch_size, columns=list(columns) if columns else None)
+            yield from pq.ParquetFile(path).iter_batches(
+                batch_size=batch_size, columns=list(columns) if columns else None
+            )
 
     def scan(self):
         """A polars LazyFrame over every shard (lazy: memory stays bounded for large sets)."""

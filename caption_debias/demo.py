@@ -63,8 +63,15 @@ def preset(name: str, out: Path, seed: int = 0) -> DemoConfig:
         return DemoConfig(out=Path(out), seed=seed, preset=name)
     if name == "quick":
         return DemoConfig(
-            out=Path(out), seed=seed, preset=name, model="tiny", train_images=800, test_images=200,
-            stage1_steps=100, finetune_steps=50, batch_size=32,
+            out=Path(out),
+            seed=seed,
+            preset=name,
+            model="tiny",
+            train_images=800,
+            test_images=200,
+            stage1_steps=100,
+            finetune_steps=50,
+            batch_size=32,
         )
     raise UserError(f"unknown demo preset {name!r} (full or quick)")
 
@@ -166,14 +173,21 @@ def _run_demo(cfg: DemoConfig, quiet: bool, on_table: Callable[[str], None] | No
     prepared = {split: out / "prepared" / split for split in ("train", "test")}
     runs = {name: out / "runs" / name for name in ("stage1", *ARMS)}
     started = time.perf_counter()
-    results: dict[str, Any] = {"config": {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(cfg).items()}}
+    results: dict[str, Any] = {
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(cfg).items()}
+    }
 
     with _Progress(quiet) as progress:
         with progress.stage("synth", f"{cfg.train_images} train + {cfg.test_images} test scenes"):
             results["worlds"] = {
                 split: write_world(
-                    worlds[split], n, cfg.seed, image_size=cfg.image_size, split=split,
-                    group_size=cfg.group_size, overwrite=True,
+                    worlds[split],
+                    n,
+                    cfg.seed,
+                    image_size=cfg.image_size,
+                    split=split,
+                    group_size=cfg.group_size,
+                    overwrite=True,
                 )
                 for split, n in (("train", cfg.train_images), ("test", cfg.test_images))
             }
@@ -182,24 +196,43 @@ def _run_demo(cfg: DemoConfig, quiet: bool, on_table: Callable[[str], None] | No
             results["prepare"] = {}
             for split in ("train", "test"):
                 options = PrepareOptions(
-                    format="sharegpt4v", image_root=str(worlds[split]), split=split,
-                    overwrite=True, quiet=True, workers=cfg.workers,
+                    format="sharegpt4v",
+                    image_root=str(worlds[split]),
+                    split=split,
+                    overwrite=True,
+                    quiet=True,
+                    workers=cfg.workers,
                 )
                 manifest = prepare([worlds[split] / "sharegpt4v.json"], prepared[split], options)
-                results["prepare"][split] = {k: manifest.get(k) for k in ("counts", "rows", "rejected") if k in manifest}
+                results["prepare"][split] = {
+                    k: manifest.get(k) for k in ("counts", "rows", "rejected") if k in manifest
+                }
 
         with progress.stage("stats", "caption structure of both worlds"):
             results["stats"] = compute_stats([prepared["train"], prepared["test"]])
 
         common = dict(
-            data=str(prepared["train"]), image_root=str(worlds["train"]), batch_size=cfg.batch_size,
-            seed=cfg.seed, group_size=cfg.group_size, cache_images=True,
-            precision="fp32", tensorboard=False, quiet=True, workers=0, **cfg.extra_train,
+            data=str(prepared["train"]),
+            image_root=str(worlds["train"]),
+            batch_size=cfg.batch_size,
+            seed=cfg.seed,
+            group_size=cfg.group_size,
+            cache_images=True,
+            precision="fp32",
+            tensorboard=False,
+            quiet=True,
+            workers=0,
+            **cfg.extra_train,
         )
         with progress.stage("stage1", f"`short` pretraining of {cfg.model} at 77, {cfg.stage1_steps} steps"):
             stage1 = _train_library(
-                recipe="short", model=cfg.model, out=str(runs["stage1"]), context_length=77,
-                group_key="group" if cfg.stage1_groups else None, **_budget(cfg.stage1_steps, cfg.stage1_lr), **common,
+                recipe="short",
+                model=cfg.model,
+                out=str(runs["stage1"]),
+                context_length=77,
+                group_key="group" if cfg.stage1_groups else None,
+                **_budget(cfg.stage1_steps, cfg.stage1_lr),
+                **common,
             )
 
         with progress.stage("stretch", f"positions 77 -> {cfg.context_length} (knowledge-preserved)"):
@@ -208,14 +241,20 @@ def _run_demo(cfg: DemoConfig, quiet: bool, on_table: Callable[[str], None] | No
         for arm in ARMS:
             with progress.stage(arm, f"`{arm}` fine-tune from stage 1, {cfg.finetune_steps} steps"):
                 _train_library(
-                    recipe=arm, model=str(stage1), out=str(runs[arm]), context_length=cfg.context_length,
-                    group_key="group" if cfg.finetune_groups else None, lambda_short=cfg.lambda_s,
-                    **_budget(cfg.finetune_steps, cfg.finetune_lr), **common,
+                    recipe=arm,
+                    model=str(stage1),
+                    out=str(runs[arm]),
+                    context_length=cfg.context_length,
+                    group_key="group" if cfg.finetune_groups else None,
+                    lambda_short=cfg.lambda_s,
+                    **_budget(cfg.finetune_steps, cfg.finetune_lr),
+                    **common,
                 )
 
         with progress.stage("evaluate", f"retrieval {', '.join(VARIANTS)} + probe on the test world"):
-            results["eval"], results["probe"] = _evaluate(cfg, {"stage1": stage1, **{a: runs[a] for a in ARMS}},
-                                                          prepared["test"], worlds["test"], out / "probe")
+            results["eval"], results["probe"] = _evaluate(
+                cfg, {"stage1": stage1, **{a: runs[a] for a in ARMS}}, prepared["test"], worlds["test"], out / "probe"
+            )
 
         with progress.stage("report", "results.json, report.html"):
             results["curves"] = {name: _read_metrics(run) for name, run in runs.items()}
@@ -234,8 +273,14 @@ def _run_demo(cfg: DemoConfig, quiet: bool, on_table: Callable[[str], None] | No
 
 def _budget(steps: int, lr: float) -> dict[str, Any]:
     """Steps, peak lr, a 10% warm-up (the paper's 200 steps would be most of a demo run), logging."""
-    return dict(max_steps=steps, lr=lr, warmup_steps=steps // 10, log_every=max(1, steps // 30),
-                checkpoint_every=steps, keep_checkpoints=1)
+    return dict(
+        max_steps=steps,
+        lr=lr,
+        warmup_steps=steps // 10,
+        log_every=max(1, steps // 30),
+        checkpoint_every=steps,
+        keep_checkpoints=1,
+    )
 
 
 def _train_library(**wanted: Any) -> Path:
@@ -276,6 +321,7 @@ def _evaluate(cfg: DemoConfig, models: dict[str, Path], prepared: Path, image_ro
 
 def summarise(scores: dict[str, Any]) -> dict[str, Any]:
     """The issue's target: t2i R@1 cost of removing the summary, per arm, and the gap between arms."""
+
     def r1(model: str, variant: str) -> float:
         return float(scores[model][variant]["t2i"]["r1"])
 
@@ -285,7 +331,9 @@ def summarise(scores: dict[str, Any]) -> dict[str, Any]:
         "remove_drop": drop,
         "drop_gap": round(drop["longclip"] - drop["debias"], 2),  # target >= 5
         "keep_gap": round(r1("debias", "keep") - r1("longclip", "keep"), 2),  # target >= -2
-        "target_met": bool(drop["longclip"] - drop["debias"] >= 5 and r1("debias", "keep") - r1("longclip", "keep") >= -2),
+        "target_met": bool(
+            drop["longclip"] - drop["debias"] >= 5 and r1("debias", "keep") - r1("longclip", "keep") >= -2
+        ),
     }
 
 
@@ -307,10 +355,10 @@ def terminal_table(results: dict[str, Any]) -> str:
     console = Console(file=buf, width=100, color_system=None)
     console.print(table)
     console.print(
-            f"removing the summary costs longclip {summary['remove_drop']['longclip']:.1f} points, "
-            f"debias {summary['remove_drop']['debias']:.1f} (gap {summary['drop_gap']:.1f}, target >= 5); "
-            f"debias - longclip on keep {summary['keep_gap']:+.1f} (target >= -2); "
-            f"total {results['total_s']:.0f} s"
+        f"removing the summary costs longclip {summary['remove_drop']['longclip']:.1f} points, "
+        f"debias {summary['remove_drop']['debias']:.1f} (gap {summary['drop_gap']:.1f}, target >= 5); "
+        f"debias - longclip on keep {summary['keep_gap']:+.1f} (target >= -2); "
+        f"total {results['total_s']:.0f} s"
     )
     return buf.getvalue()
 
@@ -344,25 +392,28 @@ def write_report(results: dict[str, Any], path: Path, probe_dir: Path) -> None:
     """One self-contained HTML page: stats, loss curves, the recall table, the probe's plots."""
     summary = results["summary"]
     rows = "".join(
-        f"<tr><td>{html.escape(m)}</td>" + "".join(f"<td>{r[v]:.1f}</td>" for v in VARIANTS)
+        f"<tr><td>{html.escape(m)}</td>"
+        + "".join(f"<td>{r[v]:.1f}</td>" for v in VARIANTS)
         + f"<td>{r['keep'] - r['remove']:.1f}</td></tr>"
         for m, r in summary["t2i_r1"].items()
     )
     head = "".join(f"<th>{html.escape(v)}</th>" for v in VARIANTS)
-    plots = "".join(f"<h3>{html.escape(p.stem)}</h3>{_img(p.read_bytes(), p.stem)}" for p in sorted(probe_dir.glob("*.png")))
+    plots = "".join(
+        f"<h3>{html.escape(p.stem)}</h3>{_img(p.read_bytes(), p.stem)}" for p in sorted(probe_dir.glob("*.png"))
+    )
     verdict = "met" if summary["target_met"] else "not met"
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>caption-debias demo</title>
 <style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}td,th{{padding:.2em .6em;text-align:right}}
 td:first-child{{text-align:left}}pre{{background:#f4f4f4;padding:1em;overflow:auto}}</style></head><body>
-<h1>caption-debias demo (seed {results['config']['seed']}, preset {html.escape(results['config']['preset'])})</h1>
+<h1>caption-debias demo (seed {results["config"]["seed"]}, preset {html.escape(results["config"]["preset"])})</h1>
 <h2>Retrieval, text-to-image R@1 (%)</h2>
 <table><tr><th>model</th>{head}<th>keep - remove</th></tr>{rows}</table>
-<p>Removing the summary costs <b>longclip {summary['remove_drop']['longclip']:.1f}</b> and
-<b>debias {summary['remove_drop']['debias']:.1f}</b> points (gap {summary['drop_gap']:.1f}; target at least 5);
-debias minus longclip on full captions {summary['keep_gap']:+.1f} (target at least -2): target {verdict} on this seed.</p>
-<h2>Loss curves</h2>{_img(_loss_curves_png(results['curves']), 'loss curves')}
-<h2>Probe</h2>{plots or '<p>(the probe wrote no plots)</p>'}
-<h2>Dataset statistics</h2><pre>{html.escape(json.dumps(results['stats'], indent=1, default=str)[:20000])}</pre>
-<h2>Full results</h2><pre>{html.escape(json.dumps({k: results[k] for k in ('eval', 'timings_s', 'total_s', 'config')}, indent=1, default=str))}</pre>
+<p>Removing the summary costs <b>longclip {summary["remove_drop"]["longclip"]:.1f}</b> and
+<b>debias {summary["remove_drop"]["debias"]:.1f}</b> points (gap {summary["drop_gap"]:.1f}; target at least 5);
+debias minus longclip on full captions {summary["keep_gap"]:+.1f} (target at least -2): target {verdict} on this seed.</p>
+<h2>Loss curves</h2>{_img(_loss_curves_png(results["curves"]), "loss curves")}
+<h2>Probe</h2>{plots or "<p>(the probe wrote no plots)</p>"}
+<h2>Dataset statistics</h2><pre>{html.escape(json.dumps(results["stats"], indent=1, default=str)[:20000])}</pre>
+<h2>Full results</h2><pre>{html.escape(json.dumps({k: results[k] for k in ("eval", "timings_s", "total_s", "config")}, indent=1, default=str))}</pre>
 </body></html>"""
     path.write_text(page, "utf-8")

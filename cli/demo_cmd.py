@@ -8,7 +8,9 @@ import typer
 
 
 def demo(
-    out: Path = typer.Option(Path("demo-out"), "--out", help="Folder for worlds, shards, runs, results.json and report.html."),
+    out: Path = typer.Option(
+        Path("demo-out"), "--out", help="Folder for worlds, shards, runs, results.json and report.html."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the worlds and of every training run."),
     quick: bool = typer.Option(False, "--quick", help="Smaller worlds and budgets: under 3 minutes on 2 cores."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress display (the final table is still printed)."),

@@ -7,6 +7,7 @@ Command modules import the library inside their functions, so `--help` stays fas
 from __future__ import annotations
 
 import sys
+
 import typer
 
 from caption_debias import __version__

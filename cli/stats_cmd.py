@@ -15,11 +15,20 @@ class By(str, Enum):
 
 
 def stats(
-    folders: List[Path] = typer.Argument(..., help="Prepared folders (output of `caption-debias prepare`); several are compared side by side."),
-    report: Optional[Path] = typer.Option(None, "--report", "-r", help="Folder to write stats.json, report.md, report.html and plots/ into (created if missing)."),
+    folders: List[Path] = typer.Argument(
+        ..., help="Prepared folders (output of `caption-debias prepare`); several are compared side by side."
+    ),
+    report: Optional[Path] = typer.Option(
+        None,
+        "--report",
+        "-r",
+        help="Folder to write stats.json, report.md, report.html and plots/ into (created if missing).",
+    ),
     by: Optional[By] = typer.Option(None, "--by", help="Also give every figure per source reader or per split."),
     top: int = typer.Option(15, "--top", min=1, help="How many of the most common opening phrases to keep per group."),
-    phrase_words: int = typer.Option(3, "--phrase-words", min=1, help="Opening phrase = this many lowercased words of the first sentence."),
+    phrase_words: int = typer.Option(
+        3, "--phrase-words", min=1, help="Opening phrase = this many lowercased words of the first sentence."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the table on the terminal."),
 ) -> None:
     """Caption lengths against CLIP's 77 and Long-CLIP's 248 tokens, sentences per caption,

@@ -12,20 +12,40 @@ import typer
 def urls(
     prepared: Path = typer.Argument(..., help="Prepared folder (output of `caption-debias prepare`)."),
     to: Path = typer.Option(..., "--to", help="URL list to write, LIST.parquet (columns caption_key, url, caption)."),
-    images: Optional[Path] = typer.Option(None, "--images", help="Folder img2dataset should download into (for the printed command; default LIST_images)."),
+    images: Optional[Path] = typer.Option(
+        None, "--images", help="Folder img2dataset should download into (for the printed command; default LIST_images)."
+    ),
     image_size: int = typer.Option(256, "--image-size", help="--image_size for img2dataset (keep_ratio resize)."),
     processes: int = typer.Option(8, "--processes", help="--processes_count for img2dataset."),
     threads: int = typer.Option(64, "--threads", help="--thread_count for img2dataset."),
-    strip: str = typer.Option("none", "--strip", help="Caption img2dataset stores as KEY.txt: none (as prepared), summary or opening (sentences dropped as in export-captions)."),
+    strip: str = typer.Option(
+        "none",
+        "--strip",
+        help="Caption img2dataset stores as KEY.txt: none (as prepared), summary or opening (sentences dropped as in export-captions).",
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace LIST if it exists."),
 ) -> None:
     """Write an img2dataset-ready URL list from prepared shards and print the img2dataset command."""
     from caption_debias.export.urls import write_url_list
 
-    result = write_url_list(prepared, to, images=images, image_size=image_size, processes=processes,
-                            threads=threads, strip=strip, overwrite=overwrite)
-    typer.echo(f"wrote {result['rows']} URLs to {result['path']}"
-               + (f" ({result['skipped_not_url']} rows with file paths, not URLs, left out)" if result["skipped_not_url"] else ""))
+    result = write_url_list(
+        prepared,
+        to,
+        images=images,
+        image_size=image_size,
+        processes=processes,
+        threads=threads,
+        strip=strip,
+        overwrite=overwrite,
+    )
+    typer.echo(
+        f"wrote {result['rows']} URLs to {result['path']}"
+        + (
+            f" ({result['skipped_not_url']} rows with file paths, not URLs, left out)"
+            if result["skipped_not_url"]
+            else ""
+        )
+    )
     typer.echo("download the images with:")
     typer.echo(result["command"])
     typer.echo(f"then train on them: caption-debias train {prepared} --image-root {result['images']} --out RUN ...")
@@ -34,17 +54,42 @@ def urls(
 def export_captions(
     prepared: Path = typer.Argument(..., help="Prepared folder (output of `caption-debias prepare`)."),
     to: Path = typer.Option(..., "--to", help="File to write (.csv/.tsv, .jsonl or .parquet)."),
-    fmt: Optional[str] = typer.Option(None, "--format", help="open_clip-csv (tab-separated filepath/title), jsonl or parquet; default from --to's suffix."),
-    strip: str = typer.Option("summary", "--strip", help="Sentences to drop: summary (flagged by prepare's --summary rule), opening (the first), none."),
-    augment: str = typer.Option("none", "--augment", help="none, or debias: K sub-sampled variants per image of the sentences left after --strip."),
+    fmt: Optional[str] = typer.Option(
+        None,
+        "--format",
+        help="open_clip-csv (tab-separated filepath/title), jsonl or parquet; default from --to's suffix.",
+    ),
+    strip: str = typer.Option(
+        "summary",
+        "--strip",
+        help="Sentences to drop: summary (flagged by prepare's --summary rule), opening (the first), none.",
+    ),
+    augment: str = typer.Option(
+        "none",
+        "--augment",
+        help="none, or debias: K sub-sampled variants per image of the sentences left after --strip.",
+    ),
     copies: int = typer.Option(1, "--copies", help="Variants per image with --augment debias (K)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of --augment debias; each row's draw depends only on (seed, key)."),
-    image_root: Optional[Path] = typer.Option(None, "--image-root", help="Prefix for image paths that are not URLs (open_clip reads filepath as given)."),
+    seed: int = typer.Option(
+        0, "--seed", help="Seed of --augment debias; each row's draw depends only on (seed, key)."
+    ),
+    image_root: Optional[Path] = typer.Option(
+        None, "--image-root", help="Prefix for image paths that are not URLs (open_clip reads filepath as given)."
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace FILE if it exists."),
 ) -> None:
     """Export captions, summary-stripped or DeBias-augmented, in layouts other trainers read."""
     from caption_debias.export.captions import export_captions as run
 
-    result = run(prepared, to, fmt=fmt, strip=strip, augment=augment, copies=copies, seed=seed,
-                 image_root=image_root, overwrite=overwrite)
+    result = run(
+        prepared,
+        to,
+        fmt=fmt,
+        strip=strip,
+        augment=augment,
+        copies=copies,
+        seed=seed,
+        image_root=image_root,
+        overwrite=overwrite,
+    )
     typer.echo(json.dumps(result))

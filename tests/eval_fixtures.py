@@ -7,8 +7,16 @@ import random
 from pathlib import Path
 
 COLOURS = ["red", "green", "blue", "yellow", "purple", "orange", "white", "black"]
-RGB = {"red": (220, 40, 40), "green": (40, 180, 60), "blue": (40, 80, 230), "yellow": (240, 220, 40),
-       "purple": (150, 50, 200), "orange": (250, 140, 20), "white": (245, 245, 245), "black": (20, 20, 20)}
+RGB = {
+    "red": (220, 40, 40),
+    "green": (40, 180, 60),
+    "blue": (40, 80, 230),
+    "yellow": (240, 220, 40),
+    "purple": (150, 50, 200),
+    "orange": (250, 140, 20),
+    "white": (245, 245, 245),
+    "black": (20, 20, 20),
+}
 
 
 def make_images(root: Path, n: int, seed: int = 0, size: int = 64) -> list[tuple[str, list[str]]]:
@@ -25,10 +33,12 @@ def make_images(root: Path, n: int, seed: int = 0, size: int = 64) -> list[tuple
         ImageDraw.Draw(im).rectangle([x, y, x + size // 3, y + size // 3], fill=RGB[fg])
         rel = f"img/{i:03d}.png"
         im.save(root / rel)
-        sents = [f"The image shows a {fg} square on a {bg} background.",
-                 f"The square sits {x} pixels from the left.",
-                 f"It is {y} pixels from the top.",
-                 f"Scene number {i} is plain."]
+        sents = [
+            f"The image shows a {fg} square on a {bg} background.",
+            f"The square sits {x} pixels from the left.",
+            f"It is {y} pixels from the top.",
+            f"Scene number {i} is plain.",
+        ]
         if i % 2:
             sents.append("Nothing else is visible.")
         out.append((rel, sents))
@@ -41,7 +51,9 @@ def write_prepared(folder: Path, rows: list[tuple[str, list[str]]], image_root: 
     from caption_debias.prepare.run import prepare
 
     table = folder.with_name(folder.name + ".jsonl")
-    table.write_text("".join(json.dumps({"image": image, "caption": " ".join(sents)}) + "\n" for image, sents in rows), "utf-8")
+    table.write_text(
+        "".join(json.dumps({"image": image, "caption": " ".join(sents)}) + "\n" for image, sents in rows), "utf-8"
+    )
     options = PrepareOptions(format="table", image_root=str(image_root) if image_root else None, quiet=True)
     manifest = prepare([table], folder, options)
     assert manifest["counts"]["written"] == len(rows), manifest["counts"]

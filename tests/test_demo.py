@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from caption_debias.errors import UserError
 
 TINY = dict(
-    model="tiny", train_images=48, test_images=24, group_size=4, batch_size=16,
-    stage1_steps=4, finetune_steps=3, eval_batch_size=32, image_size=64,
+    model="tiny",
+    train_images=48,
+    test_images=24,
+    group_size=4,
+    batch_size=16,
+    stage1_steps=4,
+    finetune_steps=3,
+    eval_batch_size=32,
+    image_size=64,
 )
 
 
@@ -33,7 +39,16 @@ def test_artifacts_exist_and_agree(demo_run):
     for needle in ("text-to-image R@1", "Loss curves", "Dataset statistics", "data:image/png;base64,"):
         assert needle in page
     assert len(tables) == 1 and "longclip" in tables[0] and "debias" in tables[0]
-    assert set(results["timings_s"]) >= {"synth", "prepare", "stats", "stage1", "stretch", "longclip", "debias", "evaluate"}
+    assert set(results["timings_s"]) >= {
+        "synth",
+        "prepare",
+        "stats",
+        "stage1",
+        "stretch",
+        "longclip",
+        "debias",
+        "evaluate",
+    }
 
 
 def test_counts_reconcile_through_prepare(demo_run):
@@ -50,14 +65,20 @@ def test_counts_reconcile_through_prepare(demo_run):
 def test_numbers_come_from_real_runs(demo_run):
     out, results, _ = demo_run
     # Each run trained its own budget and logged it.
-    for name, steps in (("stage1", TINY["stage1_steps"]), ("longclip", TINY["finetune_steps"]), ("debias", TINY["finetune_steps"])):
+    for name, steps in (
+        ("stage1", TINY["stage1_steps"]),
+        ("longclip", TINY["finetune_steps"]),
+        ("debias", TINY["finetune_steps"]),
+    ):
         curve = results["curves"][name]
         assert curve and max(r["step"] for r in curve if "step" in r) >= steps - 1, name
         assert all(r["loss"] == r["loss"] for r in curve if "loss" in r)  # no NaN
     assert results["stretch"] == {"from": 77, "to": 248, "head_kept": True}
     # Stage 1 batches are whole hard-negative groups; the fine-tunes draw random batches.
-    group_keys = {name: json.loads((out / "runs" / name / "config.json").read_text("utf-8"))["config"]["group_key"]
-                  for name in ("stage1", "longclip", "debias")}
+    group_keys = {
+        name: json.loads((out / "runs" / name / "config.json").read_text("utf-8"))["config"]["group_key"]
+        for name in ("stage1", "longclip", "debias")
+    }
     assert group_keys == {"stage1": "group", "longclip": None, "debias": None}
     # The summary is computed from the eval tables, not written by hand.
     ev = results["eval"]
@@ -67,7 +88,9 @@ def test_numbers_come_from_real_runs(demo_run):
             assert 0.0 <= r1 <= 100.0
             assert results["summary"]["t2i_r1"][model][variant] == r1
     drop = results["summary"]["remove_drop"]
-    assert drop["longclip"] == pytest.approx(ev["longclip"]["keep"]["t2i"]["r1"] - ev["longclip"]["remove"]["t2i"]["r1"], abs=0.01)
+    assert drop["longclip"] == pytest.approx(
+        ev["longclip"]["keep"]["t2i"]["r1"] - ev["longclip"]["remove"]["t2i"]["r1"], abs=0.01
+    )
     # Different recipes from the same start end in different weights, so the fine-tuned models differ.
     from caption_debias.model.load import load_model
 

@@ -29,8 +29,16 @@ def test_urban1k_orders_numerically_and_pairs_by_stem(tmp_path):
 
 
 def test_docci_reads_only_the_test_split(tmp_path):
-    rows = [{"example_id": f"{s}_{i:05d}", "split": s, "image_file": f"{s}_{i:05d}.jpg",
-             "description": f"A {s} photo {i}. It has details."} for s in ("train", "test") for i in range(3)]
+    rows = [
+        {
+            "example_id": f"{s}_{i:05d}",
+            "split": s,
+            "image_file": f"{s}_{i:05d}.jpg",
+            "description": f"A {s} photo {i}. It has details.",
+        }
+        for s in ("train", "test")
+        for i in range(3)
+    ]
     (tmp_path / "docci_descriptions.jsonlines").write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
     data = load_benchmark("docci", tmp_path)
     assert [p.name for p in data.images] == ["test_00000.jpg", "test_00001.jpg", "test_00002.jpg"]
@@ -44,8 +52,13 @@ def _dci(tmp_path: Path) -> Path:
     names = {"train": ["a-data.json", "b-data.json"], "valid": ["c-data.json"], "test": []}
     extras = {"a": "The left side has a tree. A dog sleeps.", "b": "", "c": "Clouds cover the sky."}
     for key, extra in extras.items():
-        ann = {"image": f"sa_{key}.jpg", "short_caption": f"Photo {key} outdoors.", "extra_caption": extra,
-               "mask_data": {}, "mask_keys": []}
+        ann = {
+            "image": f"sa_{key}.jpg",
+            "short_caption": f"Photo {key} outdoors.",
+            "extra_caption": extra,
+            "mask_data": {},
+            "mask_keys": [],
+        }
         (root / "annotations" / f"{key}-data.json").write_text(json.dumps(ann), "utf-8")
     (root / "splits.json").write_text(json.dumps(names), "utf-8")
     return root
@@ -66,9 +79,14 @@ def test_long_dci_keeps_extra_caption_only_and_skips_empty(tmp_path):
 
 
 def test_coco_groups_all_captions_of_an_image(tmp_path):
-    doc = {"images": [{"id": 7, "file_name": "000007.jpg"}, {"id": 3, "file_name": "000003.jpg"}],
-           "annotations": [{"id": 1, "image_id": 7, "caption": "A dog. "}, {"id": 2, "image_id": 3, "caption": "A cat."},
-                           {"id": 3, "image_id": 7, "caption": "A brown dog."}]}
+    doc = {
+        "images": [{"id": 7, "file_name": "000007.jpg"}, {"id": 3, "file_name": "000003.jpg"}],
+        "annotations": [
+            {"id": 1, "image_id": 7, "caption": "A dog. "},
+            {"id": 2, "image_id": 3, "caption": "A cat."},
+            {"id": 3, "image_id": 7, "caption": "A brown dog."},
+        ],
+    }
     (tmp_path / "annotations").mkdir()
     (tmp_path / "annotations" / "captions_val2017.json").write_text(json.dumps(doc), "utf-8")
     (tmp_path / "val2017").mkdir()
@@ -79,8 +97,16 @@ def test_coco_groups_all_captions_of_an_image(tmp_path):
 
 
 def test_flickr30k_karpathy_test_split_and_full_set(tmp_path):
-    doc = {"images": [{"filename": f"{i}.jpg", "split": "test" if i < 2 else "train",
-                       "sentences": [{"raw": f"Person {i} runs ."}, {"raw": f"Someone {i} jogs ."}]} for i in range(4)]}
+    doc = {
+        "images": [
+            {
+                "filename": f"{i}.jpg",
+                "split": "test" if i < 2 else "train",
+                "sentences": [{"raw": f"Person {i} runs ."}, {"raw": f"Someone {i} jogs ."}],
+            }
+            for i in range(4)
+        ]
+    }
     (tmp_path / "dataset_flickr30k.json").write_text(json.dumps(doc), "utf-8")
     test = load_benchmark("flickr30k", tmp_path)
     assert test.n_images == 2 and len(test.captions) == 4 and test.text_image == [0, 0, 1, 1]
@@ -91,8 +117,16 @@ def test_sharegpt4v_1k_both_definitions(tmp_path):
     els = []
     for i in range(1200):
         image = f"sam/images/sa_{i}.jpg" if i % 2 else f"coco/train2017/{i:012d}.jpg"
-        els.append({"id": str(i), "image": image, "conversations": [
-            {"from": "human", "value": "<image>\nDescribe."}, {"from": "gpt", "value": f"Image {i}.\n\nMore about {i}."}]})
+        els.append(
+            {
+                "id": str(i),
+                "image": image,
+                "conversations": [
+                    {"from": "human", "value": "<image>\nDescribe."},
+                    {"from": "gpt", "value": f"Image {i}.\n\nMore about {i}."},
+                ],
+            }
+        )
     path = tmp_path / "share-captioner_coco_lcs_sam_1246k_1107.json"
     path.write_text(json.dumps(els), "utf-8")
     first = load_benchmark("sharegpt4v-1k", path)
@@ -134,12 +168,24 @@ def test_suite_pairs_data_labels_models_and_shapes_json(tmp_path):
     (tmp_path / "run").mkdir()
     specs = pair_data([], [tmp_path / "a", tmp_path / "b"], None)
     assert [(s.benchmark, s.label) for s in specs] == [("prepared", "a"), ("prepared", "b")]
-    assert [s.label for s in pair_data(["coco", "imagefolder"], [tmp_path, tmp_path / "classes"], None)] == ["coco", "classes"]
-    for bench, paths, match in ((["coco"], [tmp_path, tmp_path], "in pairs"), (["imagenet"], [tmp_path], "unknown benchmark"),
-                                ([], [tmp_path / "x", tmp_path / "y" / "x"], "named twice"), ([], [], "give --data")):
+    assert [s.label for s in pair_data(["coco", "imagefolder"], [tmp_path, tmp_path / "classes"], None)] == [
+        "coco",
+        "classes",
+    ]
+    for bench, paths, match in (
+        (["coco"], [tmp_path, tmp_path], "in pairs"),
+        (["imagenet"], [tmp_path], "unknown benchmark"),
+        ([], [tmp_path / "x", tmp_path / "y" / "x"], "named twice"),
+        ([], [], "give --data"),
+    ):
         with pytest.raises(UserError, match=match):
             pair_data(bench, paths, None)
-    assert model_labels([str(tmp_path / "run"), "tiny", "tiny", "hf-hub:o/r"]) == ["run", "tiny", "tiny#2", "hf-hub:o/r"]
+    assert model_labels([str(tmp_path / "run"), "tiny", "tiny", "hf-hub:o/r"]) == [
+        "run",
+        "tiny",
+        "tiny#2",
+        "hf-hub:o/r",
+    ]
     table = {"keep": {"t2i": {"r1": 1.0}, "i2t": {"r1": 2.0}}}
     assert output_json({"m": {"d": table}}) == table
     assert output_json({"m": {"d": table, "e": table}}) == {"m": {"d": table, "e": table}}

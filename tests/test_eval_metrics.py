@@ -10,12 +10,14 @@ from caption_debias.evaluate.variants import FILLER, make_variant, parse_variant
 
 def test_known_ranks_with_a_two_caption_image():
     # texts x images; texts 0 and 1 belong to image 0, text 2 to image 1, text 3 to image 2.
-    sim = torch.tensor([
-        [0.9, 0.1, 0.2],   # t0 -> i0 rank 0
-        [0.1, 0.5, 0.3],   # t1 -> i0 rank 2
-        [0.8, 0.7, 0.1],   # t2 -> i1 rank 1
-        [0.0, 0.1, 0.6],   # t3 -> i2 rank 0
-    ])
+    sim = torch.tensor(
+        [
+            [0.9, 0.1, 0.2],  # t0 -> i0 rank 0
+            [0.1, 0.5, 0.3],  # t1 -> i0 rank 2
+            [0.8, 0.7, 0.1],  # t2 -> i1 rank 1
+            [0.0, 0.1, 0.6],  # t3 -> i2 rank 0
+        ]
+    )
     r = retrieval_recall(sim, [0, 0, 1, 2], ks=(1, 2, 3))
     assert r["t2i"] == {"r1": 50.0, "r2": 75.0, "r3": 100.0}
     # i0: best own caption t0 (0.9), no other caption above -> rank 0.
@@ -50,11 +52,11 @@ def test_matches_argsort_reference_and_is_independent_of_chunking():
     order = sim.argsort(dim=1, descending=True)
     t2i_rank = (order == text_image.view(-1, 1)).float().argmax(dim=1)
     order_i = sim.t().argsort(dim=1, descending=True)
-    i2t_rank = torch.stack([
-        torch.nonzero(text_image[order_i[i]] == i).min() for i in range(n_images)
-    ])
-    expected = {k: {f"r{K}": 100.0 * float((ranks < K).float().mean()) for K in (1, 5, 10)}
-                for k, ranks in (("t2i", t2i_rank), ("i2t", i2t_rank))}
+    i2t_rank = torch.stack([torch.nonzero(text_image[order_i[i]] == i).min() for i in range(n_images)])
+    expected = {
+        k: {f"r{K}": 100.0 * float((ranks < K).float().mean()) for K in (1, 5, 10)}
+        for k, ranks in (("t2i", t2i_rank), ("i2t", i2t_rank))
+    }
     for chunk in (4, 4096):
         got = retrieval_recall(sim, text_image, chunk=chunk)
         for k in expected:
@@ -71,16 +73,19 @@ def test_image_without_caption_and_bad_index_raise():
 S = ["A cat on a mat.", "The mat is red.", "A lamp stands behind.", "The wall is blue.", "It is night."]
 
 
-@pytest.mark.parametrize("variant, expected", [
-    ("keep", S),
-    ("remove", S[1:]),
-    ("move", [S[1], S[2], S[3], S[0], S[4]]),
-    ("swap2", [S[1], S[0]]),
-    ("first2", S[:2]),
-    ("first", S[:1]),
-    ("filler:0", S[:2]),
-    ("filler:3", [FILLER] * 3 + S[:2]),
-])
+@pytest.mark.parametrize(
+    "variant, expected",
+    [
+        ("keep", S),
+        ("remove", S[1:]),
+        ("move", [S[1], S[2], S[3], S[0], S[4]]),
+        ("swap2", [S[1], S[0]]),
+        ("first2", S[:2]),
+        ("first", S[:1]),
+        ("filler:0", S[:2]),
+        ("filler:3", [FILLER] * 3 + S[:2]),
+    ],
+)
 def test_variants_join_sentences_with_single_spaces(variant, expected):
     assert make_variant(S, variant) == " ".join(expected)
 

@@ -49,8 +49,10 @@ def _plain_open_clip_recall(seed, data: RetrievalData, variant: str):
     t2i_rank = (sim.argsort(dim=1, descending=True) == ti.view(-1, 1)).float().argmax(dim=1)
     order = sim.t().argsort(dim=1, descending=True)
     i2t_rank = torch.stack([torch.nonzero(ti[order[i]] == i).min() for i in range(len(data.images))])
-    return {name: {f"r{k}": 100.0 * float((r < k).double().mean()) for k in (1, 5, 10)}
-            for name, r in (("t2i", t2i_rank), ("i2t", i2t_rank))}
+    return {
+        name: {f"r{k}": 100.0 * float((r < k).double().mean()) for k in (1, 5, 10)}
+        for name, r in (("t2i", t2i_rank), ("i2t", i2t_rank))
+    }
 
 
 def test_recall_agrees_with_plain_open_clip(world):
@@ -109,7 +111,9 @@ def test_zeroshot_matches_an_independent_classifier(tmp_path):
     with torch.no_grad():
         weights = []
         for name in sorted(colours):
-            f = loaded.model.encode_text(tok([t(name.replace("_", " ")) for t in SIMPLE_IMAGENET_TEMPLATES]), normalize=True)
+            f = loaded.model.encode_text(
+                tok([t(name.replace("_", " ")) for t in SIMPLE_IMAGENET_TEMPLATES]), normalize=True
+            )
             weights.append(torch.nn.functional.normalize(f.mean(0), dim=0))
         weights = torch.stack(weights)
         hits = 0
@@ -132,15 +136,31 @@ def _cli(*args):
 
 def _cli_process(*args):
     """The real console entry point, to see how errors reach the user."""
-    return subprocess.run([sys.executable, "-c", "from caption_debias.cli.main import main; main()", *args],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-c", "from caption_debias.cli.main import main; main()", *args],
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_eval_cli_json_shapes(world, tmp_path):
     root, prepared = world
     one = tmp_path / "one.json"
-    r = _cli("eval", "tiny", "--data", str(prepared), "--image-root", str(root), "--variants", "keep,first",
-             "--out", str(one), "--device", "cpu", "-q")
+    r = _cli(
+        "eval",
+        "tiny",
+        "--data",
+        str(prepared),
+        "--image-root",
+        str(root),
+        "--variants",
+        "keep,first",
+        "--out",
+        str(one),
+        "--device",
+        "cpu",
+        "-q",
+    )
     assert r.exit_code == 0, r.output
     table = json.loads(one.read_text())
     assert set(table) == {"keep", "first"} and set(table["keep"]) == {"t2i", "i2t"}

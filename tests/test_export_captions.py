@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import shlex
 import subprocess
@@ -20,8 +19,12 @@ from caption_debias.text.tokenize import get_tokenizer
 
 ROWS = [
     # key, image, sentences, summary mask (the first row also has a flagged closing sentence)
-    ("t/a", "imgs/a.jpg", ["The image shows a red bus.", "It is parked\tby a tree.", "A man waits.", "Overall, a calm street."],
-     [True, False, False, True]),
+    (
+        "t/a",
+        "imgs/a.jpg",
+        ["The image shows a red bus.", "It is parked\tby a tree.", "A man waits.", "Overall, a calm street."],
+        [True, False, False, True],
+    ),
     ("t/b", "http://host/b.jpg", ["A photo of a cat.", "The cat is black.", "It sleeps."], [True, False, False]),
     ("t/c", "file:///data/c.jpg", ["Only one sentence here."], [True]),
 ]
@@ -38,17 +41,35 @@ def write_prepared(folder, rows=ROWS):
             start = caption.index(s, at)
             spans.append({"start": start, "end": start + len(s)})
             at = start + len(s)
-        table_rows.append({
-            "key": key, "source": "table", "split": None, "image": image, "caption": caption,
-            "sentences": sentences, "sentence_spans": spans, "sentence_tokens": tok.encode_batch(sentences),
-            "num_tokens": len(tok.encode(caption)) + 2, "summary_mask": mask,
-            "summary_scores": [1.0 if m else 0.0 for m in mask], "meta": "{}",
-        })
+        table_rows.append(
+            {
+                "key": key,
+                "source": "table",
+                "split": None,
+                "image": image,
+                "caption": caption,
+                "sentences": sentences,
+                "sentence_spans": spans,
+                "sentence_tokens": tok.encode_batch(sentences),
+                "num_tokens": len(tok.encode(caption)) + 2,
+                "summary_mask": mask,
+                "summary_scores": [1.0 if m else 0.0 for m in mask],
+                "meta": "{}",
+            }
+        )
     folder.mkdir()
     pq.write_table(pa.Table.from_pylist(table_rows, schema=shard_arrow_schema()), folder / "shard-00000.parquet")
-    manifest = {"schema_version": 1, "complete": True, "counts": {"read": len(rows), "written": len(rows), "rejected": 0},
-                "inputs": [], "shards": [{"path": "shard-00000.parquet", "rows": len(rows), "sha256": "0" * 64}],
-                "options": {}, "tokenizer": {}, "segmenter": {}, "toolkit_version": "test"}
+    manifest = {
+        "schema_version": 1,
+        "complete": True,
+        "counts": {"read": len(rows), "written": len(rows), "rejected": 0},
+        "inputs": [],
+        "shards": [{"path": "shard-00000.parquet", "rows": len(rows), "sha256": "0" * 64}],
+        "options": {},
+        "tokenizer": {},
+        "segmenter": {},
+        "toolkit_version": "test",
+    }
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder
 
@@ -65,10 +86,17 @@ def read_jsonl(path):
 def test_strip_modes(prepared, tmp_path):
     res = export_captions(prepared, tmp_path / "s.jsonl", strip="summary")
     rows = read_jsonl(tmp_path / "s.jsonl")
-    assert [r["caption"] for r in rows] == ["It is parked\tby a tree. A man waits.", "The cat is black. It sleeps.", "Only one sentence here."]
+    assert [r["caption"] for r in rows] == [
+        "It is parked\tby a tree. A man waits.",
+        "The cat is black. It sleeps.",
+        "Only one sentence here.",
+    ]
     assert res["fallback_full_caption"] == 1 and res["images"] == res["rows"] == 3
     export_captions(prepared, tmp_path / "o.jsonl", strip="opening")
-    assert read_jsonl(tmp_path / "o.jsonl")[0]["caption"] == "It is parked\tby a tree. A man waits. Overall, a calm street."
+    assert (
+        read_jsonl(tmp_path / "o.jsonl")[0]["caption"]
+        == "It is parked\tby a tree. A man waits. Overall, a calm street."
+    )
     export_captions(prepared, tmp_path / "n.jsonl", strip="none")
     assert read_jsonl(tmp_path / "n.jsonl")[0]["caption"] == "\n".join(ROWS[0][2])
 
@@ -130,13 +158,20 @@ def test_url_list_and_command(prepared, tmp_path):
 
 def test_cli_export_captions_and_urls(prepared, tmp_path):
     cli = [sys.executable, "-m", "caption_debias.cli.main"]
-    done = subprocess.run([*cli, "export-captions", str(prepared), "--to", str(tmp_path / "e.tsv")], capture_output=True, text=True)
+    done = subprocess.run(
+        [*cli, "export-captions", str(prepared), "--to", str(tmp_path / "e.tsv")], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["format"] == "open_clip-csv"
-    done = subprocess.run([*cli, "urls", str(prepared), "--to", str(tmp_path / "u.parquet")], capture_output=True, text=True)
+    done = subprocess.run(
+        [*cli, "urls", str(prepared), "--to", str(tmp_path / "u.parquet")], capture_output=True, text=True
+    )
     assert done.returncode == 0 and "img2dataset --url_list" in done.stdout
-    bad = subprocess.run([*cli, "export-captions", str(prepared), "--to", str(tmp_path / "e2.tsv"), "--strip", "middle"],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [*cli, "export-captions", str(prepared), "--to", str(tmp_path / "e2.tsv"), "--strip", "middle"],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode != 0 and "Traceback" not in bad.stderr and "unknown --strip" in bad.stderr
 
 
@@ -155,9 +190,19 @@ def test_on_a_folder_written_by_prepare(tmp_path):
     from caption_debias.prepare.run import prepare
 
     table = tmp_path / "t.jsonl"
-    table.write_text(json.dumps({"key": "a", "image": "a.jpg", "caption": "A red bus on a street. It is parked.\n\nA man waits nearby."}) + "\n")
+    table.write_text(
+        json.dumps(
+            {"key": "a", "image": "a.jpg", "caption": "A red bus on a street. It is parked.\n\nA man waits nearby."}
+        )
+        + "\n"
+    )
     prepare([table], tmp_path / "p", PrepareOptions(format="table", summary="first", quiet=True))
     export_captions(tmp_path / "p", tmp_path / "s.jsonl", strip="summary")
     export_captions(tmp_path / "p", tmp_path / "o.jsonl", strip="opening")
     assert read_jsonl(tmp_path / "s.jsonl") == read_jsonl(tmp_path / "o.jsonl")
-    assert read_jsonl(tmp_path / "s.jsonl")[0] == {"key": "table/a", "image": "a.jpg", "caption": "It is parked. A man waits nearby.", "copy": 0}
+    assert read_jsonl(tmp_path / "s.jsonl")[0] == {
+        "key": "table/a",
+        "image": "a.jpg",
+        "caption": "It is parked. A man waits nearby.",
+        "copy": 0,
+    }

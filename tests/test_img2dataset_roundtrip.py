@@ -30,15 +30,22 @@ def downloaded(tmp_path_factory):
     rows = []
     for i, color in enumerate(COLORS):
         Image.new("RGB", (72, 48), color).save(src / f"{i}.png")
-        rows.append({"key": f"k{i}", "image": (src / f"{i}.png").as_uri(),
-                     "caption": f"This image shows colour {i}. The left half is plain. The right half is plain too."})
+        rows.append(
+            {
+                "key": f"k{i}",
+                "image": (src / f"{i}.png").as_uri(),
+                "caption": f"This image shows colour {i}. The left half is plain. The right half is plain too.",
+            }
+        )
     rows.append({"key": MISSING, "image": (src / "gone.png").as_uri(), "caption": "A lost image. Nothing else."})
     table = root / "urls.jsonl"
     table.write_text("".join(json.dumps(r) + "\n" for r in rows))
     prepared = root / "prepared"
     prepare([table], prepared, PrepareOptions(format="table", quiet=True))
 
-    listing = write_url_list(prepared, root / "list.parquet", images=root / "images", image_size=64, processes=1, threads=2)
+    listing = write_url_list(
+        prepared, root / "list.parquet", images=root / "images", image_size=64, processes=1, threads=2
+    )
     argv = shlex.split(listing["command"])
     argv[0] = str(Path(sys.executable).with_name("img2dataset"))  # the venv's console script
     env = {**os.environ, "NO_ALBUMENTATIONS_UPDATE": "1"}
@@ -76,9 +83,21 @@ def test_train_reads_the_downloaded_tars(downloaded, tmp_path):
     from caption_debias.train.loop import train
 
     prepared, images, rows = downloaded
-    cfg = TrainConfig(data=str(prepared), image_root=str(images), out=str(tmp_path / "run"), model="tiny",
-                      batch_size=len(rows), max_steps=1, lr=1e-3, warmup_steps=1, log_every=1, tensorboard=False,
-                      quiet=True, precision="fp32", recipe="debias")
+    cfg = TrainConfig(
+        data=str(prepared),
+        image_root=str(images),
+        out=str(tmp_path / "run"),
+        model="tiny",
+        batch_size=len(rows),
+        max_steps=1,
+        lr=1e-3,
+        warmup_steps=1,
+        log_every=1,
+        tensorboard=False,
+        quiet=True,
+        precision="fp32",
+        recipe="debias",
+    )
     run = train(cfg)
     last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     assert last["skipped_images"] == 1  # only the failed download; every other row found its image by key

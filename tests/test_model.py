@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
-
 import pytest
 import torch
 
@@ -154,7 +152,7 @@ def test_trimmed_text_forward_matches_open_clip(tiny):
         cut = encode_text_trimmed(model, text[:, :41], normalize=True)
         torch.testing.assert_close(cut, full, atol=1e-5, rtol=1e-5)
         img = torch.randn(3, 3, 64, 64)
-        img_f, (t1, t2), scale = TrimmedCLIP(model)(img, text[:, :41], text[:2, :used_length(text[:2])])
+        img_f, (t1, t2), scale = TrimmedCLIP(model)(img, text[:, :41], text[:2, : used_length(text[:2])])
         b = model(img, text)
         torch.testing.assert_close(img_f, b[0])
         torch.testing.assert_close(t1, b[1], atol=1e-5, rtol=1e-5)

@@ -33,9 +33,14 @@ CAPTIONS = [
 def write_sharegpt(path: Path, n: int, bad_every: int = 0) -> list[dict]:
     elements = []
     for i in range(n):
-        el = {"id": f"r{i % (n - 3) if n > 10 else i}", "image": f"coco/train2017/{i:06d}.jpg",
-              "conversations": [{"from": "human", "value": "<image>\nDescribe."},
-                                {"from": "gpt", "value": f"Picture {i}. " + CAPTIONS[i % len(CAPTIONS)]}]}
+        el = {
+            "id": f"r{i % (n - 3) if n > 10 else i}",
+            "image": f"coco/train2017/{i:06d}.jpg",
+            "conversations": [
+                {"from": "human", "value": "<image>\nDescribe."},
+                {"from": "gpt", "value": f"Picture {i}. " + CAPTIONS[i % len(CAPTIONS)]},
+            ],
+        }
         if bad_every and i % bad_every == 1:
             el["conversations"] = el["conversations"][:1]  # no gpt turn
         if bad_every and i % bad_every == 2:
@@ -46,7 +51,9 @@ def write_sharegpt(path: Path, n: int, bad_every: int = 0) -> list[dict]:
 
 
 def write_table(path: Path) -> None:
-    rows = [{"image": f"img/{i}.jpg", "caption": c, **({"key": f"k{i}"} if i != 2 else {})} for i, c in enumerate(CAPTIONS)]
+    rows = [
+        {"image": f"img/{i}.jpg", "caption": c, **({"key": f"k{i}"} if i != 2 else {})} for i, c in enumerate(CAPTIONS)
+    ]
     rows.append({"image": "/abs.jpg", "caption": "Absolute."})
     rows.append({"image": "a.jpg", "caption": 42})
     rows.append({"image": "dup.jpg", "caption": "Same key again.", "key": "k0"})
@@ -68,7 +75,13 @@ def test_output_contract(tmp_path):
     c = manifest["counts"]
     assert (c["read"], c["written"], c["rejected"], c["duplicate_keys"]) == (8, 5, 3, 1)
     entry = manifest["inputs"][0]
-    assert (entry["path"], entry["format"], entry["read"], entry["written"], entry["rejected"]) == (str(src), "table", 8, 5, 3)
+    assert (entry["path"], entry["format"], entry["read"], entry["written"], entry["rejected"]) == (
+        str(src),
+        "table",
+        8,
+        5,
+        3,
+    )
     assert manifest["complete"] is True
     assert manifest["options"]["shard_rows"] == 2 and manifest["options"]["segmenter"] == "fast"
     for part in ("tokenizer", "segmenter", "summary"):
@@ -76,7 +89,11 @@ def test_output_contract(tmp_path):
     rejects = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
     for r in rejects:
         jsonschema.validate(r, reject_schema())
-    assert sorted(r["reason"].split(":")[0] for r in rejects) == ["absolute image path", "broken JSON line", "non-string caption"]
+    assert sorted(r["reason"].split(":")[0] for r in rejects) == [
+        "absolute image path",
+        "broken JSON line",
+        "non-string caption",
+    ]
     assert sum(manifest["counts"]["rejects_by_reason"].values()) == c["rejected"] == len(rejects)
 
     # shards: 3 of at most 2 rows, listed with exact sha256, zstd, the schema's columns and types
@@ -96,7 +113,7 @@ def test_output_contract(tmp_path):
     for row in rows:
         assert row["source"] == "table" and row["split"] is None
         assert row["sentences"] and all(s == s.strip() and s for s in row["sentences"])
-        assert [row["caption"][sp["start"]:sp["end"]].strip() for sp in row["sentence_spans"]] == row["sentences"]
+        assert [row["caption"][sp["start"] : sp["end"]].strip() for sp in row["sentence_spans"]] == row["sentences"]
         assert row["sentence_tokens"] == [tok.encode(s) for s in row["sentences"]]
         assert row["num_tokens"] == len(tok.encode(row["caption"])) + 2
         assert len(row["summary_mask"]) == len(row["summary_scores"]) == len(row["sentences"])
@@ -177,7 +194,9 @@ def test_cut_off_input_keeps_records_then_raises(tmp_path):
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "caption_debias.cli.main", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "caption_debias.cli.main", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_cli_errors_are_one_line(tmp_path):
@@ -189,7 +208,9 @@ def test_cli_errors_are_one_line(tmp_path):
     assert bad_format.returncode != 0 and "xml" in bad_format.stderr and "Traceback" not in bad_format.stderr
     ok = cli("prepare", str(src), "--output", str(tmp_path / "o0"))
     assert ok.returncode == 0 and ok.stdout == ""
-    assert "records read 6, written 6, rejected 0" in ok.stderr and "\x1b[" not in ok.stderr  # summary, no bar in a pipe
+    assert (
+        "records read 6, written 6, rejected 0" in ok.stderr and "\x1b[" not in ok.stderr
+    )  # summary, no bar in a pipe
     src.write_bytes(src.read_bytes()[:-40])
     cut = cli("prepare", str(src), "--output", str(tmp_path / "o3"), "--quiet")
     assert cut.returncode == 3 and len(cut.stderr.strip().splitlines()) == 1 and "cut off" in cut.stderr
@@ -211,7 +232,11 @@ def test_sigkill_then_rerun_gives_identical_rows_without_redoing_shards(tmp_path
     assert not (tmp_path / "killed" / "manifest.json").exists()
     # Finished = shard plus sidecar: a shard renamed just before the kill, without its sidecar, is redone by design.
     finished = {p.stem for p in state.glob("part-*.json")}
-    done = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "killed" / "shards").glob("part-*.parquet") if p.stem in finished}
+    done = {
+        p.name: p.stat().st_mtime_ns
+        for p in (tmp_path / "killed" / "shards").glob("part-*.parquet")
+        if p.stem in finished
+    }
     assert done
 
     rerun = cli(*args)
@@ -238,21 +263,42 @@ def test_every_folder_format_in_one_run_auto_detected(tmp_path):
     (urban / "caption" / "1.txt").write_text("A busy street. Red cars.\n")
     docci = tmp_path / "docci" / "docci_descriptions.jsonlines"
     docci.parent.mkdir()
-    docci.write_text(json.dumps({"example_id": "test_00001", "split": "test", "image_file": "test_00001.jpg",
-                                 "description": "A lamp on a desk."}) + "\n")
+    docci.write_text(
+        json.dumps(
+            {
+                "example_id": "test_00001",
+                "split": "test",
+                "image_file": "test_00001.jpg",
+                "description": "A lamp on a desk.",
+            }
+        )
+        + "\n"
+    )
     coco = tmp_path / "captions_val2017.json"
-    coco.write_text(json.dumps({"images": [{"id": 1, "file_name": "1.jpg"}],
-                                "annotations": [{"id": 5, "image_id": 1, "caption": "A cat."}]}))
+    coco.write_text(
+        json.dumps(
+            {
+                "images": [{"id": 1, "file_name": "1.jpg"}],
+                "annotations": [{"id": 5, "image_id": 1, "caption": "A cat."}],
+            }
+        )
+    )
     inputs = [tmp_path / "dci", urban, docci.parent, coco]
     manifest = prepare(inputs, tmp_path / "out", opts())
     assert [(i["format"], i["written"], i["rejected"]) for i in manifest["inputs"]] == [
-        ("dci", 2, 1), ("urban1k", 1, 0), ("docci", 1, 0), ("coco", 1, 0)]
+        ("dci", 2, 1),
+        ("urban1k", 1, 0),
+        ("docci", 1, 0),
+        ("coco", 1, 0),
+    ]
     rows = PreparedDataset.open(tmp_path / "out").read(["key", "split", "image"]).to_pylist()
     assert [(r["key"], r["split"], r["image"]) for r in rows] == [
-        ("dci/1-data", "train", "photos/sa_1.jpg"), ("dci/2-data", "test", "photos/sa_2.jpg"),
-        ("urban1k/1", None, "image/1.jpg"), ("docci/test_00001", "test", "images/test_00001.jpg"),
-        ("coco/5", "val2017", "1.jpg")]
-
+        ("dci/1-data", "train", "photos/sa_1.jpg"),
+        ("dci/2-data", "test", "photos/sa_2.jpg"),
+        ("urban1k/1", None, "image/1.jpg"),
+        ("docci/test_00001", "test", "images/test_00001.jpg"),
+        ("coco/5", "val2017", "1.jpg"),
+    ]
 
 
 def test_disk_error_mid_input_is_a_fatal_reject_not_a_traceback(tmp_path, monkeypatch):

@@ -26,12 +26,36 @@ CAPTIONS = [
 @pytest.mark.parametrize("mode", ["detect", "first", "none"])
 def test_batched_and_per_caption_tables_are_equal(mode):
     records = [
-        (f"k{i}", Record(source="table", input="in.jsonl", location=i + 1, source_id=str(i), image=f"{i}.jpg", caption=c, meta={"n": i}))
+        (
+            f"k{i}",
+            Record(
+                source="table",
+                input="in.jsonl",
+                location=i + 1,
+                source_id=str(i),
+                image=f"{i}.jpg",
+                caption=c,
+                meta={"n": i},
+            ),
+        )
         for i, c in enumerate(CAPTIONS * 3)
     ]
     # undecodable bytes in an extra field: rejected in the middle of the chunk
-    records.insert(5, ("bad", Record(source="table", input="in.jsonl", location=99, source_id="bad", image="b.jpg",
-                                     caption="A fine caption.", meta={"x": "\udc80"})))
+    records.insert(
+        5,
+        (
+            "bad",
+            Record(
+                source="table",
+                input="in.jsonl",
+                location=99,
+                source_id="bad",
+                image="b.jpg",
+                caption="A fine caption.",
+                meta={"x": "\udc80"},
+            ),
+        ),
+    )
     table, rejects = process_records(records, "fast", mode)
     table2, rejects2 = process_records(records, "fast", mode, batch_scores=False)
     assert table.equals(table2)
@@ -55,11 +79,24 @@ def test_bool_columns_equal_pa_array(values):
     assert _bools(values).equals(pa.array(values, pa.bool_()))
 
 
-@pytest.mark.parametrize("value", [
-    ["k", "table", "a.jpg", "Caf\u00e9 \"q\" \\ \n\t\x01\x7f \u2028", None, 3, {"b": [1, {"z": None, "a": 2.5}], "a": True}],
-    {"x": "\udc80", "n": float("nan"), "i": float("-inf"), "big": 10**30, "f": -0.0},
-    {"d": datetime.date(2024, 1, 2), "t": (1, 2), "b": b"x"}, {}, [],
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        [
+            "k",
+            "table",
+            "a.jpg",
+            'Caf\u00e9 "q" \\ \n\t\x01\x7f \u2028',
+            None,
+            3,
+            {"b": [1, {"z": None, "a": 2.5}], "a": True},
+        ],
+        {"x": "\udc80", "n": float("nan"), "i": float("-inf"), "big": 10**30, "f": -0.0},
+        {"d": datetime.date(2024, 1, 2), "t": (1, 2), "b": b"x"},
+        {},
+        [],
+    ],
+)
 def test_sorted_json_encoder_equals_json_dumps(value):
     assert sorted_json_encoder()(value) == json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 

@@ -50,7 +50,7 @@ def test_first_layer_weights_match_a_by_hand_softmax(tiny):
         heads, hd = mha.num_heads, mha.embed_dim // mha.num_heads
         q = q.view(3, -1, heads, hd).transpose(1, 2)
         k = k.view(3, -1, heads, hd).transpose(1, 2)
-        scores = q @ k.transpose(-1, -2) / hd ** 0.5 + model.attn_mask
+        scores = q @ k.transpose(-1, -2) / hd**0.5 + model.attn_mask
         expected = scores.softmax(-1).mean(1)  # mean over heads
     assert torch.allclose(captured[0], expected, atol=1e-5)
 
@@ -82,8 +82,22 @@ def test_probe_cli_writes_json_png_and_self_contained_html(tmp_path):
     rows = make_images(tmp_path, 8, seed=4)
     prepared = write_prepared(tmp_path / "prep", rows)  # manifest has no image root: give it
     report = tmp_path / "report"
-    r = CliRunner().invoke(app, ["probe", "tiny", "tiny", "--data", str(prepared), "--image-root", str(tmp_path),
-                                 "--report", str(report), "--device", "cpu"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "probe",
+            "tiny",
+            "tiny",
+            "--data",
+            str(prepared),
+            "--image-root",
+            str(tmp_path),
+            "--report",
+            str(report),
+            "--device",
+            "cpu",
+        ],
+    )
     assert r.exit_code == 0, r.output
     result = json.loads((report / "probe.json").read_text())
     assert list(result["models"]) == ["tiny", "tiny#2"]

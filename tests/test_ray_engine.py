@@ -29,7 +29,11 @@ def write_table(path, n=23):
     """JSON lines with duplicates, empty captions, a bad line and a path escaping the root."""
     lines = []
     for i in range(n):
-        row = {"image": f"img/{i}.jpg", "caption": f"The image shows item {i}. It is red.\nA dog sits on the left.", "key": f"id{i % 9}"}
+        row = {
+            "image": f"img/{i}.jpg",
+            "caption": f"The image shows item {i}. It is red.\nA dog sits on the left.",
+            "key": f"id{i % 9}",
+        }
         if i % 7 == 3:
             row["caption"] = "  "
         if i == 11:
@@ -46,7 +50,9 @@ def snapshot(folder):
     return {
         "rows": ds.read().to_pylist(),
         "rejects": list(ds.rejects()),
-        "counts": m["counts"], "inputs": m["inputs"], "complete": m["complete"],
+        "counts": m["counts"],
+        "inputs": m["inputs"],
+        "complete": m["complete"],
         "shards": [(s["path"], s["rows"], s["sha256"]) for s in m["shards"]],
     }
 
@@ -54,7 +60,9 @@ def snapshot(folder):
 def test_ray_engine_matches_local_engine_and_resumes(tmp_path, ray_runtime):
     data = write_table(tmp_path / "t.jsonl")
     local = prepare([data], tmp_path / "local", PrepareOptions(format="table", shard_rows=4, quiet=True))
-    on_ray = prepare([data], tmp_path / "ray", PrepareOptions(format="table", shard_rows=4, quiet=True, engine="ray", workers=2))
+    on_ray = prepare(
+        [data], tmp_path / "ray", PrepareOptions(format="table", shard_rows=4, quiet=True, engine="ray", workers=2)
+    )
     a, b = snapshot(tmp_path / "local"), snapshot(tmp_path / "ray")
     assert len(a["shards"]) >= 4 and a["counts"]["rejected"] >= 4 and a["counts"]["duplicate_keys"] > 0
     assert a == b  # rows, keys, rejects, counts and shard bytes (sha256) identical
@@ -82,7 +90,6 @@ def test_unknown_engine_is_a_user_error(tmp_path):
         prepare([data], tmp_path / "o", PrepareOptions(format="table", engine="spark"))
 
 
-
 def test_cli_engine_ray_starts_and_stops_its_own_runtime(tmp_path):
     """`prepare --engine ray` from the command line, in a fresh process with no RAY_ADDRESS."""
     import subprocess
@@ -90,8 +97,24 @@ def test_cli_engine_ray_starts_and_stops_its_own_runtime(tmp_path):
 
     data = write_table(tmp_path / "t.jsonl", n=6)
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    cmd = [sys.executable, "-m", "caption_debias.cli.main", "prepare", str(data), "-o", str(tmp_path / "cli"),
-           "--format", "table", "--engine", "ray", "--workers", "1", "--shard-rows", "2", "-q"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "caption_debias.cli.main",
+        "prepare",
+        str(data),
+        "-o",
+        str(tmp_path / "cli"),
+        "--format",
+        "table",
+        "--engine",
+        "ray",
+        "--workers",
+        "1",
+        "--shard-rows",
+        "2",
+        "-q",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     local = prepare([data], tmp_path / "local", PrepareOptions(format="table", shard_rows=2, quiet=True))

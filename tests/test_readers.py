@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from caption_debias.errors import UserError
+from caption_debias.prepare.options import PrepareOptions
 from caption_debias.readers import detect, get_reader
 from caption_debias.readers.common import image_problem
 from caption_debias.readers.sharegpt4v import iter_array
 from caption_debias.records import Record, Reject
-from caption_debias.prepare.options import PrepareOptions
 
 
 def read_all(fmt: str, path: Path, **opts) -> tuple[list[Record], list[Reject]]:
@@ -25,24 +25,35 @@ def read_all(fmt: str, path: Path, **opts) -> tuple[list[Record], list[Reject]]:
 
 
 def sharegpt_element(i: int, caption: str = None, **extra) -> dict:
-    return {"id": f"s{i}", "image": f"sam/images/sa_{i}.jpg", **extra, "conversations": [
-        {"from": "human", "value": "<image>\nWhat is this photo about?"},
-        {"from": "gpt", "value": caption if caption is not None else f"Photo {i}. A harbour at dusk.\n\nBoats ..."}]}
+    return {
+        "id": f"s{i}",
+        "image": f"sam/images/sa_{i}.jpg",
+        **extra,
+        "conversations": [
+            {"from": "human", "value": "<image>\nWhat is this photo about?"},
+            {"from": "gpt", "value": caption if caption is not None else f"Photo {i}. A harbour at dusk.\n\nBoats ..."},
+        ],
+    }
 
 
 # -- ShareGPT4V -----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("read_bytes", [1, 7, 4096])
 def test_iter_array_streams_with_tiny_buffer_and_exact_byte_offsets(tmp_path, read_bytes):
-    elements = [sharegpt_element(i, caption=f"Ünïcödé caption {i} ✓ \\ \"q\".", ok=True, no=False, none=None,
-                                 x=-1.5e-7 * i, n=123456789 * i) for i in range(30)]
+    elements = [
+        sharegpt_element(
+            i, caption=f'Ünïcödé caption {i} ✓ \\ "q".', ok=True, no=False, none=None, x=-1.5e-7 * i, n=123456789 * i
+        )
+        for i in range(30)
+    ]
     path = tmp_path / "s.json"
     path.write_text(json.dumps(elements, ensure_ascii=False, indent=1), encoding="utf-8")
     raw = path.read_bytes()
     got = list(iter_array(path, read_bytes=read_bytes))  # boundaries fall inside characters, literals, numbers
     assert [v for _, v in got] == elements
     for offset, value in got:
-        assert raw[offset:offset + 1] == b"{"
+        assert raw[offset : offset + 1] == b"{"
         assert json.JSONDecoder().raw_decode(raw[offset:].decode("utf-8"))[0] == value
 
 
@@ -59,14 +70,20 @@ def test_sharegpt4v_bad_records_become_rejects(tmp_path):
         sharegpt_element(7),
     ]
     text = json.dumps(elements)
-    path.write_bytes(text.encode() .replace(b"Photo 7.", b"Photo \xff7."))  # undecodable byte in record 7
+    path.write_bytes(text.encode().replace(b"Photo 7.", b"Photo \xff7."))  # undecodable byte in record 7
     records, rejects = read_all("sharegpt4v", path)
     assert [r.source_id for r in records] == ["s0"]
     assert records[0].meta == {"group": 7}  # extra top-level fields kept in meta
     assert records[0].caption == elements[0]["conversations"][1]["value"]
     assert [j.reason for j in rejects] == [
-        "no gpt turn", "missing field: conversations", "not an object", "empty caption",
-        "non-string caption", "missing field: image", "undecodable bytes"]
+        "no gpt turn",
+        "missing field: conversations",
+        "not an object",
+        "empty caption",
+        "non-string caption",
+        "missing field: image",
+        "undecodable bytes",
+    ]
     assert not any(j.fatal for j in rejects)
 
 
@@ -90,7 +107,7 @@ def test_sharegpt4v_broken_element_mid_file_is_fatal_at_its_offset(tmp_path):
     elements = [sharegpt_element(i) for i in range(50)]
     text = json.dumps(elements)
     start = text.index('{"id": "s3"')
-    broken = text[:start] + '{"id": "s3", "image": sam.jpg' + text[start + 28:]  # unquoted value
+    broken = text[:start] + '{"id": "s3", "image": sam.jpg' + text[start + 28 :]  # unquoted value
     path = tmp_path / "b.json"
     path.write_text(broken)
     items = list(iter_array(path, read_bytes=256))
@@ -107,37 +124,61 @@ def test_sharegpt4v_not_an_array_is_fatal(tmp_path):
 
 # -- image paths ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("image,ok", [
-    ("coco/train2017/1.jpg", True), ("https://x.org/a.jpg", True), ("file:///tmp/a.jpg", True),
-    ("a/../b.jpg", True), ("/abs/a.jpg", False), ("../up.jpg", False), ("a/../../up.jpg", False),
-    ("C:\\x.jpg", False), ("", False), (None, False), ("a\\..\\..\\up.jpg", False), ("..", False),
-    ("a..b/c...jpg", True), ("./a.jpg", True)])
+
+@pytest.mark.parametrize(
+    "image,ok",
+    [
+        ("coco/train2017/1.jpg", True),
+        ("https://x.org/a.jpg", True),
+        ("file:///tmp/a.jpg", True),
+        ("a/../b.jpg", True),
+        ("/abs/a.jpg", False),
+        ("../up.jpg", False),
+        ("a/../../up.jpg", False),
+        ("C:\\x.jpg", False),
+        ("", False),
+        (None, False),
+        ("a\\..\\..\\up.jpg", False),
+        ("..", False),
+        ("a..b/c...jpg", True),
+        ("./a.jpg", True),
+    ],
+)
 def test_image_problem(image, ok):
     assert (image_problem(image) is None) == ok
 
 
 # -- tables ---------------------------------------------------------------------------------
 
+
 def test_table_jsonl_bad_lines_and_cut_off_last_line(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_bytes(
         b'{"image": "a.jpg", "caption": "One.", "key": "k1", "extra": 1}\n'
-        b'{"image": "b.jpg", "caption": "Two."\n'              # broken line mid-file: a reject
-        b'[1, 2]\n'                                             # not an object
-        b'{"image": "c.jpg", "caption": "Thr\xff."}\n'          # undecodable bytes
-        b'{"image": "d.jpg"}\n'                                 # no caption
+        b'{"image": "b.jpg", "caption": "Two."\n'  # broken line mid-file: a reject
+        b"[1, 2]\n"  # not an object
+        b'{"image": "c.jpg", "caption": "Thr\xff."}\n'  # undecodable bytes
+        b'{"image": "d.jpg"}\n'  # no caption
         b'{"image": "e.jpg", "caption": "Five."}\n'
-        b'{"image": "f.jpg", "capt')                            # cut off: fatal
+        b'{"image": "f.jpg", "capt'
+    )  # cut off: fatal
     records, rejects = read_all("table", path)
     assert [(r.source_id, r.image, r.location) for r in records] == [("k1", "a.jpg", 1), (None, "e.jpg", 6)]
     assert records[0].meta == {"extra": 1}
     assert [(j.location, j.reason.split(":")[0], j.fatal) for j in rejects] == [
-        (2, "broken JSON line", False), (3, "not an object", False), (4, "undecodable bytes", False),
-        (5, "missing field", False), (7, "truncated input", True)]
+        (2, "broken JSON line", False),
+        (3, "not an object", False),
+        (4, "undecodable bytes", False),
+        (5, "missing field", False),
+        (7, "truncated input", True),
+    ]
 
 
 def test_table_csv_tsv_parquet_with_named_columns(tmp_path):
-    rows = [{"filepath": f"img/{i}.jpg", "title": f"Line one {i}.\nLine two, with a comma.", "uid": f"u{i}"} for i in range(3)]
+    rows = [
+        {"filepath": f"img/{i}.jpg", "title": f"Line one {i}.\nLine two, with a comma.", "uid": f"u{i}"}
+        for i in range(3)
+    ]
     csv_path, tsv_path, pq_path = tmp_path / "t.csv", tmp_path / "t.tsv", tmp_path / "t.parquet"
     for path, delim in ((csv_path, ","), (tsv_path, "\t")):
         with open(path, "w", newline="", encoding="utf-8") as fh:
@@ -149,7 +190,9 @@ def test_table_csv_tsv_parquet_with_named_columns(tmp_path):
         assert detect(path) == "table"
         records, rejects = read_all("table", path, image_column="filepath", caption_column="title", key_column="uid")
         assert rejects == []
-        assert [(r.source_id, r.image, r.caption) for r in records] == [(x["uid"], x["filepath"], x["title"]) for x in rows]
+        assert [(r.source_id, r.image, r.caption) for r in records] == [
+            (x["uid"], x["filepath"], x["title"]) for x in rows
+        ]
     with pytest.raises(UserError, match="no column 'image'"):
         read_all("table", csv_path)
 
@@ -172,30 +215,50 @@ def test_table_parquet_cut_off_is_fatal_reject(tmp_path):
 
 # -- COCO, DOCCI, Urban1k, DCI ------------------------------------------------------------------
 
+
 def test_coco_one_record_per_caption(tmp_path):
     path = tmp_path / "captions_val2017.json"
-    path.write_text(json.dumps({
-        "images": [{"id": 1, "file_name": "000001.jpg"}, {"id": 2, "file_name": "000002.jpg"}],
-        "annotations": [{"id": 10, "image_id": 1, "caption": "A cat."}, {"id": 11, "image_id": 1, "caption": "A pet."},
-                        {"id": 12, "image_id": 2, "caption": ""}, {"id": 13, "image_id": 9, "caption": "Lost."}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "images": [{"id": 1, "file_name": "000001.jpg"}, {"id": 2, "file_name": "000002.jpg"}],
+                "annotations": [
+                    {"id": 10, "image_id": 1, "caption": "A cat."},
+                    {"id": 11, "image_id": 1, "caption": "A pet."},
+                    {"id": 12, "image_id": 2, "caption": ""},
+                    {"id": 13, "image_id": 9, "caption": "Lost."},
+                ],
+            }
+        )
+    )
     assert detect(path) == "coco"
     records, rejects = read_all("coco", path)
     assert [(r.source_id, r.image, r.caption, r.split) for r in records] == [
-        ("10", "000001.jpg", "A cat.", "val2017"), ("11", "000001.jpg", "A pet.", "val2017")]
+        ("10", "000001.jpg", "A cat.", "val2017"),
+        ("11", "000001.jpg", "A pet.", "val2017"),
+    ]
     assert [j.reason for j in rejects] == ["empty caption", "unknown image_id: 9"]
 
 
 def test_docci(tmp_path):
     path = tmp_path / "docci_descriptions.jsonlines"
-    lines = [{"example_id": "train_00001", "split": "train", "image_file": "train_00001.jpg", "description": "A red door."},
-             {"example_id": "test_00002", "split": "test", "image_file": "test_00002.jpg", "description": "Blue sky. Clouds."},
-             {"example_id": "test_00003", "split": "test", "image_file": "test_00003.jpg"}]
+    lines = [
+        {"example_id": "train_00001", "split": "train", "image_file": "train_00001.jpg", "description": "A red door."},
+        {
+            "example_id": "test_00002",
+            "split": "test",
+            "image_file": "test_00002.jpg",
+            "description": "Blue sky. Clouds.",
+        },
+        {"example_id": "test_00003", "split": "test", "image_file": "test_00003.jpg"},
+    ]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     assert detect(path) == "docci" and detect(tmp_path) == "docci"
     records, rejects = read_all("docci", tmp_path)
     assert [(r.source_id, r.image, r.split, r.caption) for r in records] == [
         ("train_00001", "images/train_00001.jpg", "train", "A red door."),
-        ("test_00002", "images/test_00002.jpg", "test", "Blue sky. Clouds.")]
+        ("test_00002", "images/test_00002.jpg", "test", "Blue sky. Clouds."),
+    ]
     assert [(j.location, j.reason) for j in rejects] == [(3, "missing caption")]
 
 
@@ -210,19 +273,29 @@ def test_urban1k(tmp_path):
     assert detect(tmp_path) == "urban1k" and detect(root) == "urban1k"
     records, rejects = read_all("urban1k", tmp_path)
     assert [(r.source_id, r.image, r.caption) for r in records] == [
-        (str(i), f"image/{i}.jpg", f"Street {i}. Cars park.") for i in (1, 2, 10)]
+        (str(i), f"image/{i}.jpg", f"Street {i}. Cars park.") for i in (1, 2, 10)
+    ]
     assert [j.reason for j in rejects] == ["image not found: image/11.jpg"]
 
 
 def write_dci(root: Path) -> None:
     (root / "annotations").mkdir(parents=True)
     (root / "photos").mkdir()
-    masks = {"0": {"idx": 0, "parent": -1, "label": "dog", "caption": "A brown dog.", "mask_quality": 0},
-             "1": {"idx": "1", "parent": "0", "label": "tail", "caption": "Its tail wags.", "mask_quality": 0},
-             "2": {"idx": 2, "parent": -1, "label": "blur", "caption": "Unusable.", "mask_quality": 2}}
+    masks = {
+        "0": {"idx": 0, "parent": -1, "label": "dog", "caption": "A brown dog.", "mask_quality": 0},
+        "1": {"idx": "1", "parent": "0", "label": "tail", "caption": "Its tail wags.", "mask_quality": 0},
+        "2": {"idx": 2, "parent": -1, "label": "blur", "caption": "Unusable.", "mask_quality": 2},
+    }
     anns = {
-        "1-data.json": {"image": "sa_1.jpg", "short_caption": "A dog.", "extra_caption": "It sits on grass. The sun shines.",
-                        "mask_data": masks, "mask_keys": list(masks), "height": 10, "width": 20},
+        "1-data.json": {
+            "image": "sa_1.jpg",
+            "short_caption": "A dog.",
+            "extra_caption": "It sits on grass. The sun shines.",
+            "mask_data": masks,
+            "mask_keys": list(masks),
+            "height": 10,
+            "width": 20,
+        },
         "2-data.json": {"image": "sa_2.jpg", "short_caption": "A wall.", "extra_caption": "", "mask_data": {}},
     }
     for name, data in anns.items():
@@ -238,7 +311,8 @@ def test_dci_caption_modes_splits_and_mask_meta(tmp_path):
     records, rejects = read_all("dci", tmp_path)
     assert [(r.source_id, r.image, r.split, r.caption) for r in records] == [
         ("1-data", "photos/sa_1.jpg", "train", "A dog.\nIt sits on grass. The sun shines."),
-        ("2-data", "photos/sa_2.jpg", "test", "A wall.")]
+        ("2-data", "photos/sa_2.jpg", "test", "A wall."),
+    ]
     assert records[0].meta["mask_labels"] == ["dog", "tail"] and records[0].meta["mask_count"] == 3
     assert [(j.location, j.reason.split(":")[0]) for j in rejects] == [("annotations/3-data.json", "broken JSON")]
 
@@ -251,6 +325,7 @@ def test_dci_caption_modes_splits_and_mask_meta(tmp_path):
 
 
 # -- img2dataset (a real run over file:// URLs) ------------------------------------------------
+
 
 class _NoLogger:
     """img2dataset's stats logger runs in a spawned process (a 10 s re-import): not needed here."""
@@ -274,7 +349,9 @@ def test_img2dataset_real_output_folder(tmp_path, monkeypatch):
 
     # Real Reader, Downloader and writer, run in this process instead of a spawned pool.
     i2d_main = sys.modules["img2dataset.main"]
-    monkeypatch.setattr(i2d_main, "multiprocessing_distributor", lambda _n, downloader, reader, _s, _r: [downloader(r) for r in reader])
+    monkeypatch.setattr(
+        i2d_main, "multiprocessing_distributor", lambda _n, downloader, reader, _s, _r: [downloader(r) for r in reader]
+    )
     monkeypatch.setattr(i2d_main, "LoggerProcess", _NoLogger)
 
     urls = []
@@ -284,12 +361,26 @@ def test_img2dataset_real_output_folder(tmp_path, monkeypatch):
         urls.append(p.as_uri())
     urls.insert(2, (tmp_path / "missing.png").as_uri())
     table = tmp_path / "urls.parquet"
-    pq.write_table(pa.table({"url": urls, "caption": [f"Picture {i}. Blue." for i in range(4)],
-                             "origin": [f"o{i}" for i in range(4)]}), table)
+    pq.write_table(
+        pa.table(
+            {"url": urls, "caption": [f"Picture {i}. Blue." for i in range(4)], "origin": [f"o{i}" for i in range(4)]}
+        ),
+        table,
+    )
     out = tmp_path / "i2d"
-    download(url_list=str(table), input_format="parquet", url_col="url", caption_col="caption",
-             save_additional_columns=["origin"], output_folder=str(out), output_format="files",
-             processes_count=1, thread_count=2, image_size=16, resize_mode="border")
+    download(
+        url_list=str(table),
+        input_format="parquet",
+        url_col="url",
+        caption_col="caption",
+        save_additional_columns=["origin"],
+        output_folder=str(out),
+        output_format="files",
+        processes_count=1,
+        thread_count=2,
+        image_size=16,
+        resize_mode="border",
+    )
     assert detect(out) == "img2dataset"
     records, rejects = read_all("img2dataset", out)
     assert len(records) == 3 and len(rejects) == 1
@@ -307,6 +398,7 @@ def test_img2dataset_real_output_folder(tmp_path, monkeypatch):
 
 
 # -- auto detection errors ------------------------------------------------------------------------
+
 
 def test_detect_unknown_is_one_line_error(tmp_path):
     (tmp_path / "x.bin").write_bytes(b"\x00\x01")

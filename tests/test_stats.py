@@ -20,10 +20,22 @@ from caption_debias.stats.compute import StatsOptions, compute_stats
 # num_tokens = sum(tokens per sentence) + 2 (start and end).
 ROWS_A = [
     (["The image shows a cat.", "It is black.", "It sleeps."], [6, 6, 6], [True, False, False], "sharegpt4v", "train"),
-    (["The image shows a dog.", "A ball.", "In short, a dog plays."], [6, 36, 36], [True, False, True], "sharegpt4v", "train"),
+    (
+        ["The image shows a dog.", "A ball.", "In short, a dog plays."],
+        [6, 36, 36],
+        [True, False, True],
+        "sharegpt4v",
+        "train",
+    ),
     (["A red car.", "Parked on a street."], [3, 245], [False, True], "coco", None),
     (["Sky."], [1], [True], "coco", None),
-    (["This is a photo of a beach.", "Waves.", "Sand.", "Sun."], [8, 30, 30, 30], [False, True, False, False], "sharegpt4v", "test"),
+    (
+        ["This is a photo of a beach.", "Waves.", "Sand.", "Sun."],
+        [8, 30, 30, 30],
+        [False, True, False, False],
+        "sharegpt4v",
+        "test",
+    ),
     (["THE IMAGE: shows a tree.", "Green."], [7, 21], [False, False], "coco", None),
 ]
 ROWS_B = [
@@ -213,7 +225,9 @@ def test_on_real_prepare_output(tmp_path):
         "What a view! The sea is calm. Boats float by.",
     ]
     src = tmp_path / "captions.jsonl"
-    src.write_text("".join(json.dumps({"image": f"{i}.jpg", "caption": c, "key": str(i)}) + "\n" for i, c in enumerate(captions)))
+    src.write_text(
+        "".join(json.dumps({"image": f"{i}.jpg", "caption": c, "key": str(i)}) + "\n" for i, c in enumerate(captions))
+    )
     out = tmp_path / "prepared"
     manifest = prepare([src], out, PrepareOptions(format="table", quiet=True, split="val"))
     s = compute_stats([out], StatsOptions(by="split"))

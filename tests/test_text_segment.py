@@ -14,10 +14,10 @@ GOLDEN = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "golden_r
 # Calibration-style long captions with the marks that make splitting hard.
 CAPTIONS = [
     "A red bicycle leans on a wooden fence. The bicycle has a wicker basket. Its tires are worn.",
-    "The image shows a street at 08:45 in the morning. A sign reads \"OPEN.\" The shop is 3.5 m wide.",
+    'The image shows a street at 08:45 in the morning. A sign reads "OPEN." The shop is 3.5 m wide.',
     "A man stands near St. Mary's church, e.g. by the gate. Dr. Smith waves. The U.S. flag flies.",
     "An aerial view of a harbour.\n\nBoats are moored along the pier. Overall, the scene is calm.",
-    "A sign with the words \"Blue bottle coffee. \" She smiles. The words \"EXIT\". Only one door.",
+    'A sign with the words "Blue bottle coffee. " She smiles. The words "EXIT". Only one door.',
     "Two dogs play... One is brown. The other?! It is white.",
     "A chart lists 1. apples 2. pears. The title is bold.",
     "A woman holds a cup. She reads 'Stop. Go.' The end. He said \"Go!\" and left. Then it rained.",
@@ -67,7 +67,10 @@ def test_fast_path_handles_plain_captions_itself():
     text = CAPTIONS[0] + " In the background, a 3.5 m wall stands at 08:45. The dog's bowl is red."
     spans = fast.spans(text)
     assert fast.delegated == before
-    assert [text[s:e] for s, e in spans][:2] == ["A red bicycle leans on a wooden fence.", "The bicycle has a wicker basket."]
+    assert [text[s:e] for s, e in spans][:2] == [
+        "A red bicycle leans on a wooden fence.",
+        "The bicycle has a wicker basket.",
+    ]
     assert len(spans) == 5
 
 
@@ -157,9 +160,39 @@ def test_unknown_segmenter_is_a_user_error():
 def test_fast_tracks_pysbd_on_adversarial_soup():
     # strings made of hard spots only: most captions end up (partly) with pysbd, and the
     # stretch-wise answers must add up to pysbd's answer on the whole text
-    pieces = ["The ", "dog ", "Dr. ", "U.S. ", "e.g. ", "3.5 ", "08:45 ", '"Stop." ', '"Go" ', "(x) ",
-              "... ", "?! ", ". ", "! ", "? ", "co. ", "man. ", "it's ", "'Big.' ", "\n", "\n\n", "“Hi.” ",
-              "… ", "| ", "1. ", "— ", "sky", " ", ". The ", ". a ", ".The "]
+    pieces = [
+        "The ",
+        "dog ",
+        "Dr. ",
+        "U.S. ",
+        "e.g. ",
+        "3.5 ",
+        "08:45 ",
+        '"Stop." ',
+        '"Go" ',
+        "(x) ",
+        "... ",
+        "?! ",
+        ". ",
+        "! ",
+        "? ",
+        "co. ",
+        "man. ",
+        "it's ",
+        "'Big.' ",
+        "\n",
+        "\n\n",
+        "“Hi.” ",
+        "… ",
+        "| ",
+        "1. ",
+        "— ",
+        "sky",
+        " ",
+        ". The ",
+        ". a ",
+        ".The ",
+    ]
     rng = random.Random(7)
     fast, ref = get_segmenter("fast"), get_segmenter("pysbd")
     texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 25))) for _ in range(300)]
@@ -199,11 +232,49 @@ def test_plain_path_equals_detailed_path_and_pysbd():
     # line breaks (with trailing spaces), decimals, double spaces, abbreviations, initials.
     from caption_debias.text.segment import _UNSETTLED, FastSegmenter
 
-    pieces = ["The dog runs.", "A big red sign.", "It is 3.5 m wide.", 'It reads "Stop." The', 'It reads "Go!" and',
-              '"EXIT". Only', "\u201cHi.\u201d The", "\u201cWait.\u201d", 'x"Stop." The', '"Yes." the', '"Stop.",', "the co.",
-              "Dr. Smith.", "the U.S.", "at 08:45.", "a t-shirt.", "the woman's.", "the BMW.", "I", "sun..", ".The",
-              "\n", "\n\n", " \n", "  ", "it's", "'Big.'", "'Big'", "iv.", "a.", "1.", "\u2014", "\u2019s.", "Co.", "é",
-              '"big sign"', "\u201cbig \u201d", '"Hi."  The', '"X."\n', "end.  The", "\u201cHi.\u201d \u00c9lan"]
+    pieces = [
+        "The dog runs.",
+        "A big red sign.",
+        "It is 3.5 m wide.",
+        'It reads "Stop." The',
+        'It reads "Go!" and',
+        '"EXIT". Only',
+        "\u201cHi.\u201d The",
+        "\u201cWait.\u201d",
+        'x"Stop." The',
+        '"Yes." the',
+        '"Stop.",',
+        "the co.",
+        "Dr. Smith.",
+        "the U.S.",
+        "at 08:45.",
+        "a t-shirt.",
+        "the woman's.",
+        "the BMW.",
+        "I",
+        "sun..",
+        ".The",
+        "\n",
+        "\n\n",
+        " \n",
+        "  ",
+        "it's",
+        "'Big.'",
+        "'Big'",
+        "iv.",
+        "a.",
+        "1.",
+        "\u2014",
+        "\u2019s.",
+        "Co.",
+        "é",
+        '"big sign"',
+        "\u201cbig \u201d",
+        '"Hi."  The',
+        '"X."\n',
+        "end.  The",
+        "\u201cHi.\u201d \u00c9lan",
+    ]
     rng = random.Random(13)
     fast, ref = FastSegmenter(), get_segmenter("pysbd")
     settled = 0
@@ -251,7 +322,12 @@ def test_pysbd_cache_gives_fresh_answers():
     from caption_debias.text import segment
 
     seg = segment.PysbdSegmenter()
-    texts = ["Dr. Smith went to Washington. He left.", "The BMW. It is red. ", "No marks here", "Dr. Smith went to Washington. He left."]
+    texts = [
+        "Dr. Smith went to Washington. He left.",
+        "The BMW. It is red. ",
+        "No marks here",
+        "Dr. Smith went to Washington. He left.",
+    ]
     for text in texts:
         got = seg.spans(text)
         assert got == align_sentences(text, seg._seg.processor(text).process())

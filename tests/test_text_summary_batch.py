@@ -3,15 +3,16 @@
 import random
 
 import pytest
+from test_text_summary import CAPTIONS
 
 from caption_debias.text import summary
 from caption_debias.text.summary import summary_scores, summary_scores_batch
 
-from test_text_summary import CAPTIONS
-
-WORDS = ("a an the its their some two several this that both each another various numerous dog dogs cat "
-         "bicycle red bench wall image shows overall scene light tree trees it's woman’s t-shirt of on "
-         "with and is are in near left right sky 3.5 08:45 x").split()
+WORDS = (
+    "a an the its their some two several this that both each another various numerous dog dogs cat "
+    "bicycle red bench wall image shows overall scene light tree trees it's woman’s t-shirt of on "
+    "with and is are in near left right sky 3.5 08:45 x"
+).split()
 
 
 def _random_caption(rng: random.Random) -> list[str]:
@@ -44,10 +45,9 @@ def test_batch_scores_match_per_caption_scores():
 
 def test_batch_scores_survive_a_vocabulary_reset(monkeypatch):
     captions = [_sentences(c) for style in CAPTIONS.values() for c in style]
-    expected = [summary_scores(c) for c in captions]
     monkeypatch.setattr(summary._Vocab, "_LIMIT", 50)  # forces clearing between and within calls
     scorer = summary._BatchScorer(summary._scorer())
-    for caption, want in zip(captions, expected):
+    for caption in captions:
         raw = scorer.raw([caption])
         assert raw == pytest.approx(summary._scorer().raw(caption), rel=0, abs=1e-12)
     assert len(scorer.vocab) <= 50 + max(len(" ".join(c).split()) for c in captions)
@@ -67,8 +67,26 @@ def test_batch_scores_across_slices(monkeypatch):
 # Characters around which the batch's byte-level word finder could part from _WORD (lowercasing
 # that yields ASCII such as "İ" -> "i̇" and the Kelvin sign, curly and plain apostrophes, hyphens,
 # dashes, multi-byte letters, NUL, a lone surrogate, line breaks).
-TRICKY = ["a", "b", "Z", "'", "-", "\u2019", " ", "\u0130", "\u212a", "\u00e9", "\u2014", "\u00df", "\0", "\udc80",
-          "\n", "3", "\u03a3", "\u00c9"]
+TRICKY = [
+    "a",
+    "b",
+    "Z",
+    "'",
+    "-",
+    "\u2019",
+    " ",
+    "\u0130",
+    "\u212a",
+    "\u00e9",
+    "\u2014",
+    "\u00df",
+    "\0",
+    "\udc80",
+    "\n",
+    "3",
+    "\u03a3",
+    "\u00c9",
+]
 
 
 def test_chunk_words_equal_regex_words():
@@ -89,10 +107,22 @@ def test_chunk_words_equal_regex_words():
 
 def test_batch_scores_on_edge_captions():
     captions = [
-        [], [""], ["Dog"], ["A dog."], ["Dogs", "dog"], ["\u0130stanbul at night, a city by the sea."],
-        ["A caf\u00e9 with a na\u00efve mural.", "The caf\u00e9\u2019s mural is bright.", "The woman\u2019s t-shirt is red."],
-        ["A dog\0 sits.", "The dog\0 sleeps."], ["A lone \udc80 surrogate.", "The surrogate."],
-        ["Shot", "Close-up"], ["   ", "---", "'''"], ["\u212aelvin dogs.", "The kelvin dogs."],
+        [],
+        [""],
+        ["Dog"],
+        ["A dog."],
+        ["Dogs", "dog"],
+        ["\u0130stanbul at night, a city by the sea."],
+        [
+            "A caf\u00e9 with a na\u00efve mural.",
+            "The caf\u00e9\u2019s mural is bright.",
+            "The woman\u2019s t-shirt is red.",
+        ],
+        ["A dog\0 sits.", "The dog\0 sleeps."],
+        ["A lone \udc80 surrogate.", "The surrogate."],
+        ["Shot", "Close-up"],
+        ["   ", "---", "'''"],
+        ["\u212aelvin dogs.", "The kelvin dogs."],
     ]
     got = summary_scores_batch(captions)
     for caption, scores in zip(captions, got):
@@ -101,11 +131,37 @@ def test_batch_scores_on_edge_captions():
 
 def test_batch_closing_phrases_as_the_reference():
     # the batch runs _CLOSING only where the first two words allow a match: near misses too
-    openers = ["Overall,", "overall", "In summary,", "In conclusion", "in essence,", "In short,", "Altogether,",
-               "All in all,", "All in", "The overall", "The general", "the image conveys", "The scene as a whole evokes",
-               "The photograph radiates", "This photo's mood", "This image\u2019s mood", "The picture's tone",
-               "This composition conveys", "The setting gives", "The image shows", "  The image exudes", "THE IMAGE HAS",
-               "Theimage has", "The imagery conveys", "In", "The", "This", "Inside,", "The overall-look"]
+    openers = [
+        "Overall,",
+        "overall",
+        "In summary,",
+        "In conclusion",
+        "in essence,",
+        "In short,",
+        "Altogether,",
+        "All in all,",
+        "All in",
+        "The overall",
+        "The general",
+        "the image conveys",
+        "The scene as a whole evokes",
+        "The photograph radiates",
+        "This photo's mood",
+        "This image\u2019s mood",
+        "The picture's tone",
+        "This composition conveys",
+        "The setting gives",
+        "The image shows",
+        "  The image exudes",
+        "THE IMAGE HAS",
+        "Theimage has",
+        "The imagery conveys",
+        "In",
+        "The",
+        "This",
+        "Inside,",
+        "The overall-look",
+    ]
     captions = [["A dog on a bench.", "The dog is brown.", o + " a calm mood."] for o in openers]
     captions += [[o] for o in openers] + [[o + " a calm mood."] for o in openers]
     got = summary_scores_batch(captions)
@@ -141,7 +197,10 @@ def test_flat_scores_and_batch_mask_equal_the_per_caption_ones(monkeypatch):
     rng = random.Random(4)
     captions = [_sentences(c) for style in CAPTIONS.values() for c in style]
     captions += [_random_caption(rng) for _ in range(300)] + [[], [""], ["", "..."], ["Overall, a calm mood."]]
-    captions += [["A dog on a bench.", "The dog is brown.", "Overall, a calm mood."], ["The dog is brown.", "A dog."] * 2]
+    captions += [
+        ["A dog on a bench.", "The dog is brown.", "Overall, a calm mood."],
+        ["The dog is brown.", "A dog."] * 2,
+    ]
     flat_sentences = [x for c in captions for x in c]
     counts = [len(c) for c in captions]
     for batch in (summary._BATCH, 5):
@@ -152,7 +211,9 @@ def test_flat_scores_and_batch_mask_equal_the_per_caption_ones(monkeypatch):
         for mode in summary.SUMMARY_MODES:
             mask = summary.summary_mask_batch(flat_sentences, counts, flat, mode)
             assert mask.dtype == bool
-            assert mask.tolist() == [m for c, sc in zip(captions, by_caption) for m in summary.summary_mask(c, sc, mode)], mode
+            assert mask.tolist() == [
+                m for c, sc in zip(captions, by_caption) for m in summary.summary_mask(c, sc, mode)
+            ], mode
     assert sum(summary.summary_mask_batch(flat_sentences, counts, flat, "detect")) > len(captions) // 2
     with pytest.raises(summary.UserError):
         summary.summary_mask_batch(flat_sentences, counts, flat, "last")

@@ -72,7 +72,7 @@ def test_matches_open_clip_get_tokenizer_with_start_end(reference):
     for row, text in zip(tensor.tolist(), CAPTIONS + EDGE_CASES[:10]):
         ids = [tok.sot_id] + tok.encode(text)[: 77 - 2] + [tok.eot_id]
         assert row[: len(ids)] == ids
-        assert all(x == tok.pad_id for x in row[len(ids):])
+        assert all(x == tok.pad_id for x in row[len(ids) :])
 
 
 def test_special_ids_and_describe():
@@ -112,11 +112,16 @@ def _encoded(tok, texts):
 
 def test_encode_caption_counts_like_the_whole_caption():
     tok = get_tokenizer()
-    texts = CAPTIONS + EDGE_CASES + [
-        "Trailing marks at the end of the sun.. A new line",
-        "No space after it.There is more. “Quoted” text — with dashes.",
-        "Fish &amp; chips. Café au lait. Ａ wide letter.",
-    ] + [" ".join(_random_texts(3, seed=s)) for s in range(100)]
+    texts = (
+        CAPTIONS
+        + EDGE_CASES
+        + [
+            "Trailing marks at the end of the sun.. A new line",
+            "No space after it.There is more. “Quoted” text — with dashes.",
+            "Fish &amp; chips. Café au lait. Ａ wide letter.",
+        ]
+        + [" ".join(_random_texts(3, seed=s)) for s in range(100)]
+    )
     for text, spans, ids, n in _encoded(tok, texts):
         assert ids == [tok.encode(text[s:e]) for s, e in spans]
         assert n == len(tok.encode(text)) + 2, text
@@ -125,12 +130,18 @@ def test_encode_caption_counts_like_the_whole_caption():
 def test_fresh_tokenizer_on_unseen_words(reference):
     """Every word below reaches the Rust BPE (a fresh instance has empty caches)."""
     texts = [
-        "é" * 300, "中文" * 150, "ab" * 300, "l" * 1000, "😀" * 90, "x" + "ÿ" * 257,
-        "".join(chr(c) for c in range(0xa1, 0x17f)),  # every Latin-1/Extended-A letter in one word
+        "é" * 300,
+        "中文" * 150,
+        "ab" * 300,
+        "l" * 1000,
+        "😀" * 90,
+        "x" + "ÿ" * 257,
+        "".join(chr(c) for c in range(0xA1, 0x17F)),  # every Latin-1/Extended-A letter in one word
         "caf\u00e9 cafe\u0301 \u212bngstr\u00f6m \u0130stanbul \u017fs 'ſ 'S 'ſt",  # NFC/NFD, dotted I, long s
         ".<start_of_text>x <start_of_text>. a<end_of_text>b <start_of_text><end_of_text>",
         "tab\tand\nnew\r\nlines\x0bvertical\x0cfeed \u2003em-space",
-        "&nbsp; &#32; &#9;", "&amp;nbsp;",  # empty after cleaning
+        "&nbsp; &#32; &#9;",
+        "&amp;nbsp;",  # empty after cleaning
     ]
     tok = ClipTokenizer()
     assert [tok.encode(t) for t in texts] == [reference.encode(t) for t in texts]
@@ -142,25 +153,42 @@ def test_bpe_merges_match_open_clip_on_every_vocabulary_word(reference):
     tok = get_tokenizer()
     words = {"".join(m).removesuffix("</w>") for m in reference.bpe_ranks}
     for word in sorted(words):
-        assert [t.id for t in tok._bpe_model.tokenize(word)] == [reference.encoder[t] for t in reference.bpe(word).split(" ")], word
+        assert [t.id for t in tok._bpe_model.tokenize(word)] == [
+            reference.encoder[t] for t in reference.bpe(word).split(" ")
+        ], word
 
 
 # every character a text can hold when its cleaning is local (tokenize._PLAIN_TYPOGRAPHIC)
 _LOCAL_CHARS = "".join(
-    chr(c) for c in [*range(0x20, 0x7F), 0x09, 0x0A, 0x0D, 0xA0, 0x2BC, *range(0x2018, 0x2020), 0x2013, 0x2014] if c != 0x26
+    chr(c)
+    for c in [*range(0x20, 0x7F), 0x09, 0x0A, 0x0D, 0xA0, 0x2BC, *range(0x2018, 0x2020), 0x2013, 0x2014]
+    if c != 0x26
 )
 
 
 def _local_texts(n: int, seed: int) -> list[str]:
     rng = random.Random(seed)
-    pools = (_LOCAL_CHARS, " \t\n\r\xa0", "abcdefghij ABC'", "\u2018\u2019\u201c\u201d\u02bc\u201a\u201b\u201e\u201f\u2013\u2014")
+    pools = (
+        _LOCAL_CHARS,
+        " \t\n\r\xa0",
+        "abcdefghij ABC'",
+        "\u2018\u2019\u201c\u201d\u02bc\u201a\u201b\u201e\u201f\u2013\u2014",
+    )
     return ["".join(rng.choice(rng.choice(pools)) for _ in range(rng.randint(0, 80))) for _ in range(n)]
 
 
 def test_encode_sentences_matches_open_clip(reference, monkeypatch):
     from caption_debias.text import tokenize
 
-    texts = ["", " ", "\xa0", " a ", "\xa0a\xa0 b\tc\r\nd  ", "It\u2019s \u201cx\u201d \u2014 y", "A.B" * 50] + _local_texts(400, seed=5)
+    texts = [
+        "",
+        " ",
+        "\xa0",
+        " a ",
+        "\xa0a\xa0 b\tc\r\nd  ",
+        "It\u2019s \u201cx\u201d \u2014 y",
+        "A.B" * 50,
+    ] + _local_texts(400, seed=5)
     assert all(tokenize._PLAIN_TYPOGRAPHIC.fullmatch(t) for t in texts)
     want = [reference.encode(t) for t in texts]
     for passes in (tokenize._SENTENCES_PER_PASS, 7, 1):  # one Arrow pass, several, one text each
@@ -177,11 +205,17 @@ def test_local_caption_agrees_with_encode_caption():
     from caption_debias.text import tokenize
 
     tok = get_tokenizer()
-    texts = CAPTIONS + EDGE_CASES + [
-        "No space after it.There is more. \u201cQuoted\u201d text \u2014 with dashes.",
-        "  Leading and trailing.  Two sentences.\xa0",
-        "Fish &amp; chips. Caf\u00e9 au lait.",
-    ] + [" ".join(_local_texts(4, seed=s)) for s in range(150)] + [" ".join(_random_texts(3, seed=s)) for s in range(50)]
+    texts = (
+        CAPTIONS
+        + EDGE_CASES
+        + [
+            "No space after it.There is more. \u201cQuoted\u201d text \u2014 with dashes.",
+            "  Leading and trailing.  Two sentences.\xa0",
+            "Fish &amp; chips. Caf\u00e9 au lait.",
+        ]
+        + [" ".join(_local_texts(4, seed=s)) for s in range(150)]
+        + [" ".join(_random_texts(3, seed=s)) for s in range(50)]
+    )
     local = 0
     for text, spans, ids, n in _encoded(tok, texts):
         plan = tok.local_caption(text, spans)
@@ -197,14 +231,49 @@ def test_local_caption_agrees_with_encode_caption():
 
 # sentences that need ftfy's judgement: mojibake, entities, Latin-1 and other letters, curly quotes, emoji
 _FTFY_PIECES = [
-    "Caf\u00e9 au lait.", "The M&Ms jar.", "Fish &amp; chips.", "Salt & pepper.", "caf\u00c3\u00a9 is bad.", "\u00c3 la mode.",
-    "\u00c2 quote.", "It\u2019s \u201cfine\u201d.", "\u0391\u03a3 \u039f\u0394\u039f\u03a3.", "\u041f\u0420\u0418\u0412\u0415\u0422 \u043c\u0438\u0440.",
-    "\u0412\u00b0\u0413 x.", "emoji \U0001F600\U0001F389 here.", "\u00bd cup.", "na\u00efve fa\u00e7ade.", "\u00e0 la carte.",
-    "\u2026 and so on.", "x\u00a0y.", "\uff21 wide.", "\ufb01 lig.", "e\u0301 acute.", "\u1100\u1161 jamo.", "<b>bold</b> &lt;.",
-    "\u00d7\u00b2 sq.", "\u00e2\u20ac\u0153quoted\u00e2\u20ac\u009d.", "\u00d8\u00b9\u00d8\u00b1 ar.", "\u00c9COLE.", "\u00dcBER \u00c4RGER.",
-    "\u00a3 price \u20ac.", "A\u00b0 deg.", "\u0152 oe.", "tab\there.", "a &#39; b.", "Plain words here.", "\u0130stanbul.",
-    "\u00df strasse.", "\u4e2d\u6587 \u65e5\u672c\u8a9e.", "\u00e2\u20ac\u2122s.", "\u00c3\u00a9t\u00c3\u00a9.", "\u00ef\u00bb\u00bf bom.",
-    "&eacute;t&eacute;.", "&amp;eacute;.", "\u00e9\u00e9\u00e9 \u00c3", "\u00a0\u00c3 \u00a0",
+    "Caf\u00e9 au lait.",
+    "The M&Ms jar.",
+    "Fish &amp; chips.",
+    "Salt & pepper.",
+    "caf\u00c3\u00a9 is bad.",
+    "\u00c3 la mode.",
+    "\u00c2 quote.",
+    "It\u2019s \u201cfine\u201d.",
+    "\u0391\u03a3 \u039f\u0394\u039f\u03a3.",
+    "\u041f\u0420\u0418\u0412\u0415\u0422 \u043c\u0438\u0440.",
+    "\u0412\u00b0\u0413 x.",
+    "emoji \U0001f600\U0001f389 here.",
+    "\u00bd cup.",
+    "na\u00efve fa\u00e7ade.",
+    "\u00e0 la carte.",
+    "\u2026 and so on.",
+    "x\u00a0y.",
+    "\uff21 wide.",
+    "\ufb01 lig.",
+    "e\u0301 acute.",
+    "\u1100\u1161 jamo.",
+    "<b>bold</b> &lt;.",
+    "\u00d7\u00b2 sq.",
+    "\u00e2\u20ac\u0153quoted\u00e2\u20ac\u009d.",
+    "\u00d8\u00b9\u00d8\u00b1 ar.",
+    "\u00c9COLE.",
+    "\u00dcBER \u00c4RGER.",
+    "\u00a3 price \u20ac.",
+    "A\u00b0 deg.",
+    "\u0152 oe.",
+    "tab\there.",
+    "a &#39; b.",
+    "Plain words here.",
+    "\u0130stanbul.",
+    "\u00df strasse.",
+    "\u4e2d\u6587 \u65e5\u672c\u8a9e.",
+    "\u00e2\u20ac\u2122s.",
+    "\u00c3\u00a9t\u00c3\u00a9.",
+    "\u00ef\u00bb\u00bf bom.",
+    "&eacute;t&eacute;.",
+    "&amp;eacute;.",
+    "\u00e9\u00e9\u00e9 \u00c3",
+    "\u00a0\u00c3 \u00a0",
 ]
 
 
@@ -273,7 +342,13 @@ def test_maybe_bad_never_misses_what_is_bad_flags():
                 elif op is C.RANGE:
                     found = found or av[0] <= o <= av[1]
                 elif op is C.CATEGORY:
-                    found = found or re.match({C.CATEGORY_SPACE: r"\s", C.CATEGORY_WORD: r"\w", C.CATEGORY_DIGIT: r"\d"}[av], chr(o)) is not None
+                    found = (
+                        found
+                        or re.match(
+                            {C.CATEGORY_SPACE: r"\s", C.CATEGORY_WORD: r"\w", C.CATEGORY_DIGIT: r"\d"}[av], chr(o)
+                        )
+                        is not None
+                    )
                 else:
                     return True  # unknown member: assume the worst
             return found != neg
@@ -281,10 +356,14 @@ def test_maybe_bad_never_misses_what_is_bad_flags():
         return any(hit(o) for o in range(128))
 
     for branch in parsed.data[0][1][1]:
-        assert any((op is C.LITERAL and av >= 128) or (op is C.IN and not class_matches_ascii(av)) for op, av in branch.data), branch
+        assert any(
+            (op is C.LITERAL and av >= 128) or (op is C.IN and not class_matches_ascii(av)) for op, av in branch.data
+        ), branch
     rng = random.Random(13)
     palette = "abc AZ.,?!\u00c3\u00c2\u00a0\u00e9\u00a9\u00b0\u20ac\u2122\u0152\u00d8\u00d9\u0412\u0413\u0420\u0421\u00b5\u00e0\u00bd\u221a\u00b1\u03b2\u0393"
-    for text in _ftfy_captions(500, seed=14) + ["".join(rng.choice(palette) for _ in range(rng.randint(0, 60))) for _ in range(3000)]:
+    for text in _ftfy_captions(500, seed=14) + [
+        "".join(rng.choice(palette) for _ in range(rng.randint(0, 60))) for _ in range(3000)
+    ]:
         if is_bad(text):
             assert tokenize._maybe_bad(text), text
 
@@ -319,7 +398,7 @@ def test_local_caption_gap_checks_on_arbitrary_spans():
     def reference(caption, spans):
         if not spans:
             return 0 if not caption.strip() else len(tok.encode(caption)) + 2
-        if caption[: spans[0][0]].strip() or caption[spans[-1][1]:].strip():
+        if caption[: spans[0][0]].strip() or caption[spans[-1][1] :].strip():
             return len(tok.encode(caption)) + 2
         for (_, e), (s2, _) in zip(spans, spans[1:]):
             if not caption[e:s2][:1].isspace():

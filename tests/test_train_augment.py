@@ -64,8 +64,9 @@ def test_debias_ablations_and_fallback():
     out, _ = debias_text(S, [False] * 4, rng, 30, DebiasOptions(no_drop_summary=True, no_subsample=True, no_pad=True))
     np.testing.assert_array_equal(out, long_text(S, 30))
     # `detected`: drop the flagged sentences (here the last), keep the first
-    out, _ = debias_text(S, [False, False, False, True], rng, 30,
-                         DebiasOptions(drop_summary="detected", no_subsample=True, no_pad=True))
+    out, _ = debias_text(
+        S, [False, False, False, True], rng, 30, DebiasOptions(drop_summary="detected", no_subsample=True, no_pad=True)
+    )
     np.testing.assert_array_equal(_body(out)[0], np.concatenate(S[:3]))
     out, fallback = debias_text(S[:1], [True], rng, 30, DebiasOptions())
     assert fallback

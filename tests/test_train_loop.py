@@ -32,9 +32,21 @@ def prepared(tmp_path_factory):
 
 
 def _cfg(data, images, out, **kw) -> TrainConfig:
-    base = dict(data=str(data), image_root=str(images), out=str(out), model="tiny", batch_size=4, lr=1e-3,
-                warmup_steps=1, log_every=1, checkpoint_every=2, keep_checkpoints=0, tensorboard=False,
-                quiet=True, precision="fp32")
+    base = dict(
+        data=str(data),
+        image_root=str(images),
+        out=str(out),
+        model="tiny",
+        batch_size=4,
+        lr=1e-3,
+        warmup_steps=1,
+        log_every=1,
+        checkpoint_every=2,
+        keep_checkpoints=0,
+        tensorboard=False,
+        quiet=True,
+        precision="fp32",
+    )
     base.update(kw)
     return TrainConfig(**base)
 
@@ -110,10 +122,27 @@ def test_cli_config_max_steps_zero_and_export(prepared, tmp_path):
 
     data, _, good = prepared
     conf = tmp_path / "c.toml"
-    conf.write_text(f'model = "tiny"\nrecipe = "clip"\nimage-root = "{good}"\nbatch_size = 4\nmax_steps = 3\nprecision = "fp32"\n')
+    conf.write_text(
+        f'model = "tiny"\nrecipe = "clip"\nimage-root = "{good}"\nbatch_size = 4\nmax_steps = 3\nprecision = "fp32"\n'
+    )
     run = tmp_path / "run0"
-    res = CliRunner().invoke(app, ["train", str(data), "--config", str(conf), "--recipe", "debias",
-                                   "--max-steps", "0", "--out", str(run), "--quiet", "--no-tensorboard"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "train",
+            str(data),
+            "--config",
+            str(conf),
+            "--recipe",
+            "debias",
+            "--max-steps",
+            "0",
+            "--out",
+            str(run),
+            "--quiet",
+            "--no-tensorboard",
+        ],
+    )
     assert res.exit_code == 0, res.output
     cfg = json.loads((run / "config.json").read_text())["config"]
     assert cfg["recipe"] == "debias" and cfg["max_steps"] == 0 and cfg["batch_size"] == 4 and cfg["model"] == "tiny"
@@ -157,8 +186,21 @@ def test_ddp_two_processes_match_one(prepared, tmp_path):
         "train(TrainConfig(**json.loads(sys.argv[1])))\n"
     )
     cfg = _cfg(data, good, tmp_path / "two", **kw).to_dict()
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
-           "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), str(script), json.dumps(cfg)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc_per_node",
+        "2",
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(_free_port()),
+        str(script),
+        json.dumps(cfg),
+    ]
     env = {**__import__("os").environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -33,11 +33,14 @@ def write_dreamlip(path, rows):
 
 def test_dreamlip_newlines_inside_values_and_one_record_per_column(tmp_path):
     path = tmp_path / "cc3m.csv"
-    write_dreamlip(path, [
-        ["http://x/1.jpg", "raw one", "IB one.\nSecond line.", "SV one.\n\nMore.", "LLA one."],
-        ["http://x/2.jpg", "raw two", "IB two.", "", "LLA two."],
-        ["", "raw three", "IB three.", "SV three.", "LLA three."],
-    ])
+    write_dreamlip(
+        path,
+        [
+            ["http://x/1.jpg", "raw one", "IB one.\nSecond line.", "SV one.\n\nMore.", "LLA one."],
+            ["http://x/2.jpg", "raw two", "IB two.", "", "LLA two."],
+            ["", "raw three", "IB three.", "SV three.", "LLA three."],
+        ],
+    )
     out = list(dreamlip.read(path, "cc3m.csv", opts(caption_column="longIB_captions,longSV_captions")))
     records = [o for o in out if isinstance(o, Record)]
     rejects = [o for o in out if isinstance(o, Reject)]
@@ -70,16 +73,25 @@ def test_dreamlip_default_column_cut_off_file_and_bad_column(tmp_path):
 
 def test_recap_datacomp_re_caption_default_and_org_caption_option(tmp_path):
     path = tmp_path / "recap.parquet"
-    pq.write_table(pa.table({
-        "url": ["http://a/1.jpg", "http://a/2.jpg", None],
-        "re_caption": ["The image shows a cat. It sits.", "   ", "A dog."],
-        "org_caption": ["cat", "alt two", "dog"],
-        "key": ["000000001", "000000002", "000000003"],
-        "sha256": ["aa", "bb", "cc"],
-    }), path)
+    pq.write_table(
+        pa.table(
+            {
+                "url": ["http://a/1.jpg", "http://a/2.jpg", None],
+                "re_caption": ["The image shows a cat. It sits.", "   ", "A dog."],
+                "org_caption": ["cat", "alt two", "dog"],
+                "key": ["000000001", "000000002", "000000003"],
+                "sha256": ["aa", "bb", "cc"],
+            }
+        ),
+        path,
+    )
     out = list(recap_datacomp.read(path, "recap.parquet", opts()))
     assert isinstance(out[0], Record)
-    assert (out[0].source, out[0].source_id, out[0].caption) == ("recap-datacomp", "000000001", "The image shows a cat. It sits.")
+    assert (out[0].source, out[0].source_id, out[0].caption) == (
+        "recap-datacomp",
+        "000000001",
+        "The image shows a cat. It sits.",
+    )
     assert out[0].meta == {"caption_column": "re_caption", "sha256": "aa"}
     assert [(o.location, o.reason) for o in out[1:]] == [(1, "empty caption"), (2, "missing image")]
     org = list(recap_datacomp.read(path, "recap.parquet", opts(caption_column="org_caption")))
@@ -90,12 +102,21 @@ def test_recap_datacomp_re_caption_default_and_org_caption_option(tmp_path):
 
 def test_pixelprose_prefix_goes_to_meta(tmp_path):
     path = tmp_path / "pp.parquet"
-    pq.write_table(pa.table({
-        "uid": ["u1", "u2", "u3"],
-        "url": ["http://p/1.jpg", "http://p/2.jpg", "http://p/3.jpg"],
-        "key": ["k1", "k2", "k3"],
-        "vlm_caption": ["This image displays: A red bus. It is parked.", "A tree in fog.", "This image displays:  "],
-    }), path)
+    pq.write_table(
+        pa.table(
+            {
+                "uid": ["u1", "u2", "u3"],
+                "url": ["http://p/1.jpg", "http://p/2.jpg", "http://p/3.jpg"],
+                "key": ["k1", "k2", "k3"],
+                "vlm_caption": [
+                    "This image displays: A red bus. It is parked.",
+                    "A tree in fog.",
+                    "This image displays:  ",
+                ],
+            }
+        ),
+        path,
+    )
     out = list(pixelprose.read(path, "pp.parquet", opts()))
     assert out[0].caption == "A red bus. It is parked."
     assert out[0].meta == {"caption_column": "vlm_caption", "uid": "u1", "caption_prefix": "This image displays:"}
@@ -120,15 +141,30 @@ def test_prepare_keys_for_url_sets(tmp_path):
 
     csv_path = tmp_path / "cc3m.csv"
     write_dreamlip(csv_path, [["http://x/1.jpg", "r", "IB one. Two.", "SV one. Two.", "LLA."]])
-    prepare([csv_path], tmp_path / "d", PrepareOptions(format="dreamlip", caption_column="longIB_captions,longSV_captions", quiet=True))
+    prepare(
+        [csv_path],
+        tmp_path / "d",
+        PrepareOptions(format="dreamlip", caption_column="longIB_captions,longSV_captions", quiet=True),
+    )
     rows = PreparedDataset.open(tmp_path / "d").read(["key", "image", "sentences"]).to_pylist()
     assert [r["key"] for r in rows] == ["dreamlip/cc3m:1:longIB_captions", "dreamlip/cc3m:1:longSV_captions"]
     assert rows[1]["sentences"] == ["SV one.", "Two."]
 
     pp = tmp_path / "pp.parquet"
-    pq.write_table(pa.table({"url": ["http://p/1.jpg", "http://p/2.jpg"], "key": ["k1", "k1"],
-                             "vlm_caption": ["This image displays: A bus. It is red.", "A tree."]}), pp)
+    pq.write_table(
+        pa.table(
+            {
+                "url": ["http://p/1.jpg", "http://p/2.jpg"],
+                "key": ["k1", "k1"],
+                "vlm_caption": ["This image displays: A bus. It is red.", "A tree."],
+            }
+        ),
+        pp,
+    )
     m = prepare([pp], tmp_path / "p", PrepareOptions(format="pixelprose", quiet=True))
     rows = PreparedDataset.open(tmp_path / "p").read(["key", "caption", "meta"]).to_pylist()
     assert [r["key"] for r in rows] == ["pixelprose/k1", "pixelprose/k1#2"] and m["counts"]["duplicate_keys"] == 1
-    assert rows[0]["caption"] == "A bus. It is red." and json.loads(rows[0]["meta"])["caption_prefix"] == "This image displays:"
+    assert (
+        rows[0]["caption"] == "A bus. It is red."
+        and json.loads(rows[0]["meta"])["caption_prefix"] == "This image displays:"
+    )

@@ -26,8 +26,12 @@ def make_prepared(root: Path, n: int = 24, groups: int = 0, missing: tuple[int, 
             im = Image.new("RGB", (64, 64), (i * 37 % 256, i * 91 % 256, i * 53 % 256))
             ImageDraw.Draw(im).ellipse((8 + i % 16, 8, 40 + i % 16, 40), fill=(255 - i * 7 % 256, 20, 90))
             im.save(images / name)
-        details = [f"The {shape} sits near the left edge.", f"Its border is thin and {COLORS[(i + 3) % 8]}.",
-                   "The background is plain.", f"There are {i % 5 + 1} small dots around it."][: 1 + i % 4]
+        details = [
+            f"The {shape} sits near the left edge.",
+            f"Its border is thin and {COLORS[(i + 3) % 8]}.",
+            "The background is plain.",
+            f"There are {i % 5 + 1} small dots around it.",
+        ][: 1 + i % 4]
         single = i % 6 == 5
         caption = f"This image shows a {color} {shape}." + ("" if single else " " + " ".join(details))
         row = {"key": f"k{i}", "image": name, "caption": caption}

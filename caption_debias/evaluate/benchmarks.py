@@ -24,7 +24,9 @@ class RetrievalData:
     definition: str = ""  # what exactly was read (for reports)
     info: dict = field(default_factory=dict)
     # Image features per model (weakly keyed by the nn.Module), so eval + probe encode images once.
-    image_features: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary, repr=False, compare=False)
+    image_features: weakref.WeakKeyDictionary = field(
+        default_factory=weakref.WeakKeyDictionary, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if len(self.captions) != len(self.text_image):
@@ -180,7 +182,9 @@ def load_flickr30k(path: Path, image_root: Path | None, segmenter: str, full: bo
     """Karpathy split file (dataset_flickr30k.json): test split, or every image with full=True."""
     karpathy = path if path.is_file() else _need(path / "dataset_flickr30k.json", "Karpathy split file")
     root = karpathy.parent
-    images = image_root or next((g for g in (root / "flickr30k-images", root / "images") if g.is_dir()), root / "flickr30k-images")
+    images = image_root or next(
+        (g for g in (root / "flickr30k-images", root / "images") if g.is_dir()), root / "flickr30k-images"
+    )
     doc = _read_json(karpathy)
     b = _Builder(segmenter)
     for im in doc.get("images", []):
@@ -196,7 +200,9 @@ def load_sharegpt4v_1k(path: Path, image_root: Path | None, segmenter: str, sam_
     from caption_debias.readers.sharegpt4v import first_gpt_turn, iter_array
     from caption_debias.records import Reject
 
-    file = path if path.is_file() else _need(path / "share-captioner_coco_lcs_sam_1246k_1107.json", "ShareGPT4V-PT file")
+    file = (
+        path if path.is_file() else _need(path / "share-captioner_coco_lcs_sam_1246k_1107.json", "ShareGPT4V-PT file")
+    )
     images = image_root or file.parent
     b = _Builder(segmenter)
     taken = 0
@@ -245,8 +251,14 @@ def load_prepared(path: Path, image_root: Path | None, name: str | None = None) 
         text_image.append(index[image])
     if not images:
         raise UserError(f"{path}: prepared folder has no rows")
-    return RetrievalData(name or Path(path).name, images, captions, text_image,
-                         f"prepared folder {path} (sentences as prepared)", {"segmenter": (ds.manifest.get("segmenter") or {}).get("name")})
+    return RetrievalData(
+        name or Path(path).name,
+        images,
+        captions,
+        text_image,
+        f"prepared folder {path} (sentences as prepared)",
+        {"segmenter": (ds.manifest.get("segmenter") or {}).get("name")},
+    )
 
 
 Loader = Callable[[Path, "Path | None", str], RetrievalData]
@@ -263,8 +275,9 @@ BENCHMARKS: dict[str, Loader] = {
 }
 
 
-def load_benchmark(name: str | None, data: str | Path, image_root: str | Path | None = None,
-                   segmenter: str = "fast") -> RetrievalData:
+def load_benchmark(
+    name: str | None, data: str | Path, image_root: str | Path | None = None, segmenter: str = "fast"
+) -> RetrievalData:
     """name=None (or 'prepared') reads a prepared folder; otherwise one of BENCHMARKS."""
     path = Path(data)
     root = Path(image_root) if image_root is not None else None

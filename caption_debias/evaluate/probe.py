@@ -14,12 +14,15 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from caption_debias.errors import UserError
 from caption_debias.evaluate.benchmarks import RetrievalData
 from caption_debias.evaluate.retrieval import as_data, model_device, run_retrieval
 from caption_debias.evaluate.variants import make_variant
+
+if TYPE_CHECKING:
+    import torch
 
 FILLER_COUNTS = tuple(range(6))
 ORDER_VARIANTS = ("first2", "swap2", "first")
@@ -32,7 +35,9 @@ def _text_blocks(model) -> list:
         transformer = getattr(model.text, "transformer", None)
     blocks = list(getattr(transformer, "resblocks", []) or [])
     if not blocks:
-        raise UserError("attention probe: the model has no open_clip text transformer (HF text towers are not supported)")
+        raise UserError(
+            "attention probe: the model has no open_clip text transformer (HF text towers are not supported)"
+        )
     return blocks
 
 
@@ -44,7 +49,9 @@ def capture_text_attention(model):
 
     attns = [getattr(b, "attn", None) for b in _text_blocks(model)]
     if not all(isinstance(a, nn.MultiheadAttention) for a in attns):
-        raise UserError("attention probe: text blocks do not use nn.MultiheadAttention (custom attention is not supported)")
+        raise UserError(
+            "attention probe: text blocks do not use nn.MultiheadAttention (custom attention is not supported)"
+        )
     captured: list = []
 
     def ask_for_weights(_module, args, kwargs):
@@ -127,16 +134,26 @@ def probe_model(loaded, data: RetrievalData, batch_size: int = 64) -> dict[str, 
     }
 
 
-def probe(models: dict[str, Any], data, report_dir: str | Path | None, batch_size: int = 64,
-          image_root: str | Path | None = None) -> dict[str, Any]:
+def probe(
+    models: dict[str, Any],
+    data,
+    report_dir: str | Path | None,
+    batch_size: int = 64,
+    image_root: str | Path | None = None,
+) -> dict[str, Any]:
     """Run every probe for each {label: LoadedModel}; write JSON + PNG + HTML to report_dir
     (when given). Returns {"data": {...}, "models": {label: {...}}, "files": {...}}."""
     if not models:
         raise UserError("probe needs at least one model")
     data = as_data(data, image_root)
     result: dict[str, Any] = {
-        "data": {"name": data.name, "definition": data.definition, "images": data.n_images,
-                 "captions": len(data.captions), **data.info},
+        "data": {
+            "name": data.name,
+            "definition": data.definition,
+            "images": data.n_images,
+            "captions": len(data.captions),
+            **data.info,
+        },
         "models": {label: probe_model(m, data, batch_size) for label, m in models.items()},
     }
     if report_dir is not None:

@@ -9,12 +9,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from caption_debias.errors import UserError
 from caption_debias.evaluate.benchmarks import RetrievalData, load_prepared
 from caption_debias.evaluate.metrics import retrieval_recall
 from caption_debias.evaluate.variants import DEFAULT_VARIANTS, make_variant, parse_variants, short_counts
+
+if TYPE_CHECKING:
+    import torch
 
 
 def as_data(data: Any, image_root: str | Path | None = None) -> RetrievalData:
@@ -66,7 +69,9 @@ def encode_images(loaded, paths: Sequence[Path], batch_size: int = 64, workers: 
     if workers is None:  # worker start-up costs more than it saves on small sets
         workers = 0 if len(paths) < 512 else min(8, os.cpu_count() or 1)
     loader = torch.utils.data.DataLoader(
-        _ImageFiles(paths, loaded.preprocess), batch_size=batch_size, num_workers=workers,
+        _ImageFiles(paths, loaded.preprocess),
+        batch_size=batch_size,
+        num_workers=workers,
         pin_memory=device.type == "cuda",
     )
     feats = []
@@ -74,7 +79,9 @@ def encode_images(loaded, paths: Sequence[Path], batch_size: int = 64, workers: 
     with torch.inference_mode():
         try:
             for batch in loader:
-                feats.append(F.normalize(loaded.model.encode_image(batch.to(device, non_blocking=True)).float(), dim=-1))
+                feats.append(
+                    F.normalize(loaded.model.encode_image(batch.to(device, non_blocking=True)).float(), dim=-1)
+                )
         except UserError as exc:
             # A worker's error arrives wrapped with its traceback: keep the one line the user needs.
             last = str(exc).strip().splitlines()[-1]
@@ -113,8 +120,14 @@ class RetrievalRun:
     image_features: Any  # reuse across calls on the same model and data
 
 
-def run_retrieval(loaded, data: RetrievalData, variants: Sequence[str] = DEFAULT_VARIANTS,
-                  batch_size: int = 64, image_features=None, workers: int | None = None) -> RetrievalRun:
+def run_retrieval(
+    loaded,
+    data: RetrievalData,
+    variants: Sequence[str] = DEFAULT_VARIANTS,
+    batch_size: int = 64,
+    image_features=None,
+    workers: int | None = None,
+) -> RetrievalRun:
     import torch
 
     variants = parse_variants(variants)
@@ -138,8 +151,9 @@ def run_retrieval(loaded, data: RetrievalData, variants: Sequence[str] = DEFAULT
     return RetrievalRun(table, short_counts(data.captions, variants), data.n_images, len(data.captions), image_features)
 
 
-def evaluate(model, data, variants: Sequence[str] = ("keep",), batch_size: int = 64,
-             image_root: str | Path | None = None) -> dict:
+def evaluate(
+    model, data, variants: Sequence[str] = ("keep",), batch_size: int = 64, image_root: str | Path | None = None
+) -> dict:
     """{VARIANT: {"t2i": {"r1","r5","r10"}, "i2t": {...}}} in percent for one model on one data set.
 
     data: RetrievalData (see benchmarks.load_benchmark), a prepared folder, or (folder, image root).

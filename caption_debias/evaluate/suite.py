@@ -80,10 +80,19 @@ def load_data(spec: DataSpec, segmenter: str):
     return load_benchmark(spec.benchmark, spec.path, spec.image_root, segmenter)
 
 
-def run_eval(model_specs: Sequence[str], data_specs: Sequence[DataSpec], variants: Sequence[str], *,
-             pretrained: str | None = None, context_length: int | None = None, device: str = "auto",
-             batch_size: int = 64, segmenter: str = "fast", template_set: str = "openai",
-             log: Callable[[str], None] = lambda _m: None) -> dict[str, dict[str, Any]]:
+def run_eval(
+    model_specs: Sequence[str],
+    data_specs: Sequence[DataSpec],
+    variants: Sequence[str],
+    *,
+    pretrained: str | None = None,
+    context_length: int | None = None,
+    device: str = "auto",
+    batch_size: int = 64,
+    segmenter: str = "fast",
+    template_set: str = "openai",
+    log: Callable[[str], None] = lambda _m: None,
+) -> dict[str, dict[str, Any]]:
     """{model label: {data label: {variant: {t2i, i2t}} or zero-shot {top1, top5, ...}}}."""
     from caption_debias.evaluate.retrieval import run_retrieval
     from caption_debias.evaluate.zeroshot import zeroshot
@@ -127,9 +136,17 @@ def output_json(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return results
 
 
-def run_probe(model_specs: Sequence[str], data_spec: DataSpec, report_dir: Path | None, *,
-              pretrained: str | None = None, context_length: int | None = None, device: str = "auto",
-              batch_size: int = 64, segmenter: str = "fast") -> dict[str, Any]:
+def run_probe(
+    model_specs: Sequence[str],
+    data_spec: DataSpec,
+    report_dir: Path | None,
+    *,
+    pretrained: str | None = None,
+    context_length: int | None = None,
+    device: str = "auto",
+    batch_size: int = 64,
+    segmenter: str = "fast",
+) -> dict[str, Any]:
     from caption_debias.evaluate.probe import probe
     from caption_debias.model.load import load_model
 
@@ -137,6 +154,8 @@ def run_probe(model_specs: Sequence[str], data_spec: DataSpec, report_dir: Path 
         raise UserError("probe needs captions: give a prepared folder or a retrieval benchmark, not imagefolder")
     device = resolve_device(device)
     data = load_data(data_spec, segmenter)
-    models = {label: load_model(spec, pretrained, context_length, device=device)
-              for label, spec in zip(model_labels(model_specs), model_specs)}
+    models = {
+        label: load_model(spec, pretrained, context_length, device=device)
+        for label, spec in zip(model_labels(model_specs), model_specs)
+    }
     return probe(models, data, report_dir, batch_size=batch_size)

@@ -29,8 +29,9 @@ def class_name(folder: str) -> str:
     return folder.replace("_", " ").replace("-", " ").strip()
 
 
-def zeroshot(loaded, root: str | Path, template_set: str = "openai", batch_size: int = 64,
-             workers: int = 0) -> dict[str, float | int]:
+def zeroshot(
+    loaded, root: str | Path, template_set: str = "openai", batch_size: int = 64, workers: int = 0
+) -> dict[str, float | int]:
     """{'top1', 'top5' (percent), 'classes', 'images'}; ties count against the image, as in retrieval."""
     import torch
     from open_clip.zero_shot_classifier import build_zero_shot_classifier
@@ -49,8 +50,13 @@ def zeroshot(loaded, root: str | Path, template_set: str = "openai", batch_size:
     loaded.model.eval()
     with torch.inference_mode():
         classifier = build_zero_shot_classifier(
-            loaded.model, loaded.tokenizer, [class_name(c) for c in dataset.classes], templates(template_set),
-            num_classes_per_batch=10, device=device, use_tqdm=False,
+            loaded.model,
+            loaded.tokenizer,
+            [class_name(c) for c in dataset.classes],
+            templates(template_set),
+            num_classes_per_batch=10,
+            device=device,
+            use_tqdm=False,
         ).float()  # [D, C]
         ranks = []
         loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=workers)
@@ -65,5 +71,9 @@ def zeroshot(loaded, root: str | Path, template_set: str = "openai", batch_size:
             feats = torch.nn.functional.normalize(loaded.model.encode_image(images.to(device)).float(), dim=-1)
             ranks.append(text_to_image_ranks(feats @ classifier, labels.to(device)).cpu())
     ranks = torch.cat(ranks)
-    return {"top1": 100.0 * float((ranks < 1).double().mean()), "top5": 100.0 * float((ranks < 5).double().mean()),
-            "classes": len(dataset.classes), "images": len(dataset)}
+    return {
+        "top1": 100.0 * float((ranks < 1).double().mean()),
+        "top5": 100.0 * float((ranks < 5).double().mean()),
+        "classes": len(dataset.classes),
+        "images": len(dataset),
+    }

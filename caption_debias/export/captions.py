@@ -30,7 +30,9 @@ def format_for(path: Path, fmt: str | None) -> str:
         try:
             return _SUFFIX_FORMAT[path.suffix.lower()]
         except KeyError:
-            raise UserError(f"{path}: cannot tell the format from the name; pass --format ({', '.join(FORMATS)})") from None
+            raise UserError(
+                f"{path}: cannot tell the format from the name; pass --format ({', '.join(FORMATS)})"
+            ) from None
     if fmt not in FORMATS:
         raise UserError(f"unknown --format {fmt!r} (choose from {', '.join(FORMATS)})")
     return fmt
@@ -40,8 +42,12 @@ def debias_options(strip: str, subsample: bool):
     """train.augment's options for --strip: summary -> detected flags, opening -> s1, none -> keep all."""
     from caption_debias.train.augment import DebiasOptions
 
-    return DebiasOptions(drop_summary="detected" if strip == "summary" else "first",
-                         no_drop_summary=strip == "none", no_subsample=not subsample, no_pad=True)
+    return DebiasOptions(
+        drop_summary="detected" if strip == "summary" else "first",
+        no_drop_summary=strip == "none",
+        no_subsample=not subsample,
+        no_pad=True,
+    )
 
 
 def chosen_sentences(k: int, summary_mask: Sequence[bool], rng: np.random.Generator, opts) -> list[int] | None:
@@ -66,7 +72,9 @@ def row_rng(seed: int, key: str) -> np.random.Generator:
     return np.random.default_rng([seed, int.from_bytes(digest, "big")])
 
 
-def caption_texts(row: dict[str, Any], strip: str, augment: str, copies: int, seed: int, counts: dict[str, int]) -> list[str]:
+def caption_texts(
+    row: dict[str, Any], strip: str, augment: str, copies: int, seed: int, counts: dict[str, int]
+) -> list[str]:
     """The texts export-captions writes for one prepared row (one, or `copies` with augment=debias)."""
     sentences, mask = row["sentences"], row["summary_mask"]
     if strip == "none" and augment == "none":
@@ -99,9 +107,18 @@ def _rows(data: PreparedDataset, strip, augment, copies, seed, image_root, count
                 yield {"key": row["key"], "filepath": image, "title": text, "copy": copy}
 
 
-def export_captions(prepared: str | Path, to: str | Path, *, fmt: str | None = None, strip: str = "summary",
-                    augment: str = "none", copies: int = 1, seed: int = 0, image_root: str | Path | None = None,
-                    overwrite: bool = False) -> dict[str, Any]:
+def export_captions(
+    prepared: str | Path,
+    to: str | Path,
+    *,
+    fmt: str | None = None,
+    strip: str = "summary",
+    augment: str = "none",
+    copies: int = 1,
+    seed: int = 0,
+    image_root: str | Path | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
     """Write one row per image (or `copies` rows with --augment debias); returns counts for the CLI."""
     to = Path(to)
     fmt = format_for(to, fmt)
@@ -122,7 +139,15 @@ def export_captions(prepared: str | Path, to: str | Path, *, fmt: str | None = N
     tmp = to.with_name(to.name + ".partial")  # renamed at the end: a half-written file never looks finished
     {"open_clip-csv": _write_csv, "jsonl": _write_jsonl, "parquet": _write_parquet}[fmt](tmp, rows)
     tmp.replace(to)
-    return {"path": str(to), "format": fmt, "strip": strip, "augment": augment, "copies": copies, "seed": seed, **counts}
+    return {
+        "path": str(to),
+        "format": fmt,
+        "strip": strip,
+        "augment": augment,
+        "copies": copies,
+        "seed": seed,
+        **counts,
+    }
 
 
 def _write_csv(path: Path, rows: Iterator[dict[str, Any]]) -> None:
@@ -137,8 +162,13 @@ def _write_csv(path: Path, rows: Iterator[dict[str, Any]]) -> None:
 def _write_jsonl(path: Path, rows: Iterator[dict[str, Any]]) -> None:
     with open(path, "w", encoding="utf-8") as fh:
         for row in rows:
-            fh.write(json.dumps({"key": row["key"], "image": row["filepath"], "caption": row["title"], "copy": row["copy"]},
-                                ensure_ascii=False) + "\n")
+            fh.write(
+                json.dumps(
+                    {"key": row["key"], "image": row["filepath"], "caption": row["title"], "copy": row["copy"]},
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
 
 
 def _write_parquet(path: Path, rows: Iterator[dict[str, Any]], chunk: int = 8192) -> None:

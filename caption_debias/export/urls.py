@@ -19,38 +19,67 @@ CAPTION_COLUMN = "caption"
 URL_PATTERN = r"^[A-Za-z][A-Za-z0-9+.-]*://"  # readers.common.is_url, as a regex pyarrow can apply per batch
 
 
-def img2dataset_command(url_list: Path, images: Path, *, image_size: int = 256, processes: int = 8,
-                        threads: int = 64, samples_per_shard: int = 10000) -> str:
+def img2dataset_command(
+    url_list: Path,
+    images: Path,
+    *,
+    image_size: int = 256,
+    processes: int = 8,
+    threads: int = 64,
+    samples_per_shard: int = 10000,
+) -> str:
     """The img2dataset call that downloads `url_list` into webdataset tars `train` can read."""
     args = [
         "img2dataset",
-        "--url_list", str(url_list),
-        "--input_format", "parquet",
-        "--url_col", URL_COLUMN,
-        "--caption_col", CAPTION_COLUMN,
-        "--save_additional_columns", f'["{KEY_COLUMN}"]',
-        "--output_format", "webdataset",
-        "--output_folder", str(images),
-        "--image_size", str(image_size),
-        "--resize_mode", "keep_ratio",
-        "--processes_count", str(processes),
-        "--thread_count", str(threads),
-        "--number_sample_per_shard", str(samples_per_shard),
+        "--url_list",
+        str(url_list),
+        "--input_format",
+        "parquet",
+        "--url_col",
+        URL_COLUMN,
+        "--caption_col",
+        CAPTION_COLUMN,
+        "--save_additional_columns",
+        f'["{KEY_COLUMN}"]',
+        "--output_format",
+        "webdataset",
+        "--output_folder",
+        str(images),
+        "--image_size",
+        str(image_size),
+        "--resize_mode",
+        "keep_ratio",
+        "--processes_count",
+        str(processes),
+        "--thread_count",
+        str(threads),
+        "--number_sample_per_shard",
+        str(samples_per_shard),
     ]
     return shlex.join(args)
 
 
-def write_url_list(prepared: str | Path, to: str | Path, *, images: str | Path | None = None, image_size: int = 256,
-                   processes: int = 8, threads: int = 64, strip: str = "none", overwrite: bool = False) -> dict[str, Any]:
+def write_url_list(
+    prepared: str | Path,
+    to: str | Path,
+    *,
+    images: str | Path | None = None,
+    image_size: int = 256,
+    processes: int = 8,
+    threads: int = 64,
+    strip: str = "none",
+    overwrite: bool = False,
+) -> dict[str, Any]:
     """Write (caption_key, url, caption) for every row whose image is a URL; count the rows that are not.
 
     `strip` (export-captions' --strip) decides the caption img2dataset stores as KEY.txt, so a
     webdataset trainer (open_clip_train) reads summary-stripped captions straight from the tars.
     """
-    from caption_debias.export.captions import STRIPS, caption_texts
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
+
+    from caption_debias.export.captions import STRIPS, caption_texts
 
     if strip not in STRIPS:
         raise UserError(f"unknown --strip {strip!r} (choose from {', '.join(STRIPS)})")
@@ -76,7 +105,9 @@ def write_url_list(prepared: str | Path, to: str | Path, *, images: str | Path |
             if kept.num_rows:
                 captions = kept.column("caption")
                 if strip != "none":
-                    captions = pa.array([caption_texts(row, strip, "none", 1, 0, counts)[0] for row in kept.to_pylist()], pa.string())
+                    captions = pa.array(
+                        [caption_texts(row, strip, "none", 1, 0, counts)[0] for row in kept.to_pylist()], pa.string()
+                    )
                 writer.write_table(pa.table([kept.column("key"), kept.column("image"), captions], schema=schema))
                 written += kept.num_rows
     if written == 0:

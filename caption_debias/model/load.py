@@ -58,7 +58,9 @@ class LoadedModel:
         import open_clip
 
         self.context_length = int(context_length)
-        self.tokenizer = open_clip.get_tokenizer(self.info.get("tokenizer", self.name), context_length=self.context_length)
+        self.tokenizer = open_clip.get_tokenizer(
+            self.info.get("tokenizer", self.name), context_length=self.context_length
+        )
 
 
 @lru_cache(maxsize=1)
@@ -80,7 +82,9 @@ def _read_state_dict(path: Path) -> dict[str, torch.Tensor]:
         return load_state_dict(str(path), device="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         first = str(exc).splitlines()[0] if str(exc) else "not a plain tensor file"
-        raise UserError(f"{path}: refusing to unpickle arbitrary objects ({first}); save it as a state dict or safetensors") from None
+        raise UserError(
+            f"{path}: refusing to unpickle arbitrary objects ({first}); save it as a state dict or safetensors"
+        ) from None
     except (RuntimeError, OSError, ValueError, EOFError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UserError(f"{path}: not a readable checkpoint ({first})") from None
@@ -153,17 +157,29 @@ def _load_run(run: Path, device: str, spec: str) -> LoadedModel:
     try:
         payload = torch.load(ckpt, map_location="cpu", weights_only=True)
     except Exception as exc:  # a torn or foreign file: one line, not a traceback
-        raise UserError(f"{ckpt}: unreadable checkpoint ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        raise UserError(
+            f"{ckpt}: unreadable checkpoint ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+        ) from None
     model, pre_train, pre_val = open_clip.create_model_and_transforms(f"local-dir:{run}", load_weights=False)
     model.load_state_dict(merged_state_dict(payload["model"]), strict=True)
     cfg = json.loads((run / RUN_CONFIG).read_text("utf-8")) if (run / RUN_CONFIG).is_file() else {}
     name = str(cfg.get("model", spec))
     log.info("loaded run %s step %s", run, int(payload.get("step", -1)))
-    return _finish(model, pre_train, pre_val, f"local-dir:{run}", name, spec, device,
-                   {"run": str(run), "checkpoint": str(ckpt), "step": int(payload.get("step", -1))})
+    return _finish(
+        model,
+        pre_train,
+        pre_val,
+        f"local-dir:{run}",
+        name,
+        spec,
+        device,
+        {"run": str(run), "checkpoint": str(ckpt), "step": int(payload.get("step", -1))},
+    )
 
 
-def load_model(spec: str, pretrained: str | None = None, context_length: int | None = None, device: str = "cpu") -> LoadedModel:
+def load_model(
+    spec: str, pretrained: str | None = None, context_length: int | None = None, device: str = "cpu"
+) -> LoadedModel:
     """Load any supported spec. `context_length` only picks the tokenizer/table length for
     open_clip names (no stretching here: see caption_debias.model.stretch)."""
     import open_clip
@@ -186,12 +202,16 @@ def load_model(spec: str, pretrained: str | None = None, context_length: int | N
             raise UserError(f"unknown open_clip model {pretrained!r} for checkpoint {spec}")
         return _load_file_checkpoint(pretrained, path, device, spec)
     if spec not in open_clip.list_models():
-        raise UserError(f"unknown model {spec!r}: not an open_clip model name, run folder, checkpoint file, local-dir: or hf-hub: spec")
+        raise UserError(
+            f"unknown model {spec!r}: not an open_clip model name, run folder, checkpoint file, local-dir: or hf-hub: spec"
+        )
     if pretrained and Path(pretrained).is_file():
         return _load_file_checkpoint(spec, Path(pretrained), device, spec)
     if pretrained and pretrained not in open_clip.list_pretrained_tags_by_model(spec):
-        raise UserError(f"--pretrained {pretrained!r} is neither a file nor a known tag of {spec} "
-                        f"(tags: {', '.join(open_clip.list_pretrained_tags_by_model(spec)) or 'none'})")
+        raise UserError(
+            f"--pretrained {pretrained!r} is neither a file nor a known tag of {spec} "
+            f"(tags: {', '.join(open_clip.list_pretrained_tags_by_model(spec)) or 'none'})"
+        )
     try:
         model, pre_train, pre_val = open_clip.create_model_and_transforms(
             spec, pretrained=pretrained, force_context_length=context_length

@@ -14,8 +14,11 @@ from torch import nn
 
 
 def can_trim(model: nn.Module) -> bool:
-    return (hasattr(model, "positional_embedding") and getattr(model, "attn_mask", None) is not None
-            and getattr(model, "text_pool_type", None) in ("argmax", "eos"))
+    return (
+        hasattr(model, "positional_embedding")
+        and getattr(model, "attn_mask", None) is not None
+        and getattr(model, "text_pool_type", None) in ("argmax", "eos")
+    )
 
 
 def used_length(text: torch.Tensor) -> int:

@@ -10,8 +10,17 @@ from caption_debias import __version__
 from caption_debias.schema import SCHEMA_VERSION
 
 
-def build(*, inputs: list[dict[str, Any]], shards: list[dict[str, Any]], rejects_by_reason: Counter,
-          options: dict[str, Any], tokenizer: dict, segmenter: dict, summary: dict, elapsed_s: float) -> dict[str, Any]:
+def build(
+    *,
+    inputs: list[dict[str, Any]],
+    shards: list[dict[str, Any]],
+    rejects_by_reason: Counter,
+    options: dict[str, Any],
+    tokenizer: dict,
+    segmenter: dict,
+    summary: dict,
+    elapsed_s: float,
+) -> dict[str, Any]:
     read = sum(i["read"] for i in inputs)
     written = sum(i["written"] for i in inputs)
     rejected = sum(i["rejected"] for i in inputs)

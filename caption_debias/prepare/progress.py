@@ -14,12 +14,19 @@ class Progress:
         self.read = 0
         if not quiet and sys.stderr.isatty():
             from rich.console import Console
-            from rich.progress import BarColumn, Progress as RichProgress, SpinnerColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import BarColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import Progress as RichProgress
 
             self.bar = RichProgress(
-                SpinnerColumn(), TextColumn("[bold]prepare[/]"), BarColumn(bar_width=None, pulse_style="cyan"),
-                TextColumn("{task.fields[read]:,} read · {task.fields[records]:,} done · {task.fields[rejects]:,} rejects · {task.fields[shards]} shards"),
-                TimeElapsedColumn(), console=Console(stderr=True), transient=True,
+                SpinnerColumn(),
+                TextColumn("[bold]prepare[/]"),
+                BarColumn(bar_width=None, pulse_style="cyan"),
+                TextColumn(
+                    "{task.fields[read]:,} read · {task.fields[records]:,} done · {task.fields[rejects]:,} rejects · {task.fields[shards]} shards"
+                ),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
             )
             self.task = self.bar.add_task("prepare", total=None, read=0, records=0, rejects=0, shards=0)
             self.bar.start()
@@ -52,8 +59,10 @@ def print_summary(manifest: dict[str, Any], out: str, resumed_shards: int = 0) -
     rate = c["read"] / elapsed if elapsed > 0 else 0.0
     status = "[green]complete[/]" if manifest["complete"] else "[red]INCOMPLETE (an input was cut off)[/]"
     console.print(f"[bold]prepare[/] -> {out}: {status}")
-    console.print(f"  records read {c['read']:,}, written {c['written']:,}, rejected {c['rejected']:,}, "
-                  f"duplicate keys {c.get('duplicate_keys', 0):,}")
+    console.print(
+        f"  records read {c['read']:,}, written {c['written']:,}, rejected {c['rejected']:,}, "
+        f"duplicate keys {c.get('duplicate_keys', 0):,}"
+    )
     shards = manifest["shards"]
     reused = f" ({resumed_shards} reused from an earlier run)" if resumed_shards else ""
     console.print(f"  shards {len(shards)}{reused}, {elapsed:.1f} s, {rate:,.0f} records/s")

@@ -21,7 +21,6 @@ from typing import Any, Callable, Iterable, Iterator
 from caption_debias.errors import UserError
 from caption_debias.prepare.distributor import Ready
 
-
 # One driver feeds about 24 workers (docs/benchmarks.md, Scale); bigger windows would only
 # cost driver memory (three windows of --shard-rows records each are held at once).
 MAX_WINDOW = 64
@@ -60,8 +59,9 @@ def _check_reachable(address: str) -> None:
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
     except OSError as exc:
-        raise UserError(f"cannot reach the Ray cluster at {address} ({exc.strerror or exc}); "
-                        "is `ray start --head` running there?") from None
+        raise UserError(
+            f"cannot reach the Ray cluster at {address} ({exc.strerror or exc}); is `ray start --head` running there?"
+        ) from None
 
 
 def _quiet_data_context() -> None:
@@ -93,8 +93,11 @@ def _chunk_task(fn: Callable[[Any], dict]) -> Callable[[dict], dict]:
 def _run_window(fn: Callable[[Any], dict], window: list[Any]) -> Iterator[Any]:
     import ray.data
 
-    todo = [{"i": i, "task": pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)}
-            for i, item in enumerate(window) if not isinstance(item, Ready)]
+    todo = [
+        {"i": i, "task": pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)}
+        for i, item in enumerate(window)
+        if not isinstance(item, Ready)
+    ]
     done: dict[int, Any] = {}
     if todo:
         ds = ray.data.from_items(todo, override_num_blocks=len(todo))  # one chunk per block: spread over the CPUs
@@ -157,8 +160,9 @@ def _read_ahead(windows: Iterator[list[Any]]) -> Iterator[list[Any]]:
         stop.set()
 
 
-def ray_ordered_map(fn: Callable[[Any], dict], items: Iterable[Any], workers: int, max_in_flight: int,
-                    address: str | None = None) -> Iterator[Any]:
+def ray_ordered_map(
+    fn: Callable[[Any], dict], items: Iterable[Any], workers: int, max_in_flight: int, address: str | None = None
+) -> Iterator[Any]:
     """Drop-in for distributor.ordered_map: fn(item) per item via Ray Data, results in input order.
 
     Chunks go to Ray in windows of 2 x cluster CPUs (at most MAX_WINDOW); the driver holds at

@@ -45,7 +45,12 @@ def finish_chunk(task: tuple[Chunk, str, str, str, str]) -> dict[str, Any]:
     # Deterministic order: the chunk's reader rejects, then its text-step rejects.
     rejects = [*chunk.rejects, *step_rejects]
     side: dict[str, Any] = {
-        "index": chunk.index, "fingerprint": fingerprint, "rows": len(table), "path": None, "sha256": None, "bytes": None,
+        "index": chunk.index,
+        "fingerprint": fingerprint,
+        "rows": len(table),
+        "path": None,
+        "sha256": None,
+        "bytes": None,
         "inputs": per_input,
         "rejects": [{k: _clean(v) for k, v in r.to_json().items()} for r in rejects],
         "fatal": [r.input for r in chunk.rejects if r.fatal],
@@ -107,7 +112,11 @@ def prepare(inputs: list[str | Path], output: str | Path, options: PrepareOption
     started = time.monotonic()
     out = Path(output)
     resolved = _resolve_inputs(inputs, options.format)
-    shaping = {"inputs": [n for n, _, _ in resolved], "formats": [f for _, _, f in resolved], **options.output_shaping()}
+    shaping = {
+        "inputs": [n for n, _, _ in resolved],
+        "formats": [f for _, _, f in resolved],
+        **options.output_shaping(),
+    }
     resumed = state.start(out, shaping, options.overwrite)
     (out / MANIFEST).unlink(missing_ok=True)  # a manifest is only ever there for a finished run
 
@@ -133,7 +142,9 @@ def prepare(inputs: list[str | Path], output: str | Path, options: PrepareOption
     rejects_tmp = out / state.STATE_DIR / "rejects.jsonl.partial"
     try:
         with open(rejects_tmp, "w", encoding="utf-8") as rejects_fh:
-            for side in _mapper(options)(finish_chunk, tasks(), options.workers, options.max_in_flight * options.workers):
+            for side in _mapper(options)(
+                finish_chunk, tasks(), options.workers, options.max_in_flight * options.workers
+            ):
                 n_chunks += 1
                 for name, counts in side["inputs"].items():
                     per_input[name].update(counts)
@@ -153,21 +164,34 @@ def prepare(inputs: list[str | Path], output: str | Path, options: PrepareOption
     input_entries = []
     for name, _, fmt in resolved:
         c = per_input[name]
-        input_entries.append({
-            "path": name, "format": fmt, "read": c["read"], "written": c["written"], "rejected": c["rejected"],
-            "duplicate_keys": c["duplicate_keys"], "complete": totals[name].complete,
-        })
+        input_entries.append(
+            {
+                "path": name,
+                "format": fmt,
+                "read": c["read"],
+                "written": c["written"],
+                "rejected": c["rejected"],
+                "duplicate_keys": c["duplicate_keys"],
+                "complete": totals[name].complete,
+            }
+        )
     manifest = build(
-        inputs=input_entries, shards=shards, rejects_by_reason=reasons,
+        inputs=input_entries,
+        shards=shards,
+        rejects_by_reason=reasons,
         options={"inputs": shaping["inputs"], **options.to_dict()},
-        tokenizer=get_tokenizer().describe(), segmenter=get_segmenter(options.segmenter).describe(),
-        summary=summary_mod.describe(options.summary), elapsed_s=time.monotonic() - started,
+        tokenizer=get_tokenizer().describe(),
+        segmenter=get_segmenter(options.segmenter).describe(),
+        summary=summary_mod.describe(options.summary),
+        elapsed_s=time.monotonic() - started,
     )
     write_json(manifest, out / MANIFEST)
     if not options.quiet:
         print_summary(manifest, str(out), reused)
     broken = [e["path"] for e in input_entries if not e["complete"]]
     if broken:
-        raise IncompleteInput(f"{', '.join(broken)}: input cut off or broken mid-way; kept every complete record "
-                              f"before the fault (see {out / REJECTS}); manifest says complete: false")
+        raise IncompleteInput(
+            f"{', '.join(broken)}: input cut off or broken mid-way; kept every complete record "
+            f"before the fault (see {out / REJECTS}); manifest says complete: false"
+        )
     return manifest

@@ -66,13 +66,17 @@ def start(out: Path, shaping: dict[str, Any], overwrite: bool) -> bool:
             before = None
         if before != shaping:
             changed = sorted(k for k in set(before or {}) | set(shaping) if (before or {}).get(k) != shaping.get(k))
-            raise UserError(f"{out} was prepared with different options ({', '.join(changed) or 'unreadable state'}); "
-                            "use the same options to resume, or --overwrite to start over")
+            raise UserError(
+                f"{out} was prepared with different options ({', '.join(changed) or 'unreadable state'}); "
+                "use the same options to resume, or --overwrite to start over"
+            )
         (out / SHARDS_DIR).mkdir(exist_ok=True)
         return True
     else:
-        raise UserError(f"--output {out}: folder is not empty and holds no prepare run "
-                        f"({', '.join(sorted(others)[:3])}); use an empty folder or --overwrite")
+        raise UserError(
+            f"--output {out}: folder is not empty and holds no prepare run "
+            f"({', '.join(sorted(others)[:3])}); use an empty folder or --overwrite"
+        )
     (out / STATE_DIR).mkdir(parents=True, exist_ok=True)
     write_json({"options": shaping}, state_path)
     (out / SHARDS_DIR).mkdir(exist_ok=True)

@@ -49,7 +49,9 @@ def _offsets(lengths: list[int]) -> pa.Array:
 
 
 def _bools(values: list[bool]) -> pa.Array:
-    return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(np.packbits(np.array(values, np.bool_), bitorder="little"))])
+    return pa.Array.from_buffers(
+        pa.bool_(), len(values), [None, pa.py_buffer(np.packbits(np.array(values, np.bool_), bitorder="little"))]
+    )
 
 
 def _strings(values: list[str | None]) -> pa.Array:
@@ -65,13 +67,23 @@ def _strings(values: list[str | None]) -> pa.Array:
         data = [b"" if v is None else v.encode() for v in values]
     offsets = np.zeros(len(data) + 1, np.int64)
     np.cumsum(np.fromiter(map(len, data), np.int64, len(data)), out=offsets[1:])
-    if offsets[-1] > np.iinfo(np.int32).max:  # past the 'string' type's 2 GiB: pa.array gives a chunked column, as before
+    if (
+        offsets[-1] > np.iinfo(np.int32).max
+    ):  # past the 'string' type's 2 GiB: pa.array gives a chunked column, as before
         return pa.array(values, pa.string())
-    return pa.Array.from_buffers(pa.string(), len(data), [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(data))])
+    return pa.Array.from_buffers(
+        pa.string(), len(data), [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(data))]
+    )
 
 
-def _merge_tokens(local: tuple[np.ndarray, np.ndarray], tokens: list[int], token_counts: list[int], row_local: list[bool],
-                  sent_counts: list[int], num_tokens: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _merge_tokens(
+    local: tuple[np.ndarray, np.ndarray],
+    tokens: list[int],
+    token_counts: list[int],
+    row_local: list[bool],
+    sent_counts: list[int],
+    num_tokens: list[int],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All ids end to end (int32), ids per sentence and tokens per row (int32), in row order, from the
     local rows' ids (encode_sentences) and the others' (tokenized in the loop)."""
     local_ids, local_counts = local
@@ -98,8 +110,9 @@ def _list_column(field: pa.Field, lengths: list[int], values: pa.Array) -> pa.Ar
     return pa.ListArray.from_arrays(_offsets(lengths), values, type=field.type)
 
 
-def process_records(records: list[tuple[str, Record]], segmenter_name: str, summary_mode: str,
-                    batch_scores: bool = True) -> tuple[pa.Table, list[Reject]]:
+def process_records(
+    records: list[tuple[str, Record]], segmenter_name: str, summary_mode: str, batch_scores: bool = True
+) -> tuple[pa.Table, list[Reject]]:
     """Rows for the records that pass the text steps, and rejects (in order) for those that do not.
 
     Columns are built as flat value lists plus per-row lengths (pa.ListArray.from_arrays)
@@ -114,10 +127,17 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
     from caption_debias.text.tokenize import get_tokenizer
 
     segmenter, tokenizer = get_segmenter(segmenter_name), get_tokenizer()
-    spans_of, scores_of, mask_of, encode_caption = segmenter.spans, summary.summary_scores, summary.summary_mask, tokenizer.encode_caption
+    spans_of, scores_of, mask_of, encode_caption = (
+        segmenter.spans,
+        summary.summary_scores,
+        summary.summary_mask,
+        tokenizer.encode_caption,
+    )
     local_of = tokenizer.local_caption
     dumps = _META_JSON
-    batch_scores = batch_scores and summary_mode in summary.SUMMARY_MODES  # else every row fails in summary_mask, as before
+    batch_scores = (
+        batch_scores and summary_mode in summary.SUMMARY_MODES
+    )  # else every row fails in summary_mask, as before
     keys, sources, splits, images, captions, metas, num_tokens = [], [], [], [], [], [], []
     sent_counts: list[int] = []  # sentences per row
     sentences: list[str] = []
@@ -156,7 +176,11 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
             rejects.append(Reject(rec.input, rec.location, "undecodable bytes", excerpt(caption)))
             continue
         except Exception as exc:  # one odd caption must not stop the run: it becomes a reject
-            rejects.append(Reject(rec.input, rec.location, f"text processing failed: {type(exc).__name__}: {exc}", excerpt(caption)))
+            rejects.append(
+                Reject(
+                    rec.input, rec.location, f"text processing failed: {type(exc).__name__}: {exc}", excerpt(caption)
+                )
+            )
             continue
         if not sents:
             rejects.append(Reject(rec.input, rec.location, "no sentences", excerpt(caption)))
@@ -183,8 +207,9 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
             scores += sc
     if batch_scores:
         try:
-            token_values, token_counts, num_tokens = _merge_tokens(tokenizer.encode_sentences(local_sentences), tokens, token_counts,
-                                                                   row_local, sent_counts, num_tokens)
+            token_values, token_counts, num_tokens = _merge_tokens(
+                tokenizer.encode_sentences(local_sentences), tokens, token_counts, row_local, sent_counts, num_tokens
+            )
             # flat arrays over the chunk: no per-row lists for the garbage collector to scan
             scores = summary.summary_scores_flat(sentences, sent_counts)
             masks = summary.summary_mask_batch(sentences, sent_counts, scores, summary_mode)
@@ -194,7 +219,10 @@ def process_records(records: list[tuple[str, Record]], segmenter_name: str, summ
     f = schema.field
     flat_spans = np.fromiter(span_bounds, np.int32, len(span_bounds))
     spans_struct = pa.StructArray.from_arrays(
-        [_numeric(pa.int32(), np.ascontiguousarray(flat_spans[0::2])), _numeric(pa.int32(), np.ascontiguousarray(flat_spans[1::2]))],
+        [
+            _numeric(pa.int32(), np.ascontiguousarray(flat_spans[0::2])),
+            _numeric(pa.int32(), np.ascontiguousarray(flat_spans[1::2])),
+        ],
         fields=list(f("sentence_spans").type.value_type),
     )
     if not batch_scores:

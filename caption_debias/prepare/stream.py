@@ -73,8 +73,14 @@ class Chunk:
         encode = _RECORD_JSON  # = json.dumps(..., ensure_ascii=False, sort_keys=True, default=str)
         records = self.records
         for i in range(0, len(records), _HASH_BATCH):  # one update per batch hashes the same bytes
-            h.update("".join([encode([key, r.source, r.image, r.caption, r.split, r.location, r.meta])
-                              for key, r in records[i:i + _HASH_BATCH]]).encode("utf-8", "surrogatepass"))
+            h.update(
+                "".join(
+                    [
+                        encode([key, r.source, r.image, r.caption, r.split, r.location, r.meta])
+                        for key, r in records[i : i + _HASH_BATCH]
+                    ]
+                ).encode("utf-8", "surrogatepass")
+            )
         for j in self.rejects:
             h.update(json.dumps(j.to_json(), ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
         return h.hexdigest()
@@ -133,13 +139,19 @@ def _guarded(items: Iterator[Record | Reject], name: str, counts: InputCounts) -
         except StopIteration:
             return
         except OSError as exc:
-            yield Reject(name, counts.read, f"truncated input: read error ({exc.__class__.__name__}: {exc})", "", fatal=True)
+            yield Reject(
+                name, counts.read, f"truncated input: read error ({exc.__class__.__name__}: {exc})", "", fatal=True
+            )
             return
         yield item
 
 
-def chunks(inputs: list[tuple[str, Path, str]], options, totals: dict[str, InputCounts],
-           on_read: Callable[[int], None] | None = None) -> Iterator[Chunk]:
+def chunks(
+    inputs: list[tuple[str, Path, str]],
+    options,
+    totals: dict[str, InputCounts],
+    on_read: Callable[[int], None] | None = None,
+) -> Iterator[Chunk]:
     """Chunks of up to `shard_rows` records, in input order.
 
     A full chunk is held back until the next record arrives, so rejects read after its last

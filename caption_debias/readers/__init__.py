@@ -11,9 +11,19 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from caption_debias.errors import UserError
+from caption_debias.readers import (
+    coco,
+    dci,
+    docci,
+    dreamlip,
+    img2dataset,
+    pixelprose,
+    recap_datacomp,
+    sharegpt4v,
+    table,
+    urban1k,
+)
 from caption_debias.records import Record, Reject
-from caption_debias.readers import coco, dci, docci, img2dataset, sharegpt4v, table, urban1k
-from caption_debias.readers import dreamlip, pixelprose, recap_datacomp
 
 ReadFn = Callable[..., Iterator[Record | Reject]]
 
@@ -56,7 +66,12 @@ def detect(path: Path) -> str:
     suffix = path.suffix.lower()
     if suffix == ".json" and head.startswith(b"["):
         return "sharegpt4v"
-    if suffix == ".json" and head.startswith(b"{") and b'"annotations"' in _head(path, 1 << 24) and b'"images"' in _head(path, 1 << 24):
+    if (
+        suffix == ".json"
+        and head.startswith(b"{")
+        and b'"annotations"' in _head(path, 1 << 24)
+        and b'"images"' in _head(path, 1 << 24)
+    ):
         return "coco"
     if suffix in (*table.JSONL_SUFFIXES, ".jsonlines"):
         first = head.split(b"\n", 1)[0]

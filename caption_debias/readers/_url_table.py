@@ -53,7 +53,9 @@ def url_records(
     try:
         for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=columns):
             for row in batch.to_pylist():
-                yield from _record(row, index, name, options, source, url_column, caption_column, key_column, meta_columns, clean)
+                yield from _record(
+                    row, index, name, options, source, url_column, caption_column, key_column, meta_columns, clean
+                )
                 index += 1
     except (OSError, pa.ArrowException) as exc:
         yield Reject(name, index, f"truncated input: Parquet read failed ({exc})", "", fatal=True)

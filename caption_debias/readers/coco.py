@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from caption_debias.records import Record, Reject, excerpt
 from caption_debias.readers.common import caption_problem
+from caption_debias.records import Record, Reject, excerpt
 
 NAME = "coco"
 
@@ -26,7 +26,9 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
         yield Reject(name, exc.start, "undecodable bytes", "", fatal=True)
         return
     except ValueError as exc:
-        yield Reject(name, getattr(exc, "pos", 0), f"truncated input: broken JSON ({getattr(exc, 'msg', exc)})", "", fatal=True)
+        yield Reject(
+            name, getattr(exc, "pos", 0), f"truncated input: broken JSON ({getattr(exc, 'msg', exc)})", "", fatal=True
+        )
         return
     if not isinstance(data, dict) or not isinstance(data.get("annotations"), list):
         yield Reject(name, 0, "not a COCO captions file: no 'annotations' list", "", fatal=True)
@@ -51,8 +53,12 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
             yield Reject(name, index, problem, excerpt(ann))
             continue
         yield Record(
-            source=NAME, input=name, location=index,
+            source=NAME,
+            input=name,
+            location=index,
             source_id=None if ann.get("id") is None else str(ann["id"]),
-            image=image["file_name"], caption=caption, split=split,
+            image=image["file_name"],
+            caption=caption,
+            split=split,
             meta={"image_id": ann.get("image_id")},
         )

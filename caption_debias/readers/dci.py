@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from caption_debias.records import Record, Reject, excerpt
 from caption_debias.readers.common import caption_problem
+from caption_debias.records import Record, Reject, excerpt
 
 NAME = "dci"
 CAPTION_MODES = ("short+extra", "extra", "short+extra+masks")
@@ -95,13 +95,22 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
         if problem is None and not isinstance(data.get("image"), str):
             problem = "missing field: image"
         if problem:
-            yield Reject(name, location, problem, excerpt({k: data.get(k) for k in ("image", "short_caption", "extra_caption")}))
+            yield Reject(
+                name, location, problem, excerpt({k: data.get(k) for k in ("image", "short_caption", "extra_caption")})
+            )
             continue
         labels, _ = mask_captions(data)
         meta = {"annotation": ann.name, "mask_labels": labels, "mask_count": len(data.get("mask_data") or {})}
         for extra in ("height", "width"):
             if extra in data:
                 meta[extra] = data[extra]
-        yield Record(source=NAME, input=name, location=location, source_id=ann.stem,
-                     image=f"photos/{data['image']}", caption=caption,
-                     split=splits.get(ann.name, options.split), meta=meta)
+        yield Record(
+            source=NAME,
+            input=name,
+            location=location,
+            source_id=ann.stem,
+            image=f"photos/{data['image']}",
+            caption=caption,
+            split=splits.get(ann.name, options.split),
+            meta=meta,
+        )

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from caption_debias.records import Record, Reject, excerpt
 from caption_debias.readers.common import caption_problem
 from caption_debias.readers.table import iter_jsonl
+from caption_debias.records import Record, Reject, excerpt
 
 NAME = "docci"
 FILENAME = "docci_descriptions.jsonlines"
@@ -37,6 +37,13 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
         split = row.get("split") if isinstance(row.get("split"), str) else options.split
         example_id = row.get("example_id")
         meta = {k: v for k, v in row.items() if k not in ("example_id", "image_file", "description", "split")}
-        yield Record(source=NAME, input=name, location=lineno,
-                     source_id=None if example_id is None else str(example_id),
-                     image=f"images/{image_file}", caption=caption, split=split, meta=meta)
+        yield Record(
+            source=NAME,
+            input=name,
+            location=lineno,
+            source_id=None if example_id is None else str(example_id),
+            image=f"images/{image_file}",
+            caption=caption,
+            split=split,
+            meta=meta,
+        )

@@ -59,5 +59,13 @@ def read(path: Path, name: str, options: Any) -> Iterator[Record | Reject]:
                 if problem:
                     yield Reject(name, location, problem, excerpt(row))
                 else:
-                    yield Record(NAME, name, location, None, url.strip(), caption,
-                                 getattr(options, "split", None), {"caption_column": col})
+                    yield Record(
+                        NAME,
+                        name,
+                        location,
+                        None,
+                        url.strip(),
+                        caption,
+                        getattr(options, "split", None),
+                        {"caption_column": col},
+                    )

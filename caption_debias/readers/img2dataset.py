@@ -7,15 +7,27 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from caption_debias.records import Record, Reject, excerpt
 from caption_debias.readers.common import caption_problem
+from caption_debias.records import Record, Reject, excerpt
 
 NAME = "img2dataset"
 SHARD = re.compile(r"^\d+\.parquet$")
 IMAGE_EXTS = ("jpg", "png", "webp")
 # Metadata columns img2dataset always writes; anything else came from save_additional_columns.
-KNOWN = {"key", "caption", "url", "status", "error_message", "width", "height", "original_width",
-         "original_height", "exif", "sha256", "md5"}
+KNOWN = {
+    "key",
+    "caption",
+    "url",
+    "status",
+    "error_message",
+    "width",
+    "height",
+    "original_width",
+    "original_height",
+    "exif",
+    "sha256",
+    "md5",
+}
 
 
 def shard_files(folder: Path) -> list[Path]:
@@ -49,7 +61,13 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
             except StopIteration:
                 break
             except (OSError, pa.ArrowException) as exc:  # a broken metadata file: keep what came before
-                yield Reject(name, f"{shard_path.name}:{index}", f"truncated input: unreadable img2dataset metadata ({exc})", "", fatal=True)
+                yield Reject(
+                    name,
+                    f"{shard_path.name}:{index}",
+                    f"truncated input: unreadable img2dataset metadata ({exc})",
+                    "",
+                    fatal=True,
+                )
                 return
             yield from _row(path, shard, row, f"{shard_path.name}:{index}", name, options)
             index += 1
@@ -61,7 +79,9 @@ def _rows(shard_path: Path) -> Iterator[dict]:
 
     pf = pq.ParquetFile(shard_path)
     # Skip image-bytes columns (output_format "parquet" stores images in this file).
-    columns = [f.name for f in pf.schema_arrow if not pa.types.is_binary(f.type) and not pa.types.is_large_binary(f.type)]
+    columns = [
+        f.name for f in pf.schema_arrow if not pa.types.is_binary(f.type) and not pa.types.is_large_binary(f.type)
+    ]
     for batch in pf.iter_batches(batch_size=4096, columns=columns):
         yield from batch.to_pylist()
 
@@ -70,8 +90,12 @@ def _row(folder: Path, shard: str, row: dict, location: str, name: str, options)
     status = row.get("status")
     key = row.get("key")
     if status != "success":
-        yield Reject(name, location, f"{status or 'no status'}: {row.get('error_message') or ''}".rstrip(": ").strip(),
-                     excerpt({k: row.get(k) for k in ("key", "url", "caption")}))
+        yield Reject(
+            name,
+            location,
+            f"{status or 'no status'}: {row.get('error_message') or ''}".rstrip(": ").strip(),
+            excerpt({k: row.get(k) for k in ("key", "url", "caption")}),
+        )
         return
     caption = row.get(options.caption_column) if options.caption_column in row else row.get("caption")
     problem = caption_problem(caption)
@@ -80,8 +104,20 @@ def _row(folder: Path, shard: str, row: dict, location: str, name: str, options)
     if problem:
         yield Reject(name, location, problem, excerpt({k: row.get(k) for k in ("key", "url", "caption")}))
         return
-    meta = {k: row.get(k) for k in ("url", "width", "height", "original_width", "original_height", "sha256") if row.get(k) is not None}
+    meta = {
+        k: row.get(k)
+        for k in ("url", "width", "height", "original_width", "original_height", "sha256")
+        if row.get(k) is not None
+    }
     meta.update({k: v for k, v in row.items() if k not in KNOWN and k != options.caption_column})
     meta = json.loads(json.dumps(meta, default=str))
-    yield Record(source=NAME, input=name, location=location, source_id=str(key),
-                 image=image_ref(folder, shard, str(key)), caption=caption, split=options.split, meta=meta)
+    yield Record(
+        source=NAME,
+        input=name,
+        location=location,
+        source_id=str(key),
+        image=image_ref(folder, shard, str(key)),
+        caption=caption,
+        split=options.split,
+        meta=meta,
+    )

@@ -21,7 +21,7 @@ def strip_prefix(caption: str, meta: dict[str, Any]) -> str:
     if not match:
         return caption
     meta["caption_prefix"] = match.group(0).strip()
-    return caption[match.end():]
+    return caption[match.end() :]
 
 
 def read(path: Path, name: str, options: Any) -> Iterator[Record | Reject]:
@@ -29,5 +29,13 @@ def read(path: Path, name: str, options: Any) -> Iterator[Record | Reject]:
     columns = chosen_caption_columns(options, ("vlm_caption",))
     if len(columns) != 1:
         raise UserError("pixelprose: name one --caption-column")
-    yield from url_records(Path(path), name, options, source=NAME, url_column="url", caption_column=columns[0],
-                           meta_columns=("uid", "sha256"), clean=strip_prefix)
+    yield from url_records(
+        Path(path),
+        name,
+        options,
+        source=NAME,
+        url_column="url",
+        caption_column=columns[0],
+        meta_columns=("uid", "sha256"),
+        clean=strip_prefix,
+    )

@@ -17,6 +17,9 @@ def read(path: Path, name: str, options: Any) -> Iterator[Record | Reject]:
     """One record per row: `re_caption` by default, `org_caption` (the alt text) with --caption-column."""
     columns = chosen_caption_columns(options, CAPTION_COLUMNS[:1])
     if len(columns) != 1 or columns[0] not in CAPTION_COLUMNS:
-        raise UserError(f"recap-datacomp: --caption-column must be one of {', '.join(CAPTION_COLUMNS)}, not {','.join(columns)!r}")
-    yield from url_records(Path(path), name, options, source=NAME, url_column="url",
-                           caption_column=columns[0], meta_columns=("sha256",))
+        raise UserError(
+            f"recap-datacomp: --caption-column must be one of {', '.join(CAPTION_COLUMNS)}, not {','.join(columns)!r}"
+        )
+    yield from url_records(
+        Path(path), name, options, source=NAME, url_column="url", caption_column=columns[0], meta_columns=("sha256",)
+    )

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from caption_debias.records import Record, Reject, excerpt
 from caption_debias.readers.common import caption_problem
+from caption_debias.records import Record, Reject, excerpt
 
 NAME = "sharegpt4v"
 READ_BYTES = 1 << 20
@@ -71,7 +71,9 @@ def iter_array(path: Path, read_bytes: int = READ_BYTES) -> Iterator[tuple[int, 
                 return
             if not first:
                 if buf[pos] != ",":
-                    yield Reject(name, byte_at(pos), "broken JSON: expected ',' or ']'", excerpt(buf[pos : pos + 80]), fatal=True)
+                    yield Reject(
+                        name, byte_at(pos), "broken JSON: expected ',' or ']'", excerpt(buf[pos : pos + 80]), fatal=True
+                    )
                     return
                 pos += 1
                 if not skip_ws():
@@ -93,12 +95,22 @@ def iter_array(path: Path, read_bytes: int = READ_BYTES) -> Iterator[tuple[int, 
                     if wants_more and len(buf) - pos > MAX_ELEMENT_CHARS:
                         wants_more = False
                     if not wants_more:
-                        yield Reject(name, byte_at(pos), f"truncated input: broken JSON inside the array ({exc.msg})",
-                                     excerpt(buf[pos : pos + 200]), fatal=True)
+                        yield Reject(
+                            name,
+                            byte_at(pos),
+                            f"truncated input: broken JSON inside the array ({exc.msg})",
+                            excerpt(buf[pos : pos + 200]),
+                            fatal=True,
+                        )
                         return
                     if not fill():  # no more bytes: the element is cut off
-                        yield Reject(name, byte_at(pos), "truncated input: element cut off",
-                                     excerpt(buf[pos : pos + 200]), fatal=True)
+                        yield Reject(
+                            name,
+                            byte_at(pos),
+                            "truncated input: element cut off",
+                            excerpt(buf[pos : pos + 200]),
+                            fatal=True,
+                        )
                         return
             yield byte_at(pos), value
             pos = end
@@ -137,7 +149,12 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
         source_id = element.get("id")
         meta = {k: v for k, v in element.items() if k not in ("id", "image", "conversations")}
         yield Record(
-            source=NAME, input=name, location=offset,
+            source=NAME,
+            input=name,
+            location=offset,
             source_id=None if source_id is None else str(source_id),
-            image=element["image"], caption=caption, split=options.split, meta=meta,
+            image=element["image"],
+            caption=caption,
+            split=options.split,
+            meta=meta,
         )

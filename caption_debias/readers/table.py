@@ -6,11 +6,11 @@ import csv
 import json
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from caption_debias.errors import UserError
-from caption_debias.records import Record, Reject, excerpt
 from caption_debias.readers.common import caption_problem
+from caption_debias.records import Record, Reject, excerpt
 
 NAME = "table"
 JSONL_SUFFIXES = (".jsonl", ".jsonlines", ".ndjson", ".json")
@@ -21,7 +21,12 @@ PARQUET_SUFFIXES = (".parquet", ".pq")
 
 def kind_of(path: Path) -> str:
     suffix = path.suffix.lower()
-    for kind, suffixes in (("jsonl", JSONL_SUFFIXES), ("csv", CSV_SUFFIXES), ("tsv", TSV_SUFFIXES), ("parquet", PARQUET_SUFFIXES)):
+    for kind, suffixes in (
+        ("jsonl", JSONL_SUFFIXES),
+        ("csv", CSV_SUFFIXES),
+        ("tsv", TSV_SUFFIXES),
+        ("parquet", PARQUET_SUFFIXES),
+    ):
         if suffix in suffixes:
             return kind
     raise UserError(f"{path}: unknown table type {suffix!r} (expected .jsonl, .csv, .tsv or .parquet)")
@@ -116,7 +121,9 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
     if header is not None:
         missing = [c for c in (image_col, caption_col) if c not in header]
         if missing:
-            raise UserError(f"{name}: no column {missing[0]!r} (columns: {', '.join(header)}); use --image-column / --caption-column")
+            raise UserError(
+                f"{name}: no column {missing[0]!r} (columns: {', '.join(header)}); use --image-column / --caption-column"
+            )
     if kind == "jsonl":
         rows = iter_jsonl(path, name)
     elif kind == "parquet":

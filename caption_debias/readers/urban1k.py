@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from caption_debias.records import Record, Reject, excerpt
 from caption_debias.readers.common import caption_problem
+from caption_debias.records import Record, Reject, excerpt
 
 NAME = "urban1k"
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
@@ -25,7 +25,11 @@ def _order(p: Path):
 
 def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
     root = resolve(path)
-    images = {p.stem: p.name for p in (root / "image").iterdir() if p.suffix.lower() in IMAGE_SUFFIXES} if (root / "image").is_dir() else {}
+    images = (
+        {p.stem: p.name for p in (root / "image").iterdir() if p.suffix.lower() in IMAGE_SUFFIXES}
+        if (root / "image").is_dir()
+        else {}
+    )
     for txt in sorted((root / "caption").glob("*.txt"), key=_order):
         location = f"caption/{txt.name}"
         raw = txt.read_bytes()
@@ -41,5 +45,13 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
         if problem:
             yield Reject(name, location, problem, excerpt(caption))
             continue
-        yield Record(source=NAME, input=name, location=location, source_id=txt.stem,
-                     image=f"image/{images[txt.stem]}", caption=caption, split=options.split, meta={})
+        yield Record(
+            source=NAME,
+            input=name,
+            location=location,
+            source_id=txt.stem,
+            image=f"image/{images[txt.stem]}",
+            caption=caption,
+            split=options.split,
+            meta={},
+        )

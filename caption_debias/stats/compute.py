@@ -285,9 +285,7 @@ def compute_stats(folders: Sequence[str | Path], options: StatsOptions | None = 
         own = [g for g in finest if g[0] == name]
         entry = {"name": name, "folder": str(ds.folder), **_group_stats(merged(own), top)}
         if entry["records"] != ds.rows:  # counts must reconcile with the manifest
-            raise UserError(
-                f"{ds.folder}: shards hold {entry['records']} rows but the manifest lists {ds.rows}"
-            )
+            raise UserError(f"{ds.folder}: shards hold {entry['records']} rows but the manifest lists {ds.rows}")
         entry["manifest_counts"] = _manifest_counts(ds)
         entry["prepared_with"] = {
             "segmenter": (ds.manifest.get("segmenter") or {}).get("name"),

@@ -86,8 +86,13 @@ def sentences_per_caption(groups: Groups) -> bytes:
         for k, v in _fractions(g["sentences_per_caption"]["histogram"]).items():
             share[min(k, MAX_SENTENCES + 1)] = share.get(min(k, MAX_SENTENCES + 1), 0.0) + v
         xs = sorted(share)
-        ax.bar([x + (i - (len(groups) - 1) / 2) * width for x in xs], [share[x] for x in xs], width,
-               color=_color(i), label=f"{label} (median {_fmt(g['sentences_per_caption']['median'])})")
+        ax.bar(
+            [x + (i - (len(groups) - 1) / 2) * width for x in xs],
+            [share[x] for x in xs],
+            width,
+            color=_color(i),
+            label=f"{label} (median {_fmt(g['sentences_per_caption']['median'])})",
+        )
     ax.set_title("Sentences per caption")
     ax.set_xlabel("sentences")
     ax.set_ylabel("captions")
@@ -114,8 +119,15 @@ def _step_hist(ax, groups: Groups, key: str, limit: int) -> None:
             continue
         edges = list(range(0, max(share) + width + 1, width))
         values = [share.get(e, 0.0) for e in edges[:-1]]
-        ax.stairs(values, edges, color=_color(i), linewidth=1.8, fill=len(groups) == 1, alpha=0.85 if len(groups) > 1 else 0.55,
-                  label=f"{label} (median {_fmt(g[key]['median'])})")
+        ax.stairs(
+            values,
+            edges,
+            color=_color(i),
+            linewidth=1.8,
+            fill=len(groups) == 1,
+            alpha=0.85 if len(groups) > 1 else 0.55,
+            label=f"{label} (median {_fmt(g[key]['median'])})",
+        )
         if len(groups) == 1:
             ax.stairs(values, edges, color=_color(i), linewidth=1.6)
     _percent_axis(ax)
@@ -129,8 +141,16 @@ def tokens_per_caption(groups: Groups) -> bytes:
     top = ax.get_ylim()[1]
     for limit, name in ((CLIP_CONTEXT, "CLIP"), (LONGCLIP_CONTEXT, "Long-CLIP")):
         ax.axvline(limit, color="#b5495b", linestyle="--", linewidth=1.3)
-        ax.text(limit + 4, top * 0.97, f"{name} {limit}", color="#b5495b", va="top", fontsize=9, fontweight="bold",
-                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1.5})
+        ax.text(
+            limit + 4,
+            top * 0.97,
+            f"{name} {limit}",
+            color="#b5495b",
+            va="top",
+            fontsize=9,
+            fontweight="bold",
+            bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1.5},
+        )
     ax.set_title("Tokens per caption")
     ax.set_xlabel(f"CLIP tokens with start and end (last bin: {MAX_TOKENS}+)")
     ax.set_ylabel("captions")

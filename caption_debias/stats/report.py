@@ -104,19 +104,25 @@ def print_table(stats: dict[str, Any], console=None) -> None:
     from rich.table import Table
 
     console = console or Console()
-    table = Table(title="caption-debias stats", title_style="bold", header_style="bold cyan",
-                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, caption="CLIP tokens with start/end; sum. = summary sentence")
+    table = Table(
+        title="caption-debias stats",
+        title_style="bold",
+        header_style="bold cyan",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+        caption="CLIP tokens with start/end; sum. = summary sentence",
+    )
     table.add_column("group", overflow="fold", min_width=10)
     for name, _, _ in TERMINAL_COLUMNS:
         table.add_column(name, justify="right", no_wrap=True)
     groups = _table_groups(stats)
     for i, (label, g) in enumerate(groups):
-        table.add_row(label, *[fmt(get(g)) for _, get, fmt in TERMINAL_COLUMNS],
-                      end_section=len(groups) > 1 and i == 0)
+        table.add_row(label, *[fmt(get(g)) for _, get, fmt in TERMINAL_COLUMNS], end_section=len(groups) > 1 and i == 0)
     console.print(table)
     top = stats["opening_phrases"][:3]
     if top:
-        console.print("top opening phrases: " + ", ".join(f"\"{p['phrase']}\" {_pct(p['fraction'])}" for p in top))
+        console.print("top opening phrases: " + ", ".join(f'"{p["phrase"]}" {_pct(p["fraction"])}' for p in top))
     for note in notes(stats):
         console.print(f"[yellow]note:[/] {note}")
     if stats["rejects_by_reason"]:
@@ -135,7 +141,9 @@ def notes(stats: dict[str, Any]) -> list[str]:
         if prepared.get("summary") == "none":
             out.append(f"{d['name']}: prepared with --summary none, so no sentence is flagged as a summary")
     if len(comparison_groups(stats)) > MAX_PLOT_GROUPS:
-        out.append(f"plots show the first {MAX_PLOT_GROUPS} of {len(comparison_groups(stats))} groups; the tables list all")
+        out.append(
+            f"plots show the first {MAX_PLOT_GROUPS} of {len(comparison_groups(stats))} groups; the tables list all"
+        )
     return out
 
 
@@ -175,8 +183,7 @@ def render_markdown(stats: dict[str, Any], figure_files: dict[str, str]) -> str:
         "",
         "Folders: " + ", ".join(f"`{f}`" for f in stats["folders"]),
         "",
-        "Tokens are CLIP BPE tokens; caption lengths include the start and end tokens, "
-        "first-sentence lengths do not.",
+        "Tokens are CLIP BPE tokens; caption lengths include the start and end tokens, first-sentence lengths do not.",
         "",
         *[f"> **Note:** {n}\n" for n in notes(stats)],
         "## Figures",
@@ -236,7 +243,9 @@ def _html_table(header: list[str], rows: list[list[str]], left: bool = False) ->
     e = html.escape
     align = ' style="text-align:left"' if left else ""
     head = "".join(f"<th{align if i else ''}>{e(h)}</th>" for i, h in enumerate(header))
-    body = "".join("<tr>" + "".join(f"<td{align if i else ''}>{e(c)}</td>" for i, c in enumerate(r)) + "</tr>" for r in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td{align if i else ''}>{e(c)}</td>" for i, c in enumerate(r)) + "</tr>" for r in rows
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -245,14 +254,19 @@ def render_html(stats: dict[str, Any], figures: dict[str, bytes]) -> str:
     groups = _table_groups(stats)
     tp = stats["tokens_per_caption"]
     cards = [
-        (_num(stats["records"]), "records" + (f" in {len(stats['datasets'])} folders" if len(stats["datasets"]) > 1 else "")),
+        (
+            _num(stats["records"]),
+            "records" + (f" in {len(stats['datasets'])} folders" if len(stats["datasets"]) > 1 else ""),
+        ),
         (_num(tp["median"]), "median tokens per caption"),
         (_pct(tp["over_77"]), "longer than CLIP's 77 tokens"),
         (_pct(tp["over_248"]), "longer than Long-CLIP's 248"),
         (_num(stats["sentences_per_caption"]["median"]), "median sentences per caption"),
         (_pct(stats["opening_summary_rate"]), "open with a summary"),
     ]
-    card_html = "".join(f'<div class="card"><div class="v">{e(v)}</div><div class="k">{e(k)}</div></div>' for v, k in cards)
+    card_html = "".join(
+        f'<div class="card"><div class="v">{e(v)}</div><div class="k">{e(k)}</div></div>' for v, k in cards
+    )
     plots = []
     for name, png in figures.items():
         wide = ' class="wide"' if name == "opening_phrases" and len(comparison_groups(stats)) > 1 else ""
@@ -276,7 +290,7 @@ def render_html(stats: dict[str, Any], figures: dict[str, bytes]) -> str:
 <p class="sub">{folders}{by}</p>
 {notes_html}<div class="cards">{card_html}</div>
 <h2>Plots</h2>
-<div class="plots">{''.join(plots)}</div>
+<div class="plots">{"".join(plots)}</div>
 <h2>Figures</h2>
 {_html_table(header, rows)}
 <p class="note">Tokens are CLIP BPE tokens. Caption lengths include the start and end tokens
@@ -285,7 +299,7 @@ prepare step flagged in <code>summary_mask</code>; a one-sentence caption counts
 Prepared with {e(_prepared_line(stats))}.</p>
 <h2>Top opening phrases</h2>
 {_html_table(*_phrase_rows(stats, groups), left=True)}
-<p class="note">The first {stats['options']['phrase_words']} lowercased words of the first sentence, punctuation dropped.</p>
+<p class="note">The first {stats["options"]["phrase_words"]} lowercased words of the first sentence, punctuation dropped.</p>
 <h2>Rejects by reason</h2>
 {rejects}
 </main></body></html>

@@ -40,9 +40,15 @@ BACKGROUNDS = {
 SIZES = {"small": 0.075, "medium": 0.115, "large": 0.155}  # radius as a fraction of the image side
 # 3x3 grid cells (row, col) and how captions name them.
 CELL_NAMES = {
-    (0, 0): "top left corner", (0, 1): "top centre", (0, 2): "top right corner",
-    (1, 0): "middle of the left side", (1, 1): "centre", (1, 2): "middle of the right side",
-    (2, 0): "bottom left corner", (2, 1): "bottom centre", (2, 2): "bottom right corner",
+    (0, 0): "top left corner",
+    (0, 1): "top centre",
+    (0, 2): "top right corner",
+    (1, 0): "middle of the left side",
+    (1, 1): "centre",
+    (1, 2): "middle of the right side",
+    (2, 0): "bottom left corner",
+    (2, 1): "bottom centre",
+    (2, 2): "bottom right corner",
 }
 CELLS = tuple(CELL_NAMES)
 MIN_OBJECTS, MAX_OBJECTS = 3, 5
@@ -142,8 +148,11 @@ def caption_sentences(scene: Scene, rng: random.Random) -> list[str]:
         other = rng.choice([o for o in objects if o is not obj])
         details.append(
             rng.choice(DETAIL_TEMPLATES).format(
-                name=obj.name, size=obj.size, cell=CELL_NAMES[obj.cell],
-                relation=relation(obj.cell, other.cell), other=other.name,
+                name=obj.name,
+                size=obj.size,
+                cell=CELL_NAMES[obj.cell],
+                relation=relation(obj.cell, other.cell),
+                other=other.name,
             )
         )
     sentences = [summary, *details]

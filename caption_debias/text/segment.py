@@ -156,10 +156,17 @@ class SpacySegmenter:
         return out
 
     def describe(self) -> dict:
-        return {"name": self.name, "library": "spacy", "version": self._version, "pipeline": self.pipeline, "method": self.method}
+        return {
+            "name": self.name,
+            "library": "spacy",
+            "version": self._version,
+            "pipeline": self.pipeline,
+            "method": self.method,
+        }
 
 
 # --- fast ----------------------------------------------------------------------------
+
 
 def _pysbd_abbreviations() -> tuple[frozenset[str], frozenset[str]]:
     """(all abbreviations pysbd knows, those it never ends a sentence after).
@@ -174,7 +181,9 @@ def _pysbd_abbreviations() -> tuple[frozenset[str], frozenset[str]]:
     ab = English.Abbreviation
     every = frozenset(a.lower() for a in (*ab.ABBREVIATIONS, *ab.PREPOSITIVE_ABBREVIATIONS, *ab.NUMBER_ABBREVIATIONS))
     never = frozenset(
-        {a.lower() for a in ab.PREPOSITIVE_ABBREVIATIONS} | {a for a in every if "." in a} | {"fig", "ph", "v", "vs", "st"}
+        {a.lower() for a in ab.PREPOSITIVE_ABBREVIATIONS}
+        | {a for a in every if "." in a}
+        | {"fig", "ph", "v", "vs", "st"}
     )
     return every, never
 
@@ -182,7 +191,7 @@ def _pysbd_abbreviations() -> tuple[frozenset[str], frozenset[str]]:
 @lru_cache(maxsize=1)
 def _pysbd_abbreviation_pattern() -> re.Pattern:
     """Tokens whose period pysbd's AbbreviationReplacer can protect: it finds each entry of
-    its three lists with r"(?:^|\s|\r|\n)" + entry (unescaped, IGNORECASE: "u.s" also
+    its three lists with r"(?:^|\\s|\r|\n)" + entry (unescaped, IGNORECASE: "u.s" also
     matches "UPS") and then replaces the period after the matched text wherever it follows
     a space; an all-caps or numeric token matching none of them is never touched there."""
     from pysbd.lang.english import English
@@ -317,6 +326,8 @@ def _irregular_quote_blocks(text: str) -> list[tuple[int, int]]:
         if new == blocks:
             return blocks
         blocks = new
+
+
 # Characters outside _SAFE_TEXT; those that pair up across sentences or start list items
 # send the whole caption to pysbd, the others only the stretch around them.
 _UNSAFE_CHAR = regex.compile(
@@ -516,7 +527,10 @@ class FastSegmenter:
                 continue
             # the token from the last space or the line's start (rfind's -1 used to take
             # the caption from its very start for a line's first word: a needless doubt)
-            word = scan[max(start - 1, scan.rfind(" ", start, m_start), scan.rfind("\xa0", start, m_start) if nbsp else -1) + 1 : m_start]
+            word = scan[
+                max(start - 1, scan.rfind(" ", start, m_start), scan.rfind("\xa0", start, m_start) if nbsp else -1)
+                + 1 : m_start
+            ]
             if word[:1] in ('"', "\u201c") and word.endswith(_HIDDEN):  # '"Stop.' seen as '"\0\0\0\0.'
                 if after > m_end and scan[after].isupper():
                     if after - m_end == 1 and scan[m_end] == " " and "A" <= scan[after] <= "Z":
@@ -528,8 +542,13 @@ class FastSegmenter:
                 if m_end - m_start == 1 and scan[m_start] == "." and word[-1:].isdigit() and scan[after].isdigit():
                     continue  # decimal "3.5"
                 doubts.append(m_start)
-            elif m_end - m_start != 1 or not scan[after].isupper() or not (
-                boundary_cache.get((word, scan[after : after + 2])) or self._boundary_after(word, scan[after : after + 2])
+            elif (
+                m_end - m_start != 1
+                or not scan[after].isupper()
+                or not (
+                    boundary_cache.get((word, scan[after : after + 2]))
+                    or self._boundary_after(word, scan[after : after + 2])
+                )
             ):
                 doubts.append(m_start)
             else:
@@ -564,7 +583,10 @@ class FastSegmenter:
             blocks: list[tuple[int, int]] = []
             if (
                 _DOUBLE_QUOTE_CHAR.search(_DOUBLE_QUOTED.sub("", text)) is not None
-                or '""' in text or "\u201c\u201d" in text or "\\" in text or "\r" in text
+                or '""' in text
+                or "\u201c\u201d" in text
+                or "\\" in text
+                or "\r" in text
             ):
                 # an unpaired double quote, or one pysbd may pair differently (it skips
                 # empty quotes, honours backslash escapes, splits lines at "\r" first):
@@ -686,8 +708,10 @@ class FastSegmenter:
     def _detailed_spans(self, text: str) -> list[tuple[int, int]] | None:
         """_fast_spans for any caption: a loop over the marks of each line."""
         odd: list[int] = []
-        if (_UNSAFE_ASCII.search(text) is not None) if text.isascii() else (
-            _SAFE_TYPOGRAPHIC.fullmatch(text) is None and _SAFE_TEXT.fullmatch(text) is None
+        if (
+            (_UNSAFE_ASCII.search(text) is not None)
+            if text.isascii()
+            else (_SAFE_TYPOGRAPHIC.fullmatch(text) is None and _SAFE_TEXT.fullmatch(text) is None)
         ):
             if _PAIRED_OR_LIST_CHAR.search(text):
                 return None  # brackets, bullets, control characters: pysbd sees it all

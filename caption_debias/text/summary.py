@@ -56,8 +56,11 @@ _CLOSING_FIRST = frozenset({"overall", "in", "altogether", "all", "the", "this"}
 # the first word's code, the bit its second word needs (by code), and the bits a word gives.
 _CLOSING_CODE = {"overall": 1, "altogether": 1, "in": 2, "all": 3, "the": 4, "this": 4}  # 1: any second word
 _CLOSING_NEED = np.array([0, 0, 1, 2, 4], np.int8)  # in summary/conclusion/essence; all in all; the/this NOUN...
-_CLOSING_SECOND = (("summary", "conclusion", "essence"), ("in",), ("overall", "general", "image", "scene", "photo",
-                   "picture", "composition", "setting"))  # prefixes ("photo" covers "photograph", "image's")
+_CLOSING_SECOND = (
+    ("summary", "conclusion", "essence"),
+    ("in",),
+    ("overall", "general", "image", "scene", "photo", "picture", "composition", "setting"),
+)  # prefixes ("photo" covers "photograph", "image's")
 
 
 def _closing_bits(word: str) -> int:
@@ -172,7 +175,12 @@ class _Scorer:
                 if defin:
                     z += num["refers_back"] * log1p(sum(1 for w in defin if indef_df.get(w, 0) - (w in indef) > 0))
             z += num["len_ratio"] * (lengths[i] / mean_len if mean_len else 0.0) + num["log_len"] * log1p(lengths[i])
-            if num["closing_phrase"] and ws and ws[0] in _CLOSING_FIRST and _CLOSING.match(sentences[i].strip().lower()):
+            if (
+                num["closing_phrase"]
+                and ws
+                and ws[0] in _CLOSING_FIRST
+                and _CLOSING.match(sentences[i].strip().lower())
+            ):
                 z += num["closing_phrase"]
             out.append(z)
         return out
@@ -265,7 +273,9 @@ def _chunk_words(sentences: list[str]) -> tuple[np.ndarray, list[str], np.ndarra
         flat = [w.encode() for w in itertools.chain.from_iterable(words)]
         offsets = np.zeros(len(flat) + 1, np.int64)
         np.cumsum(np.fromiter(map(len, flat), np.int64, len(flat)), out=offsets[1:])
-        enc = pc.dictionary_encode(pa.LargeStringArray.from_buffers(len(flat), pa.py_buffer(offsets), pa.py_buffer(b"".join(flat))))
+        enc = pc.dictionary_encode(
+            pa.LargeStringArray.from_buffers(len(flat), pa.py_buffer(offsets), pa.py_buffer(b"".join(flat)))
+        )
         lengths = np.fromiter(map(len, words), np.int64, len(words))
         return _indices(enc), enc.dictionary.to_pylist(), lengths
     if any(c in text for c in _LOWER_TO_ASCII):
@@ -330,7 +340,7 @@ class _BatchScorer:
 
     def raw_flat(self, sents: list[str], per_caption: np.ndarray) -> np.ndarray:
         """Raw scores of captions given as all their sentences end to end and the number per caption."""
-        s, num, vocab = self.s, self.s.num, self.vocab
+        num, vocab = self.s.num, self.vocab
         n_sent = len(sents)
         if not n_sent:
             return np.zeros(0)
@@ -341,7 +351,9 @@ class _BatchScorer:
         if (n_caps - 1).bit_length() + word_bits + local_bits + 2 > 62 and n_caps > 1:  # int64 overflow
             half = n_caps // 2
             cut = int(per_caption[:half].sum())
-            return np.concatenate([self.raw_flat(sents[:cut], per_caption[:half]), self.raw_flat(sents[cut:], per_caption[half:])])
+            return np.concatenate(
+                [self.raw_flat(sents[:cut], per_caption[:half]), self.raw_flat(sents[cut:], per_caption[half:])]
+            )
         ids = vocab.ids(distinct, len(local))
         # words are keyed by their rank among this batch's ids: small keys, same order as the ids
         by_rank = np.argsort(ids, kind="stable")
@@ -369,7 +381,15 @@ class _BatchScorer:
         cap_of_word = cap_of_sent[sent_of_word]
         sent_in_cap = sent_of_word - cap_start[cap_of_word]
         key = (((cap_of_word << word_bits) | r) << local_bits | sent_in_cap) << 2 | window_kind
-        del kind, pos, last_det, inside, window_kind, cap_of_word, sent_in_cap  # per-word temporaries: lower peak memory
+        del (
+            kind,
+            pos,
+            last_det,
+            inside,
+            window_kind,
+            cap_of_word,
+            sent_in_cap,
+        )  # per-word temporaries: lower peak memory
         key.sort(kind="stable")
         triple = key >> 2
         new_triple = _starts(triple)
@@ -566,4 +586,10 @@ def describe(mode: str) -> dict:
     if mode != "detect":
         return {"mode": mode}
     m = _model()
-    return {"mode": mode, "method": m["method"], "model": MODEL_ASSET, "version": m["version"], "trained_on": m["trained_on"]}
+    return {
+        "mode": mode,
+        "method": m["method"],
+        "model": MODEL_ASSET,
+        "version": m["version"],
+        "trained_on": m["trained_on"],
+    }

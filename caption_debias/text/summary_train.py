@@ -20,9 +20,8 @@ import json
 from pathlib import Path
 
 from caption_debias.text.segment import get_segmenter
-from caption_debias.text.summary import sentence_features
-
 from caption_debias.text.summary import _NUMERIC as NUMERIC
+from caption_debias.text.summary import sentence_features
 
 
 def load_calibration(data: Path) -> list[dict]:
@@ -37,7 +36,9 @@ def load_calibration(data: Path) -> list[dict]:
             key = row.get("image/key")
             for field, style in (("IIW", "human"), ("IIW-P5B", "llm")):
                 if row.get(field):
-                    out.append({"key": f"{name}:{key}", "style": style, "source": f"{name}:{field}", "caption": row[field]})
+                    out.append(
+                        {"key": f"{name}:{key}", "style": style, "source": f"{name}:{field}", "caption": row[field]}
+                    )
     return out
 
 
@@ -61,9 +62,18 @@ def split_captions(rows: list[dict]) -> list[dict]:
 # "starts with 'The'" = detail. Some training captions get their opening sentence
 # re-phrased with one of these, keeping its words (the features are bag-of-words).
 LLM_OPENERS = (
-    "The image depicts ", "The image shows ", "The image captures ", "The image features ",
-    "In this image, ", "This image shows ", "The photo shows ", "The picture shows ",
-    "The image presents ", "In the image, ", "This is a photo of ", "The scene shows ",
+    "The image depicts ",
+    "The image shows ",
+    "The image captures ",
+    "The image features ",
+    "In this image, ",
+    "This image shows ",
+    "The photo shows ",
+    "The picture shows ",
+    "The image presents ",
+    "In the image, ",
+    "This is a photo of ",
+    "The scene shows ",
 )
 
 
@@ -164,7 +174,9 @@ def main() -> None:
     args = ap.parse_args()
     rows = split_captions(load_calibration(args.data))
     model = build_model(
-        rows, args.l2, args.min_df,
+        rows,
+        args.l2,
+        args.min_df,
         trained_on=f"{len(rows)} long captions of ImageInWords IIW-400 (human) and CM-3600 / IIW-400 (IIW-P5B, model-written), CC BY 4.0",
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -51,6 +51,8 @@ def _uncurl(text: str) -> str:
         if c in text:
             text = text.replace(c, r)
     return text
+
+
 _SENTENCES_PER_PASS = 16384  # encode_sentences: texts per Arrow pass
 # An '&' that starts neither an HTML entity of ftfy's (chardata.HTML_ENTITY_RE: '&#?[0-9A-Za-z]{1,24};')
 # nor a character reference of html.unescape (every name in html.entities.html5 starts with an
@@ -107,9 +109,20 @@ def _plain_char(ch: str) -> bool:
         return False
     from ftfy import fixes
 
-    return all(f(ch) == ch for f in (fixes.unescape_html, fixes.fix_c1_controls, fixes.fix_latin_ligatures, fixes.fix_character_width,
-                                     fixes.uncurl_quotes, fixes.fix_line_breaks, fixes.fix_surrogates,
-                                     fixes.remove_terminal_escapes, fixes.remove_control_chars))
+    return all(
+        f(ch) == ch
+        for f in (
+            fixes.unescape_html,
+            fixes.fix_c1_controls,
+            fixes.fix_latin_ligatures,
+            fixes.fix_character_width,
+            fixes.uncurl_quotes,
+            fixes.fix_line_breaks,
+            fixes.fix_surrogates,
+            fixes.remove_terminal_escapes,
+            fixes.remove_control_chars,
+        )
+    )
 
 
 def _ftfy_free(text: str) -> str | None:
@@ -189,13 +202,16 @@ class ClipTokenizer:
         vocab = vocab + [v + "</w>" for v in vocab]
         vocab += merged
         vocab.extend(SPECIAL_TOKENS)
-        encoder = dict(zip(vocab, range(len(vocab))))  # = {tok: i for i, tok in enumerate(vocab)} (the last index wins in both)
+        encoder = dict(
+            zip(vocab, range(len(vocab)))
+        )  # = {tok: i for i, tok in enumerate(vocab)} (the last index wins in both)
         # open_clip's merges as CLIPTokenizerFast configures them ("</w>" on a word's last
         # symbol, no prefix on the others); only `tokenize` of one word is ever called, which
         # never uses the tokenizers thread pool, so prepare's forked workers stay single-threaded.
         # No cache there: the word cache below already holds every word once.
-        self._bpe_model = BPE(vocab=encoder, merges=merges, end_of_word_suffix="</w>", continuing_subword_prefix="",
-                              cache_capacity=0)
+        self._bpe_model = BPE(
+            vocab=encoder, merges=merges, end_of_word_suffix="</w>", continuing_subword_prefix="", cache_capacity=0
+        )
         self.sot_id = encoder[SPECIAL_TOKENS[0]]
         self.eot_id = encoder[SPECIAL_TOKENS[1]]
         self.pad_id = 0
@@ -295,9 +311,11 @@ class ClipTokenizer:
             # lower-casing never makes or removes whitespace)
             encode_chunks = self._encode_chunks
             sentence_ids = [encode_chunks(text[s:e].lower().split()) for s, e in spans]
-            if all(caption[e:s2][:1].isspace() for (_, e), (s2, _) in zip(spans, spans[1:])) and (
-                not caption[: spans[0][0]].strip() if spans else not caption.strip()
-            ) and (not spans or not caption[spans[-1][1]:].strip()):
+            if (
+                all(caption[e:s2][:1].isspace() for (_, e), (s2, _) in zip(spans, spans[1:]))
+                and (not caption[: spans[0][0]].strip() if spans else not caption.strip())
+                and (not spans or not caption[spans[-1][1] :].strip())
+            ):
                 return sentence_ids, sum(map(len, sentence_ids)) + 2
             return sentence_ids, len(self._encode_cleaned(" ".join(text.split()).lower())) + 2
         sentence_ids = [self.encode(caption[s:e]) for s, e in spans]
@@ -312,7 +330,10 @@ class ClipTokenizer:
         (whitespace separates the sentences, as in `encode_caption`), else that count itself
         (the caption tokenized whole, which `encode_caption` does too).
         """
-        if not (caption.isascii() and _PLAIN_ASCII.fullmatch(caption) is not None) and _PLAIN_TYPOGRAPHIC.fullmatch(caption) is None:
+        if (
+            not (caption.isascii() and _PLAIN_ASCII.fullmatch(caption) is not None)
+            and _PLAIN_TYPOGRAPHIC.fullmatch(caption) is None
+        ):
             return None
         if spans:
             # the checks of encode_caption, without a slice of the text between sentences:
@@ -353,7 +374,9 @@ class ClipTokenizer:
     def _encode_local(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
         n = len(sentences)
         text = "\0".join(sentences)  # NUL is never in such text: it marks where each one ends
-        if not text.isascii():  # caption.translate(_UNCURL) of encode_caption; str.replace is ~30x faster on a long text
+        if (
+            not text.isascii()
+        ):  # caption.translate(_UNCURL) of encode_caption; str.replace is ~30x faster on a long text
             for c, r in _UNCURL_PAIRS:
                 if c in text:
                     text = text.replace(c, r)
@@ -378,8 +401,10 @@ class ClipTokenizer:
         np.cumsum(lengths, out=bounds[1:])
         values = np.fromiter(itertools.chain.from_iterable(distinct), np.int32, int(bounds[-1]))
         del distinct, lengths
-        per_chunk = pa.LargeListArray.from_arrays(pa.Array.from_buffers(pa.int64(), len(bounds), [None, pa.py_buffer(bounds)]),
-                                                  pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(values)]))
+        per_chunk = pa.LargeListArray.from_arrays(
+            pa.Array.from_buffers(pa.int64(), len(bounds), [None, pa.py_buffer(bounds)]),
+            pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(values)]),
+        )
         taken = per_chunk.take(enc.indices)  # every chunk's ids, in order
         del per_chunk, enc
         id_bounds = int_values(taken.offsets)  # ids before each chunk

@@ -46,16 +46,24 @@ def first_sentence_text(sentences: Sequence[np.ndarray], context: int, sot: int 
     return layout(sentences[0] if len(sentences) else np.zeros(0, np.int64), context, sot, eot)
 
 
-def one_sentence_text(sentences: Sequence[np.ndarray], rng: np.random.Generator, context: int,
-                      sot: int = SOT, eot: int = EOT) -> np.ndarray:
+def one_sentence_text(
+    sentences: Sequence[np.ndarray], rng: np.random.Generator, context: int, sot: int = SOT, eot: int = EOT
+) -> np.ndarray:
     """`short` recipe: the first sentence with probability 0.5, otherwise a uniformly chosen other one."""
     k = len(sentences)
     pick = 0 if k == 1 or rng.random() < 0.5 else int(rng.integers(1, k))
     return layout(sentences[pick], context, sot, eot)
 
 
-def debias_text(sentences: Sequence[np.ndarray], summary_mask: Sequence[bool], rng: np.random.Generator,
-                context: int, opts: DebiasOptions, sot: int = SOT, eot: int = EOT) -> tuple[np.ndarray, bool]:
+def debias_text(
+    sentences: Sequence[np.ndarray],
+    summary_mask: Sequence[bool],
+    rng: np.random.Generator,
+    context: int,
+    opts: DebiasOptions,
+    sot: int = SOT,
+    eot: int = EOT,
+) -> tuple[np.ndarray, bool]:
     """The augmented caption and whether it fell back to the full caption (nothing left after the drop)."""
     k = len(sentences)
     if opts.no_drop_summary:

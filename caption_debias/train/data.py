@@ -74,7 +74,9 @@ class FolderImages:
             if self._downloads is None:  # checked once per process; False: the root holds no download
                 self._downloads = build_index(self.root) if is_img2dataset_webdataset(self.root) else False
             if self._downloads is False:
-                raise OSError(f"{image} is a URL; download it first (caption-debias urls, img2dataset) and pass that folder as --image-root")
+                raise OSError(
+                    f"{image} is a URL; download it first (caption-debias urls, img2dataset) and pass that folder as --image-root"
+                )
             image = self._downloads.member(key)
         tar_name, sep, member = image.partition(".tar#")
         source = self._tar_member(tar_name + ".tar", member) if sep else self.root / image
@@ -181,8 +183,13 @@ def load_rows(data: str | Path, tokenizer=None, split: str | None = None, group_
         if not hasattr(tokenizer, "encode"):
             raise UserError("the model's tokenizer cannot encode single sentences; CLIP-BPE style tokenizers only")
         summary = pc.list_flatten(sm).to_numpy(zero_copy_only=False).astype(bool)
-        tokens = TokenTable.from_sentences(table["sentences"].to_pylist(), lambda xs: [tokenizer.encode(x) for x in xs], summary)
-        log.warning("the model's tokenizer differs from the shards' CLIP BPE: re-tokenized %d captions once at load", table.num_rows)
+        tokens = TokenTable.from_sentences(
+            table["sentences"].to_pylist(), lambda xs: [tokenizer.encode(x) for x in xs], summary
+        )
+        log.warning(
+            "the model's tokenizer differs from the shards' CLIP BPE: re-tokenized %d captions once at load",
+            table.num_rows,
+        )
     else:
         tokens = TokenTable.from_lists(st, sm)
     groups = None
@@ -231,7 +238,9 @@ class BatchPlan:
         parts = [chunks[i] for i in rng.permutation(len(chunks))] + [loose_arr[cut:]]
         return np.concatenate(parts)
 
-    def batches(self, start_step: int, total_steps: int, rank: int = 0, world: int = 1) -> Iterator[list[tuple[int, int]]]:
+    def batches(
+        self, start_step: int, total_steps: int, rank: int = 0, world: int = 1
+    ) -> Iterator[list[tuple[int, int]]]:
         """(epoch, row) lists for steps start_step..total_steps-1, this rank's share of each global batch."""
         per = self.batch_size // world
         epoch, cached = -1, None
@@ -246,9 +255,19 @@ class BatchPlan:
 class TrainSamples:
     """Map-style dataset: (epoch, row) -> image tensor + the recipe's token tensors."""
 
-    def __init__(self, rows: TrainRows, images: ImageSource, transform, recipe: str, context: int,
-                 seed: int, debias: augment.DebiasOptions, cache_images: bool = False,
-                 sot: int = augment.SOT, eot: int = augment.EOT):
+    def __init__(
+        self,
+        rows: TrainRows,
+        images: ImageSource,
+        transform,
+        recipe: str,
+        context: int,
+        seed: int,
+        debias: augment.DebiasOptions,
+        cache_images: bool = False,
+        sot: int = augment.SOT,
+        eot: int = augment.EOT,
+    ):
         if recipe not in RECIPES:
             raise UserError(f"unknown recipe {recipe!r} (choose from {', '.join(RECIPES)})")
         self.rows, self.images, self.transform = rows, images, transform
@@ -272,8 +291,11 @@ class TrainSamples:
         try:
             pixels = self._image(row)
         except Exception as exc:  # any unreadable image is skipped (or fatal with --strict) by the loop
-            return {"row": row, "fallback": False,
-                    "error": f"image {self.rows.images[row]!r} (key {self.rows.keys[row]}): {type(exc).__name__}: {exc}"}
+            return {
+                "row": row,
+                "fallback": False,
+                "error": f"image {self.rows.images[row]!r} (key {self.rows.keys[row]}): {type(exc).__name__}: {exc}",
+            }
         out = self.text_only(item)
         out["image"] = pixels
         return out
@@ -293,7 +315,8 @@ class TrainSamples:
             out["short"] = augment.first_sentence_text(sents, ctx, sot, eot)
         elif self.recipe == "debias":
             out["short"], out["fallback"] = augment.debias_text(
-                sents, self.rows.tokens.summary_mask(row), rng, ctx, self.debias, sot, eot)
+                sents, self.rows.tokens.summary_mask(row), rng, ctx, self.debias, sot, eot
+            )
         return out
 
 

@@ -22,8 +22,8 @@ import torch.distributed as dist
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
 from caption_debias.model.load import RUN_CONFIG, RUN_MODEL_CONFIG, latest_checkpoint, load_model
-from caption_debias.model.trim import TrimmedCLIP, can_trim, used_length
 from caption_debias.model.stretch import is_split, split_frozen_head, stretch_positional_embedding
+from caption_debias.model.trim import TrimmedCLIP, can_trim, used_length
 from caption_debias.train import checkpoint
 from caption_debias.train.augment import DebiasOptions
 from caption_debias.train.config import TrainConfig
@@ -33,8 +33,21 @@ from caption_debias.train.loss import contrastive_loss, primary_components
 METRICS = "metrics.jsonl"
 LN100 = math.log(100.0)
 # Options that may change between a run and its --resume; any other change is refused.
-RESUME_FREE = {"resume", "quiet", "workers", "max_steps", "epochs", "checkpoint_every", "log_every",
-               "device", "strict", "keep_checkpoints", "tensorboard", "cache_images", "image_root"}
+RESUME_FREE = {
+    "resume",
+    "quiet",
+    "workers",
+    "max_steps",
+    "epochs",
+    "checkpoint_every",
+    "log_every",
+    "device",
+    "strict",
+    "keep_checkpoints",
+    "tensorboard",
+    "cache_images",
+    "image_root",
+}
 
 
 def _say(msg: str, rank: int = 0, quiet: bool = False) -> None:
@@ -86,7 +99,11 @@ def _precision(cfg: TrainConfig, device: torch.device, rank: int):
         if device.type == "cuda":
             scaler = torch.amp.GradScaler("cuda")
             return (lambda: torch.autocast("cuda", dtype=torch.float16)), scaler
-        _say("--precision amp needs CUDA; training in fp32 on CPU (use --precision bf16 for CPU autocast)", rank, cfg.quiet)
+        _say(
+            "--precision amp needs CUDA; training in fp32 on CPU (use --precision bf16 for CPU autocast)",
+            rank,
+            cfg.quiet,
+        )
         return nullcontext, None
     if cfg.precision == "bf16":
         return (lambda: torch.autocast(device.type, dtype=torch.bfloat16)), None
@@ -141,7 +158,9 @@ def _check_resume_config(run: Path, cfg: TrainConfig) -> None:
     old = json.loads(path.read_text("utf-8")).get("config", {})
     changed = [k for k, v in cfg.to_dict().items() if k not in RESUME_FREE and k in old and old[k] != v]
     if changed:
-        raise UserError(f"--resume with changed options ({', '.join(changed)}); use the run's own settings or a new --out")
+        raise UserError(
+            f"--resume with changed options ({', '.join(changed)}); use the run's own settings or a new --out"
+        )
 
 
 def _trim_metrics(path: Path, upto: int) -> None:
@@ -185,12 +204,22 @@ def _train(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> Path:
     total = cfg.max_steps if cfg.max_steps is not None else (cfg.epochs or 1) * plan.steps_per_epoch
     tok = loaded.tokenizer
     # The eval transform, as Long-CLIP trains: deterministic pixels keep resume exact and allow caching.
-    samples = TrainSamples(rows, images, loaded.preprocess, cfg.recipe, loaded.context_length, cfg.seed,
-                           DebiasOptions(cfg.drop_summary, cfg.no_drop_summary, cfg.no_subsample, cfg.no_pad),
-                           cfg.cache_images, tok.sot_token_id, tok.eot_token_id)
+    samples = TrainSamples(
+        rows,
+        images,
+        loaded.preprocess,
+        cfg.recipe,
+        loaded.context_length,
+        cfg.seed,
+        DebiasOptions(cfg.drop_summary, cfg.no_drop_summary, cfg.no_subsample, cfg.no_pad),
+        cfg.cache_images,
+        tok.sot_token_id,
+        tok.eot_token_id,
+    )
 
-    optimizer = torch.optim.AdamW(_param_groups(model, cfg.weight_decay), lr=cfg.lr,
-                                  betas=(cfg.beta1, cfg.beta2), eps=cfg.eps)
+    optimizer = torch.optim.AdamW(
+        _param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps
+    )
     autocast, scaler = _precision(cfg, device, rank)
     counters = {"skipped": 0, "fallback": 0}
     start = 0
@@ -210,20 +239,33 @@ def _train(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> Path:
 
     if rank == 0:
         run.mkdir(parents=True, exist_ok=True)
-        resolved = {"world_size": world, "train_rows": len(rows), "steps_per_epoch": plan.steps_per_epoch,
-                    "total_steps": total, "context_length": loaded.context_length, "stretched": stretched,
-                    "retokenized": rows.retokenized, "model_info": loaded.info, "device": str(device)}
-        (run / RUN_CONFIG).write_text(json.dumps({"config": cfg.to_dict(), "resolved": resolved}, indent=2, default=str), "utf-8")
+        resolved = {
+            "world_size": world,
+            "train_rows": len(rows),
+            "steps_per_epoch": plan.steps_per_epoch,
+            "total_steps": total,
+            "context_length": loaded.context_length,
+            "stretched": stretched,
+            "retokenized": rows.retokenized,
+            "model_info": loaded.info,
+            "device": str(device),
+        }
+        (run / RUN_CONFIG).write_text(
+            json.dumps({"config": cfg.to_dict(), "resolved": resolved}, indent=2, default=str), "utf-8"
+        )
         (run / RUN_MODEL_CONFIG).write_text(json.dumps(loaded.open_clip_config(), indent=2), "utf-8")
         _trim_metrics(run / METRICS, start)
 
     def save(step: int) -> None:
         totals = _all_sum([counters["skipped"], counters["fallback"]], device, world)
         if rank == 0:
-            payload = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                       "scaler": scaler.state_dict() if scaler is not None else {},
-                       "rng": checkpoint.rng_state(),
-                       "counters": {"skipped": int(totals[0]), "fallback": int(totals[1])}}
+            payload = {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scaler": scaler.state_dict() if scaler is not None else {},
+                "rng": checkpoint.rng_state(),
+                "counters": {"skipped": int(totals[0]), "fallback": int(totals[1])},
+            }
             checkpoint.save(run, step, payload, cfg.keep_checkpoints)
         if world > 1:
             dist.barrier()
@@ -238,12 +280,18 @@ def _train(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> Path:
     if world > 1:
         from torch.nn.parallel import DistributedDataParallel
 
-        net = DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None,
-                                      broadcast_buffers=False)
+        net = DistributedDataParallel(
+            net, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False
+        )
     from torch.utils.data import DataLoader
 
-    loader = DataLoader(samples, batch_sampler=_RankBatches(plan, start, total, rank, world),
-                        num_workers=cfg.workers, collate_fn=collate, pin_memory=device.type == "cuda")
+    loader = DataLoader(
+        samples,
+        batch_sampler=_RankBatches(plan, start, total, rank, world),
+        num_workers=cfg.workers,
+        collate_fn=collate,
+        pin_memory=device.type == "cuda",
+    )
     writer = None
     if rank == 0 and cfg.tensorboard:
         from torch.utils.tensorboard import SummaryWriter
@@ -253,9 +301,15 @@ def _train(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> Path:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     console = Console(stderr=True)
-    progress = Progress(TextColumn("train"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                        TextColumn("{task.fields[info]}"), console=console,
-                        disable=cfg.quiet or rank != 0 or not console.is_terminal)
+    progress = Progress(
+        TextColumn("train"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[info]}"),
+        console=console,
+        disable=cfg.quiet or rank != 0 or not console.is_terminal,
+    )
     two_texts = cfg.recipe in ("debias", "longclip")
     smoothing = 0.0 if cfg.recipe == "short" else cfg.label_smoothing
     params = [p for p in model.parameters() if p.requires_grad]
@@ -280,7 +334,9 @@ def _train(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> Path:
                 texts = [batch["long"], batch["short"]] if two_texts else [batch["long"]]
                 with autocast():
                     if trim:  # lengths from the CPU tensors: no device sync
-                        img_f, txt_fs, scale = net(image, *(t[:, : used_length(t)].to(device, non_blocking=True) for t in texts))
+                        img_f, txt_fs, scale = net(
+                            image, *(t[:, : used_length(t)].to(device, non_blocking=True) for t in texts)
+                        )
                     else:
                         img_f, txt_f, scale = net(image, torch.cat(texts).to(device, non_blocking=True))[:3]
                         txt_fs = txt_f.split(image.shape[0])
@@ -319,16 +375,28 @@ def _train(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> Path:
                     if not torch.isfinite(loss):
                         raise UserError(f"step {done}: loss is {loss.item()}; lower --lr or use --precision fp32")
                     progress.update(task, info=f"loss {loss.item():.4f}")
-                    parts = [loss.item(), loss_long.item(), loss_short.item() if loss_short is not None else 0.0,
-                             float(seen), float(counters["skipped"]), float(counters["fallback"])]
+                    parts = [
+                        loss.item(),
+                        loss_long.item(),
+                        loss_short.item() if loss_short is not None else 0.0,
+                        float(seen),
+                        float(counters["skipped"]),
+                        float(counters["fallback"]),
+                    ]
                     parts = _all_sum(parts, device, world)
                     elapsed = time.perf_counter() - t0
-                    line = {"step": done, "epoch": step // plan.steps_per_epoch,
-                            "loss": parts[0] / world, "loss_long": parts[1] / world,
-                            "loss_short": parts[2] / world if loss_short is not None else None,
-                            "lr": lr, "logit_scale": float(scale.item()),
-                            "images_per_s": parts[3] / elapsed if elapsed > 0 else None,
-                            "skipped_images": int(parts[4]), "fallback_single_sentence": int(parts[5])}
+                    line = {
+                        "step": done,
+                        "epoch": step // plan.steps_per_epoch,
+                        "loss": parts[0] / world,
+                        "loss_long": parts[1] / world,
+                        "loss_short": parts[2] / world if loss_short is not None else None,
+                        "lr": lr,
+                        "logit_scale": float(scale.item()),
+                        "images_per_s": parts[3] / elapsed if elapsed > 0 else None,
+                        "skipped_images": int(parts[4]),
+                        "fallback_single_sentence": int(parts[5]),
+                    }
                     seen, t0 = 0, time.perf_counter()
                     if metrics_fh is not None:
                         metrics_fh.write(json.dumps(line) + "\n")

@@ -33,16 +33,19 @@ def gather_with_grad(x: torch.Tensor) -> tuple[torch.Tensor, int]:
     return torch.cat([p[:s] for p, s in zip(parts, sizes_i)]), sum(sizes_i[:rank])
 
 
-def contrastive_loss(image: torch.Tensor, text: torch.Tensor, logit_scale: torch.Tensor,
-                     label_smoothing: float = 0.0) -> torch.Tensor:
+def contrastive_loss(
+    image: torch.Tensor, text: torch.Tensor, logit_scale: torch.Tensor, label_smoothing: float = 0.0
+) -> torch.Tensor:
     """Symmetric InfoNCE of this rank's rows against every rank's rows (open_clip's local-loss form)."""
     all_image, offset = gather_with_grad(image)
     all_text, _ = gather_with_grad(text)
     labels = torch.arange(image.shape[0], device=image.device) + offset
     logits_i2t = logit_scale * image @ all_text.T
     logits_t2i = logit_scale * text @ all_image.T
-    return 0.5 * (F.cross_entropy(logits_i2t.float(), labels, label_smoothing=label_smoothing)
-                  + F.cross_entropy(logits_t2i.float(), labels, label_smoothing=label_smoothing))
+    return 0.5 * (
+        F.cross_entropy(logits_i2t.float(), labels, label_smoothing=label_smoothing)
+        + F.cross_entropy(logits_t2i.float(), labels, label_smoothing=label_smoothing)
+    )
 
 
 def primary_components(features: torch.Tensor, dim: int) -> torch.Tensor:

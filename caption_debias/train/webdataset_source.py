@@ -31,8 +31,10 @@ class DownloadIndex:
             return self.members[key]
         except KeyError:
             if not self.members and not self.failed:
-                raise OSError(f"no downloaded image for key {key}: the img2dataset output carries no {KEY_COLUMN} "
-                              "(download from the list `caption-debias urls` writes)") from None
+                raise OSError(
+                    f"no downloaded image for key {key}: the img2dataset output carries no {KEY_COLUMN} "
+                    "(download from the list `caption-debias urls` writes)"
+                ) from None
             why = self.failed.get(key, "not in the img2dataset output")
             raise OSError(f"no downloaded image for key {key}: {why}") from None
 
