@@ -18,8 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from caption_debias import augment
 from caption_debias.errors import UserError
-from caption_debias.train import augment
 
 log = logging.getLogger(__name__)
 

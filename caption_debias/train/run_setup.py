@@ -16,13 +16,13 @@ from typing import Any, Callable, ContextManager
 
 import torch
 
+from caption_debias.augment import DebiasOptions
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
 from caption_debias.model.load import RUN_CONFIG, RUN_MODEL_CONFIG, LoadedModel, latest_checkpoint, load_model
 from caption_debias.model.stretch import is_split, split_frozen_head, stretch_positional_embedding
 from caption_debias.model.trim import TrimmedCLIP, can_trim
 from caption_debias.train import checkpoint
-from caption_debias.train.augment import DebiasOptions
 from caption_debias.train.config import TrainConfig
 from caption_debias.train.data import BatchPlan, FolderImages, TrainRows, TrainSamples, collate, load_rows
 from caption_debias.train.distributed import device_for
