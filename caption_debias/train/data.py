@@ -20,10 +20,9 @@ import pyarrow.compute as pc
 
 from caption_debias import augment
 from caption_debias.errors import UserError
+from caption_debias.train.config import RECIPES
 
 log = logging.getLogger(__name__)
-
-RECIPES = ("debias", "longclip", "clip", "short")
 
 
 class ImageSource(Protocol):
