@@ -37,7 +37,7 @@ BASE = dict(
     log_every=1,
     checkpoint_every=2,
     keep_checkpoints=0,
-    tensorboard=False,
+    report_to="",
     quiet=True,
     precision="fp32",
     max_steps=3,
@@ -55,7 +55,7 @@ SCENARIOS: dict[str, tuple[dict, str, bool]] = {
     "clip": ({"recipe": "clip"}, "good", False),
     "clip-untrimmed": ({"recipe": "clip", "trim_padding": False}, "good", False),
     "short-missing-image": ({"recipe": "short"}, "missing", False),
-    "debias-bf16": ({"recipe": "debias", "precision": "bf16"}, "good", False),
+    "debias-bf16": ({"recipe": "debias", "precision": "amp_bf16"}, "good", False),
     "debias-gradscaler": ({"recipe": "debias"}, "good", True),
     "longclip-max-steps-0": ({"recipe": "longclip", "max_steps": 0}, "good", False),
 }
@@ -160,7 +160,7 @@ def main() -> None:
         # resume: 2 steps of a 4-step run, then the rest with --resume
         cfg = dict(**BASE, recipe="debias", data=str(data), image_root=str(good), out=str(tmp / "resume"))
         loop.train(TrainConfig(**{**cfg, "max_steps": 2}))
-        loop.train(TrainConfig(**{**cfg, "max_steps": 4, "resume": True}))
+        loop.train(TrainConfig(**{**cfg, "max_steps": 4, "resume": "latest"}))
         now.update({f"resume/{k}": v for k, v in run_digests(tmp / "resume", tmp).items()})
 
     print(f"{len(now)} digests over {len(SCENARIOS) + 1} runs", file=sys.stderr)

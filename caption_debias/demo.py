@@ -219,7 +219,7 @@ def _run_demo(cfg: DemoConfig, quiet: bool, on_table: Callable[[str], None] | No
             group_size=cfg.group_size,
             cache_images=True,
             precision="fp32",
-            tensorboard=False,
+            report_to="",
             quiet=True,
             workers=0,
             **cfg.extra_train,

@@ -16,6 +16,7 @@ from caption_debias.errors import UserError
 from caption_debias.train.config import TrainConfig
 
 _FIELDS = {f.name: f for f in fields(TrainConfig)}
+CLI_ONLY = {"config", "no_tensorboard"}  # not training options themselves
 
 
 def _option(name: str, *flags: str) -> Any:
@@ -32,17 +33,20 @@ def train(
     pretrained: Optional[str] = _option("pretrained"),
     recipe: str = _option("recipe"),
     out: Optional[Path] = _option("out"),
+    logs: Optional[Path] = _option("logs"),
+    name: Optional[str] = _option("name"),
     split: Optional[str] = _option("split"),
     epochs: Optional[int] = _option("epochs"),
     max_steps: Optional[int] = _option("max_steps"),
     batch_size: int = _option("batch_size"),
+    accum_freq: int = _option("accum_freq"),
     lr: float = _option("lr"),
-    weight_decay: float = _option("weight_decay"),
+    weight_decay: float = _option("weight_decay", "--wd", "--weight-decay"),
     beta1: float = _option("beta1"),
     beta2: float = _option("beta2"),
     eps: float = _option("eps"),
-    warmup_steps: int = _option("warmup_steps"),
-    grad_clip: Optional[float] = _option("grad_clip"),
+    warmup_steps: int = _option("warmup_steps", "--warmup", "--warmup-steps"),
+    grad_clip: Optional[float] = _option("grad_clip", "--grad-clip-norm", "--grad-clip"),
     lambda_short: float = _option("lambda_short"),
     pca_dim: int = _option("pca_dim"),
     keep_positions: int = _option("keep_positions"),
@@ -55,18 +59,35 @@ def train(
     precision: str = _option("precision"),
     workers: int = _option("workers"),
     seed: int = _option("seed"),
-    resume: bool = _option("resume"),
+    resume: Optional[str] = _option("resume"),
     strict: bool = _option("strict"),
     checkpoint_every: int = _option("checkpoint_every"),
     keep_checkpoints: int = _option("keep_checkpoints"),
-    log_every: int = _option("log_every"),
+    log_every: int = _option("log_every", "--log-every", "--log-every-n-steps"),
+    log_interval: float = _option("log_interval"),
     group_key: Optional[str] = _option("group_key"),
     group_size: int = _option("group_size"),
     cache_images: bool = _option("cache_images"),
+    grad_checkpointing: bool = _option("grad_checkpointing"),
+    lock_image: bool = _option("lock_image"),
+    lock_image_unlocked_groups: int = _option("lock_image_unlocked_groups"),
+    lock_image_freeze_bn_stats: bool = _option("lock_image_freeze_bn_stats"),
+    lock_text: bool = _option("lock_text"),
+    lock_text_unlocked_layers: int = _option("lock_text_unlocked_layers"),
+    lock_text_freeze_layer_norm: bool = _option("lock_text_freeze_layer_norm"),
+    torchcompile: bool = _option("torchcompile"),
+    val_data: Optional[Path] = _option("val_data"),
+    val_image_root: Optional[Path] = _option("val_image_root"),
+    val_frequency: int = _option("val_frequency"),
+    allow_incomplete: bool = _option("allow_incomplete"),
     trim_padding: bool = _option("trim_padding", "--trim-padding/--no-trim-padding"),
     device: str = _option("device"),
-    tensorboard: bool = _option("tensorboard", "--tensorboard/--no-tensorboard"),
+    report_to: str = _option("report_to"),
+    wandb_project_name: str = _option("wandb_project_name"),
     quiet: bool = _option("quiet", "--quiet", "-q"),
+    no_tensorboard: bool = typer.Option(
+        False, "--no-tensorboard", hidden=True, help="Older spelling: leave tensorboard out of --report-to."
+    ),
     config: Optional[Path] = typer.Option(
         None, "--config", help="TOML or YAML file with the same keys; options given here win."
     ),
@@ -75,12 +96,15 @@ def train(
     from caption_debias.train.config import resolve
     from caption_debias.train.loop import train as run_train
 
-    values = {k: v for k, v in ctx.params.items() if k != "config"}
+    values = {k: v for k, v in ctx.params.items() if k not in CLI_ONLY}
     values = {k: (str(v) if isinstance(v, Path) else v) for k, v in values.items()}
     # Typer vendors its own click, so compare the source by name, not by enum identity.
     explicit = {
         k for k in values if getattr(ctx.get_parameter_source(k), "name", "DEFAULT") not in ("DEFAULT", "DEFAULT_MAP")
     }
+    if no_tensorboard:
+        values["report_to"] = ",".join(r for r in values["report_to"].split(",") if r.strip() != "tensorboard")
+        explicit.add("report_to")
     if values.get("grad_clip") == 0:
         values["grad_clip"] = None
     cfg = resolve(values, explicit, str(config) if config else None)

@@ -93,7 +93,7 @@ def test_train_reads_the_downloaded_tars(downloaded, tmp_path):
         lr=1e-3,
         warmup_steps=1,
         log_every=1,
-        tensorboard=False,
+        report_to="",
         quiet=True,
         precision="fp32",
         recipe="debias",

@@ -43,7 +43,7 @@ def _cfg(data, images, out, **kw) -> TrainConfig:
         log_every=1,
         checkpoint_every=2,
         keep_checkpoints=0,
-        tensorboard=False,
+        report_to="",
         quiet=True,
         precision="fp32",
     )
@@ -80,8 +80,8 @@ def test_resume_reproduces_uninterrupted_run_exactly(prepared, tmp_path, monkeyp
     with pytest.raises(UserError, match="--resume"):
         loop.train(_cfg(data, good, tmp_path / "b", max_steps=4))
     with pytest.raises(UserError, match="changed options"):
-        loop.train(_cfg(data, good, tmp_path / "b", max_steps=4, resume=True, lr=0.5))
-    resumed = loop.train(_cfg(data, good, tmp_path / "b", max_steps=4, resume=True))
+        loop.train(_cfg(data, good, tmp_path / "b", max_steps=4, resume="latest", lr=0.5))
+    resumed = loop.train(_cfg(data, good, tmp_path / "b", max_steps=4, resume="latest"))
     assert _lines(resumed) == _lines(straight)
     a = torch.load(straight / "checkpoints" / "step_00000004.pt", weights_only=True)
     b = torch.load(resumed / "checkpoints" / "step_00000004.pt", weights_only=True)
@@ -172,7 +172,8 @@ def _free_port() -> int:
 
 
 def test_ddp_two_processes_match_one(prepared, tmp_path):
-    """Gathered features + averaged gradients: 2 ranks x 2 rows give the 1 x 4 losses."""
+    """--batch-size is per process (open_clip_train's meaning): 2 ranks x --batch-size 2 is the
+    global batch of 1 x 4, and gathered features + averaged gradients give its losses."""
     from caption_debias.train.loop import train
 
     data, _, good = prepared
@@ -185,7 +186,8 @@ def test_ddp_two_processes_match_one(prepared, tmp_path):
         "from caption_debias.train.loop import train\n"
         "train(TrainConfig(**json.loads(sys.argv[1])))\n"
     )
-    cfg = _cfg(data, good, tmp_path / "two", **kw).to_dict()
+    cfg = _cfg(data, good, tmp_path / "two", **kw, batch_size=2).to_dict()
+    cfg["quiet"] = False
     cmd = [
         sys.executable,
         "-m",
@@ -208,7 +210,10 @@ def test_ddp_two_processes_match_one(prepared, tmp_path):
     assert [d["step"] for d in two] == [1, 2]
     for a, b in zip(one, two):
         assert b["loss"] == pytest.approx(a["loss"], rel=1e-4, abs=1e-5)
-    assert json.loads((tmp_path / "two" / "config.json").read_text())["resolved"]["world_size"] == 2
+    resolved = json.loads((tmp_path / "two" / "config.json").read_text())["resolved"]
+    assert resolved["world_size"] == 2 and resolved["per_process_batch_size"] == 2
+    assert resolved["global_batch_size"] == 4
+    assert "global batch 4 = 2 per process x 2 process(es) x accum-freq 1" in proc.stderr
 
 
 def test_stored_ids_used_or_retokenized_once(prepared):

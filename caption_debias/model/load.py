@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import pickle
+import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -143,6 +144,29 @@ def latest_checkpoint(run: Path) -> Path | None:
     return found[-1] if found else None
 
 
+def read_run_checkpoint(path: Path) -> dict[str, Any]:
+    """A checkpoint written by `caption-debias train`, read weights-only; raises on a torn or foreign file."""
+    payload = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(payload, dict) or not isinstance(payload.get("model"), dict) or "step" not in payload:
+        raise ValueError("no model state and step in it")
+    return payload
+
+
+def newest_readable_checkpoint(
+    run: Path, skipped: Callable[[Path, str], None] | None = None
+) -> tuple[Path, dict[str, Any]] | None:
+    """(path, payload) of the newest checkpoint of `run` that reads whole; each damaged newer one
+    (cut off by a full disk, a half-synced copy, ...) is passed to `skipped` with the reason."""
+    for path in sorted((run / CHECKPOINT_DIR).glob("step_*.pt"), reverse=True):
+        try:
+            return path, read_run_checkpoint(path)
+        except Exception as exc:  # any damage: this file is passed over, an older one may be whole
+            if skipped is not None:
+                lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+                skipped(path, lines[0][:200] if lines else type(exc).__name__)
+    return None
+
+
 def _load_run(run: Path, device: str, spec: str) -> LoadedModel:
     """A training run folder: its model config plus the latest checkpoint's weights, positions merged."""
     import open_clip
@@ -151,15 +175,16 @@ def _load_run(run: Path, device: str, spec: str) -> LoadedModel:
 
     if not (run / RUN_MODEL_CONFIG).is_file():
         raise UserError(f"{run}: run folder has no {RUN_MODEL_CONFIG} (was it written by `caption-debias train`?)")
-    ckpt = latest_checkpoint(run)
-    if ckpt is None:
+    if latest_checkpoint(run) is None:
         raise UserError(f"{run}: no checkpoint in {run / CHECKPOINT_DIR} yet")
-    try:
-        payload = torch.load(ckpt, map_location="cpu", weights_only=True)
-    except Exception as exc:  # a torn or foreign file: one line, not a traceback
-        raise UserError(
-            f"{ckpt}: unreadable checkpoint ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
-        ) from None
+
+    def skipped(path: Path, why: str) -> None:
+        print(f"caption-debias: skipping damaged checkpoint {path} ({why})", file=sys.stderr, flush=True)
+
+    found = newest_readable_checkpoint(run, skipped)
+    if found is None:
+        raise UserError(f"{run}: no readable checkpoint in {run / CHECKPOINT_DIR} (every one is damaged)")
+    ckpt, payload = found
     model, pre_train, pre_val = open_clip.create_model_and_transforms(f"local-dir:{run}", load_weights=False)
     model.load_state_dict(merged_state_dict(payload["model"]), strict=True)
     cfg = json.loads((run / RUN_CONFIG).read_text("utf-8")) if (run / RUN_CONFIG).is_file() else {}

@@ -156,15 +156,29 @@ class TrainRows:
     tokens: TokenTable
     groups: list[str | None] | None
     retokenized: bool
+    complete: bool = True  # False: the prepared folder's manifest says an input was cut off (--allow-incomplete)
 
     def __len__(self) -> int:
         return len(self.keys)
 
 
-def load_rows(data: str | Path, tokenizer=None, split: str | None = None, group_key: str | None = None) -> TrainRows:
+def open_prepared(data: str | Path, allow_incomplete: bool = False):
+    """The prepared folder; one whose manifest says complete: false only with `allow_incomplete`."""
     from caption_debias.dataset import PreparedDataset
 
-    ds = PreparedDataset.open(data)
+    if allow_incomplete:
+        return PreparedDataset.open(data, allow_incomplete=True)
+    return PreparedDataset.open(data)
+
+
+def load_rows(
+    data: str | Path,
+    tokenizer=None,
+    split: str | None = None,
+    group_key: str | None = None,
+    allow_incomplete: bool = False,
+) -> TrainRows:
+    ds = open_prepared(data, allow_incomplete)
     columns = ["key", "image", "split", "sentence_tokens", "summary_mask"]
     if group_key:
         columns.append("meta")
@@ -200,7 +214,8 @@ def load_rows(data: str | Path, tokenizer=None, split: str | None = None, group_
             except ValueError:
                 value = None
             groups.append(None if value is None else str(value))
-    return TrainRows(table["key"].to_pylist(), table["image"].to_pylist(), tokens, groups, retok)
+    complete = ds.manifest.get("complete") is not False
+    return TrainRows(table["key"].to_pylist(), table["image"].to_pylist(), tokens, groups, retok, complete)
 
 
 class BatchPlan:
@@ -238,17 +253,22 @@ class BatchPlan:
         return np.concatenate(parts)
 
     def batches(
-        self, start_step: int, total_steps: int, rank: int = 0, world: int = 1
+        self, start_step: int, total_steps: int, rank: int = 0, world: int = 1, accum: int = 1
     ) -> Iterator[list[tuple[int, int]]]:
-        """(epoch, row) lists for steps start_step..total_steps-1, this rank's share of each global batch."""
+        """(epoch, row) lists for steps start_step..total_steps-1: this rank's share of each
+        global batch, as `accum` micro-batches in order (a run with `accum` times the per-process
+        batch and no accumulation sees the same rows on the same rank)."""
         per = self.batch_size // world
+        micro = per // accum
         epoch, cached = -1, None
         for step in range(start_step, total_steps):
             e, b = divmod(step, self.steps_per_epoch)
             if e != epoch:
                 epoch, cached = e, self.order(e)
             batch = cached[b * self.batch_size : (b + 1) * self.batch_size]
-            yield [(e, int(i)) for i in batch[rank * per : (rank + 1) * per]]
+            share = batch[rank * per : (rank + 1) * per]
+            for m in range(accum):
+                yield [(e, int(i)) for i in share[m * micro : (m + 1) * micro]]
 
 
 class TrainSamples:

@@ -21,6 +21,9 @@ def init_distributed() -> tuple[int, int, int, bool]:
         return 0, 1, 0, False
     if dist.is_initialized():
         return dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)), False
+    if torch.cuda.is_available():
+        # object collectives (checkpoint RNG states, the run name) use the current CUDA device
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     return dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)), True
 
@@ -40,3 +43,26 @@ def all_sum(values: list[float], device: torch.device, world: int) -> list[float
     t = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(t)
     return t.tolist()
+
+
+def barrier(world: int) -> None:
+    if world > 1:
+        dist.barrier()
+
+
+def broadcast_from_rank0(value, world: int):
+    """rank 0's `value` on every rank (a picklable object)."""
+    if world == 1:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def gather_to_rank0(value, world: int) -> list:
+    """Every rank's `value`, in rank order (on every rank)."""
+    if world == 1:
+        return [value]
+    out = [None] * world
+    dist.all_gather_object(out, value)
+    return out

@@ -1,5 +1,6 @@
-"""The training log: a metrics.jsonl line (rank 0) and TensorBoard scalars every --log-every
-steps, and the progress bar on a terminal."""
+"""The training log: a metrics.jsonl line (rank 0) and the --report-to scalars (TensorBoard,
+wandb) every --log-every steps; the progress bar on a terminal, else one plain line every
+--log-interval seconds (caption_debias/progress.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import torch
 
 from caption_debias.errors import UserError
+from caption_debias.progress import PlainProgress, on_terminal
 from caption_debias.train.config import TrainConfig
 from caption_debias.train.distributed import all_sum
 from caption_debias.train.objective import Losses
@@ -35,11 +37,17 @@ class TrainLog:
 
         self.cfg, self.world, self.device = cfg, world, device
         self.start, self.total, self.steps_per_epoch = start, total, steps_per_epoch
+        reporters = set(cfg.reporters)
+        if "all" in reporters:
+            reporters = {"tensorboard", "wandb"}
         self.writer = None
-        if rank == 0 and cfg.tensorboard:
+        self.wandb = None
+        if rank == 0 and "tensorboard" in reporters:
             from torch.utils.tensorboard import SummaryWriter
 
             self.writer = SummaryWriter(str(metrics.parent / "tensorboard"))
+        if rank == 0 and "wandb" in reporters:
+            self.wandb = _start_wandb(metrics.parent, cfg)
         console = Console(stderr=True)
         self.progress = Progress(
             TextColumn("train"),
@@ -50,6 +58,10 @@ class TrainLog:
             console=console,
             disable=cfg.quiet or rank != 0 or not console.is_terminal,
         )
+        self.plain = None
+        if rank == 0 and not cfg.quiet and not on_terminal():
+            self.plain = PlainProgress("train", "steps", total=total, interval=cfg.log_interval, start=start)
+        self.info = ""
         self.seen, self.t0 = 0, time.perf_counter()  # images and time since the last line
         self.metrics_fh = metrics.open("a", encoding="utf-8") if rank == 0 else None
 
@@ -58,18 +70,24 @@ class TrainLog:
         self.task = self.progress.add_task("train", total=self.total, completed=self.start, info="")
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
         try:
-            self.progress.__exit__(*exc)
+            self.progress.__exit__(exc_type, *exc)
+            if self.plain is not None and exc_type is None:
+                self.plain.finish(extra=self.info)
         finally:
             if self.metrics_fh is not None:
                 self.metrics_fh.close()
             if self.writer is not None:
                 self.writer.close()
+            if self.wandb is not None:
+                self.wandb.finish(exit_code=0 if exc_type is None else 1)
 
     def step_done(self, done: int, images: int) -> None:
         self.seen += images
         self.progress.update(self.task, completed=done)
+        if self.plain is not None:
+            self.plain.update(done, extra=self.info)
 
     def due(self, done: int) -> bool:
         return done % self.cfg.log_every == 0 or done == self.total
@@ -79,7 +97,8 @@ class TrainLog:
         loss = losses.total
         if not torch.isfinite(loss):
             raise UserError(f"step {done}: loss is {loss.item()}; lower --lr or use --precision fp32")
-        self.progress.update(self.task, info=f"loss {loss.item():.4f}")
+        self.info = f"loss {loss.item():.4f}"
+        self.progress.update(self.task, info=self.info)
         parts = [
             loss.item(),
             losses.long.item(),
@@ -107,7 +126,51 @@ class TrainLog:
         if self.metrics_fh is not None:
             self.metrics_fh.write(json.dumps(line) + "\n")
             self.metrics_fh.flush()
+        self._report("train", line, done)
+
+    def write_validation(self, done: int, metrics: dict[str, float]) -> None:
+        """Validation recall (rank 0): a metrics.jsonl line of its own, and val/ scalars."""
+        line = {
+            "step": done,
+            "epoch": (done - 1) // self.steps_per_epoch,
+            **{f"val_{k}": v for k, v in metrics.items()},
+        }
+        if self.metrics_fh is not None:
+            self.metrics_fh.write(json.dumps(line) + "\n")
+            self.metrics_fh.flush()
+        self._report("val", metrics, done)
+        if self.plain is not None:
+            shown = ", ".join(f"{k} {v:.1f}" for k, v in metrics.items() if k.endswith("r1"))
+            self.plain._print(f"caption-debias train: step {done} validation: {shown}")
+
+    def _report(self, prefix: str, values: dict, step: int) -> None:
+        scalars = {
+            f"{prefix}/{k}": v for k, v in values.items() if k not in ("step", "epoch") and isinstance(v, (int, float))
+        }
         if self.writer is not None:
-            for key, value in line.items():
-                if key not in ("step", "epoch") and value is not None:
-                    self.writer.add_scalar(f"train/{key}", value, done)
+            for key, value in scalars.items():
+                self.writer.add_scalar(key, value, step)
+        if self.wandb is not None:
+            self.wandb.log(scalars, step=step)
+
+
+def _start_wandb(run: Path, cfg: TrainConfig):
+    """A wandb run in RUN/wandb, named after the run folder (resumed with it); WANDB_MODE=offline
+    writes it locally for a later `wandb sync`."""
+    try:
+        import wandb
+    except ImportError:
+        raise UserError("--report-to wandb: wandb is not installed (pip install wandb)") from None
+    (run / "wandb").mkdir(parents=True, exist_ok=True)
+    try:
+        return wandb.init(
+            project=cfg.wandb_project_name,
+            name=run.name,
+            id=run.name,
+            resume="allow",
+            dir=str(run),
+            config=cfg.to_dict(),
+        )
+    except Exception as exc:  # no login, no network: one line saying how to go on
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"--report-to wandb: {first} (log in with `wandb login`, or set WANDB_MODE=offline)") from None

@@ -6,30 +6,40 @@ What open_clip_train's main.py does before its epoch loop; train/loop.py calls `
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
 import sys
-from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, ContextManager
 
 import torch
 
 from caption_debias.augment import DebiasOptions
-from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
 from caption_debias.model.load import RUN_CONFIG, RUN_MODEL_CONFIG, LoadedModel, latest_checkpoint, load_model
 from caption_debias.model.stretch import is_split, split_frozen_head, stretch_positional_embedding
 from caption_debias.model.trim import TrimmedCLIP, can_trim
-from caption_debias.train import checkpoint
+from caption_debias.train import checkpoint, precision
 from caption_debias.train.config import TrainConfig
-from caption_debias.train.data import BatchPlan, FolderImages, TrainRows, TrainSamples, collate, load_rows
-from caption_debias.train.distributed import device_for
+from caption_debias.train.data import (
+    BatchPlan,
+    FolderImages,
+    TrainRows,
+    TrainSamples,
+    collate,
+    load_rows,
+    open_prepared,
+)
+from caption_debias.train.distributed import barrier, device_for
 
 METRICS = "metrics.jsonl"
 LN100 = math.log(100.0)  # open_clip's bound on the logit scale: scale <= 100
-# Options that may change between a run and its --resume; any other change is refused.
+# Options that may change between a run and its --resume: they change where things are, how
+# fast or how the run reports, not what it computes. Any other change is refused; paths,
+# the data and the batch are compared by what they mean (see `run_meaning`).
 RESUME_FREE = {
     "resume",
     "quiet",
@@ -38,12 +48,25 @@ RESUME_FREE = {
     "epochs",
     "checkpoint_every",
     "log_every",
+    "log_interval",
     "device",
     "strict",
     "keep_checkpoints",
     "tensorboard",
+    "report_to",
     "cache_images",
     "image_root",
+    "out",
+    "logs",
+    "name",
+    "grad_checkpointing",
+    "torchcompile",
+    "val_data",
+    "val_image_root",
+    "val_frequency",
+    "allow_incomplete",
+    "batch_size",  # compared as the global batch (with world size and --accum-freq)
+    "accum_freq",
 }
 
 
@@ -70,24 +93,39 @@ class RunSetup:
     scaler: torch.amp.GradScaler | None
     start: int  # first step to run: 0, or the step of the checkpoint resumed from
     counters: dict[str, int]  # skipped images and single-sentence fallbacks so far (rank 0 holds the resumed ones)
+    rng: dict[str, Any] | None  # this rank's RNG state to restore before the first step (resumed runs)
 
 
 def set_up(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> RunSetup:
     run = Path(cfg.out)
     device = device_for(cfg, local_rank)
-    images = check_inputs(cfg, run, world)
+    global_batch = cfg.batch_size * world * cfg.accum_freq
+    images, meaning = check_inputs(cfg, run, world, global_batch, rank)
     loaded, stretched = prepare_model(cfg, rank)
     model = loaded.model.to(device).train()
-    rows, plan, samples = training_data(cfg, loaded, images, rank)
+    configure_model(model, cfg)
+    torch.manual_seed(cfg.seed + rank)  # as open_clip_train: each rank draws its own dropout
+    rows, plan, samples = training_data(cfg, loaded, images, rank, global_batch)
     total = cfg.max_steps if cfg.max_steps is not None else (cfg.epochs or 1) * plan.steps_per_epoch
     optimizer = torch.optim.AdamW(
         param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps
     )
-    autocast, scaler = precision(cfg, device, rank)
-    start, counters = resume(cfg, run, model, optimizer, scaler, rank)
+    autocast, use_scaler, note = precision.autocast_for(cfg.precision, device)
+    if note:
+        say(note, rank, cfg.quiet)
+    scaler = torch.amp.GradScaler("cuda") if use_scaler else None
+    start, counters, rng = resume(cfg, run, model, optimizer, scaler, rank, world)
+    say(
+        f"global batch {global_batch} = {cfg.batch_size} per process x {world} process(es) x accum-freq {cfg.accum_freq}",
+        rank,
+        cfg.quiet,
+    )
     if rank == 0:
         resolved = {
             "world_size": world,
+            "global_batch_size": global_batch,
+            "per_process_batch_size": cfg.batch_size,
+            "accum_freq": cfg.accum_freq,
             "train_rows": len(rows),
             "steps_per_epoch": plan.steps_per_epoch,
             "total_steps": total,
@@ -96,37 +134,136 @@ def set_up(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> RunSetup
             "retokenized": rows.retokenized,
             "model_info": loaded.info,
             "device": str(device),
+            "precision": precision.canonical(cfg.precision),
+            "data_complete": rows.complete,
+            **meaning,
         }
         write_run_files(run, cfg, resolved, loaded, start)
     return RunSetup(
-        run, device, loaded, model, rows, plan, samples, total, optimizer, autocast, scaler, start, counters
+        run, device, loaded, model, rows, plan, samples, total, optimizer, autocast, scaler, start, counters, rng
     )
 
 
-def check_inputs(cfg: TrainConfig, run: Path, world: int) -> FolderImages:
-    """Everything that can be refused before the (slow) model load."""
-    if cfg.batch_size % world:
-        raise UserError(f"--batch-size {cfg.batch_size} must divide evenly over {world} processes")
+def configure_model(model: torch.nn.Module, cfg: TrainConfig) -> None:
+    """open_clip_train's model switches: tower locks, gradient checkpointing, weight precision."""
+    if cfg.lock_image:
+        model.lock_image_tower(
+            unlocked_groups=cfg.lock_image_unlocked_groups, freeze_bn_stats=cfg.lock_image_freeze_bn_stats
+        )
+    if cfg.lock_text:
+        model.lock_text_tower(
+            unlocked_layers=cfg.lock_text_unlocked_layers, freeze_layer_norm=cfg.lock_text_freeze_layer_norm
+        )
+    if cfg.grad_checkpointing:
+        model.set_grad_checkpointing(True)
+    precision.convert_model(model, cfg.precision)
+
+
+def check_inputs(
+    cfg: TrainConfig, run: Path, world: int, global_batch: int, rank: int
+) -> tuple[FolderImages, dict[str, Any]]:
+    """Everything that can be refused before the (slow) model load; returns the image source
+    and what the run's paths and data mean (stored in config.json, compared on resume)."""
+    if global_batch < 2:
+        raise UserError(
+            f"global batch {global_batch} (--batch-size x processes x --accum-freq) must be >= 2: "
+            "a contrastive loss needs negatives"
+        )
     if cfg.image_root is None:
         raise UserError("--image-root is required (the folder the shards' `image` paths are relative to)")
     images = FolderImages(cfg.image_root)
-    PreparedDataset.open(cfg.data)
-    if not cfg.resume and latest_checkpoint(run) is not None:
-        raise UserError(f"{run} already has checkpoints; pass --resume to continue it or choose a new --out")
-    if cfg.resume:
-        check_resume_config(run, cfg)
-    return images
+    ds = open_prepared(cfg.data, cfg.allow_incomplete)
+    if ds.manifest.get("complete") is False:
+        say(f"{cfg.data}: incomplete prepared folder, training anyway (--allow-incomplete)", rank, cfg.quiet)
+    if cfg.resume is None and latest_checkpoint(run) is not None:
+        raise UserError(f"{run} already has checkpoints; pass --resume latest to continue it or choose a new --out")
+    meaning = run_meaning(cfg, ds.manifest, global_batch)
+    if rank == 0:
+        for tmp in checkpoint.remove_stale_temporaries(run):
+            say(f"removed {tmp.name}, a checkpoint a stopped run had not finished writing", rank, cfg.quiet)
+    if cfg.resume is not None:
+        own = run / RUN_CONFIG
+        if cfg.resume != "latest":
+            if not Path(cfg.resume).is_file():
+                raise UserError(f"--resume {cfg.resume}: no such checkpoint file (or give `latest`)")
+            # a checkpoint of another run folder is checked against that run's options
+            other = Path(cfg.resume).parent.parent / RUN_CONFIG
+            own = other if other.is_file() else own
+        check_resume_config(own, cfg, meaning, world)
+    return images, meaning
 
 
-def check_resume_config(run: Path, cfg: TrainConfig) -> None:
-    path = run / RUN_CONFIG
+def _real(path: str | None) -> str | None:
+    """A path as the file system resolves it (relative to here, through symlinks); anything else as is."""
+    if not path:
+        return path
+    prefix = "local-dir:" if str(path).startswith("local-dir:") else ""
+    bare = str(path)[len(prefix) :]
+    return prefix + os.path.realpath(bare) if os.path.exists(bare) else str(path)
+
+
+def data_fingerprint(manifest: dict[str, Any]) -> str | None:
+    """sha256 over the shards' (path, rows, sha256): the same data wherever the folder lies."""
+    shards = manifest.get("shards") or []
+    if not shards or not all(isinstance(s, dict) and s.get("sha256") for s in shards):
+        return None
+    listed = sorted((str(s["path"]), int(s.get("rows", 0)), str(s["sha256"])) for s in shards)
+    return hashlib.sha256(json.dumps(listed).encode()).hexdigest()
+
+
+def run_meaning(cfg: TrainConfig, manifest: dict[str, Any], global_batch: int) -> dict[str, Any]:
+    """What the run's spelled options stand for: resolved paths, the data's content, the global batch."""
+    return {
+        "paths": {"data": _real(cfg.data), "model": _real(cfg.model), "pretrained": _real(cfg.pretrained)},
+        "data_fingerprint": data_fingerprint(manifest),
+        "global_batch_size": global_batch,
+    }
+
+
+def _comparable(config: dict[str, Any], resolved: dict[str, Any]) -> dict[str, Any]:
+    """The options of a run as its --resume compares them. Runs written before the batch became
+    per process (no global_batch_size recorded) stored the global batch as batch_size, and
+    `bf16` meant bf16 autocast (now `amp_bf16`)."""
+    new_style = "global_batch_size" in resolved
+    view = {k: v for k, v in config.items() if k not in RESUME_FREE}
+    prec = str(view.get("precision", ""))
+    view["precision"] = precision.canonical(prec if new_style or prec != "bf16" else "amp_bf16")
+    view["global_batch_size"] = resolved.get("global_batch_size", config.get("batch_size"))
+    paths = resolved.get("paths") or {}
+    for key in ("model", "pretrained"):
+        view[key] = paths.get(key, config.get(key))
+    view["data"] = resolved.get("data_fingerprint") or paths.get("data") or config.get("data")
+    return view
+
+
+def check_resume_config(path: Path, cfg: TrainConfig, meaning: dict[str, Any], world: int) -> None:
+    """Refuse a --resume whose options would change what the run computes; notes for the rest."""
     if not path.is_file():
         return
-    old = json.loads(path.read_text("utf-8")).get("config", {})
-    changed = [k for k, v in cfg.to_dict().items() if k not in RESUME_FREE and k in old and old[k] != v]
+    saved = json.loads(path.read_text("utf-8"))
+    old_cfg, old_resolved = saved.get("config", {}), saved.get("resolved", {})
+    # an option the run's config.json does not know yet had its default then
+    old_cfg = {**{f.name: f.default for f in fields(TrainConfig)}, **old_cfg}
+    old = _comparable(old_cfg, old_resolved)
+    if not old_resolved.get("data_fingerprint") or not meaning["data_fingerprint"]:
+        # no content digest on one side: compare the data folder as the file system resolves it
+        old["data"] = (old_resolved.get("paths") or {}).get("data") or _real(old_cfg.get("data"))
+        new = _comparable(cfg.to_dict(), {**meaning, "data_fingerprint": None})
+    else:
+        new = _comparable(cfg.to_dict(), meaning)
+    changed = sorted(k for k in new if k in old and old[k] != new[k])
     if changed:
+        names = ["data (another prepared folder, or its contents changed)" if k == "data" else k for k in changed]
         raise UserError(
-            f"--resume with changed options ({', '.join(changed)}); use the run's own settings or a new --out"
+            f"--resume with changed options ({', '.join(names)}); use the run's own settings or a new --out"
+        )
+    old_world = old_resolved.get("world_size")
+    if old_world and old_world != world:
+        say(
+            f"--resume on {world} process(es), the run had {old_world}: same global batch and data order; "
+            "the per-device batch (and so the PCA term's batch) changes, so the run is not bit-identical",
+            0,
+            cfg.quiet,
         )
 
 
@@ -151,13 +288,17 @@ def prepare_model(cfg: TrainConfig, rank: int) -> tuple[LoadedModel, bool]:
 
 
 def training_data(
-    cfg: TrainConfig, loaded: LoadedModel, images: FolderImages, rank: int
+    cfg: TrainConfig, loaded: LoadedModel, images: FolderImages, rank: int, global_batch: int
 ) -> tuple[TrainRows, BatchPlan, TrainSamples]:
     """The rows with their token ids, the batch order, and the (epoch, row) -> sample dataset."""
-    rows = load_rows(cfg.data, loaded.tokenizer, cfg.split, cfg.group_key)
+    rows = load_rows(cfg.data, loaded.tokenizer, cfg.split, cfg.group_key, cfg.allow_incomplete)
     if rows.retokenized:
         say("the model's tokenizer differs from the shards': captions were re-tokenized once at load", rank, cfg.quiet)
-    plan = BatchPlan(len(rows), cfg.batch_size, cfg.seed, rows.groups, cfg.group_size)
+    if rows.groups is not None and cfg.batch_size % cfg.group_size:
+        raise UserError(
+            f"--batch-size {cfg.batch_size} (per process) must be a multiple of --group-size {cfg.group_size}"
+        )
+    plan = BatchPlan(len(rows), global_batch, cfg.seed, rows.groups, cfg.group_size)
     tok = loaded.tokenizer
     # The eval transform, as Long-CLIP trains: deterministic pixels keep resume exact and allow caching.
     samples = TrainSamples(
@@ -186,25 +327,6 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, 
     return [{"params": no_decay, "weight_decay": 0.0}, {"params": decay, "weight_decay": weight_decay}]
 
 
-def precision(
-    cfg: TrainConfig, device: torch.device, rank: int
-) -> tuple[Callable[[], ContextManager], torch.amp.GradScaler | None]:
-    """(autocast context factory, GradScaler or None)."""
-    if cfg.precision == "amp":
-        if device.type == "cuda":
-            scaler = torch.amp.GradScaler("cuda")
-            return (lambda: torch.autocast("cuda", dtype=torch.float16)), scaler
-        say(
-            "--precision amp needs CUDA; training in fp32 on CPU (use --precision bf16 for CPU autocast)",
-            rank,
-            cfg.quiet,
-        )
-        return nullcontext, None
-    if cfg.precision == "bf16":
-        return (lambda: torch.autocast(device.type, dtype=torch.bfloat16)), None
-    return nullcontext, None
-
-
 def resume(
     cfg: TrainConfig,
     run: Path,
@@ -212,23 +334,32 @@ def resume(
     optimizer: torch.optim.Optimizer,
     scaler: torch.amp.GradScaler | None,
     rank: int,
-) -> tuple[int, dict[str, int]]:
-    """With --resume, load the latest checkpoint into model, optimizer, scaler and RNG: (start step, counters)."""
-    state = checkpoint.load_latest(run) if cfg.resume else None
+    world: int,
+) -> tuple[int, dict[str, int], dict[str, Any] | None]:
+    """With --resume, load the checkpoint into model, optimizer and scaler:
+    (start step, counters, this rank's RNG state to restore once the data loader is running)."""
+    state = None
+    if cfg.resume == "latest":
+        if rank == 0:
+            state = checkpoint.newest_for_resume(run, set_aside=True)
+        barrier(world)  # rank 0 has set damaged checkpoints aside; the others read after it
+        if rank != 0:
+            state = checkpoint.newest_for_resume(run, set_aside=False)
+    elif cfg.resume is not None:
+        state = checkpoint.read_for_resume(cfg.resume)
     if state is None:
         if cfg.resume:
             say(f"--resume: no checkpoint in {run} yet, starting from step 0", rank, cfg.quiet)
-        return 0, {"skipped": 0, "fallback": 0}
+        return 0, {"skipped": 0, "fallback": 0}, None
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     if scaler is not None and state.get("scaler"):
         scaler.load_state_dict(state["scaler"])
-    checkpoint.set_rng_state(state["rng"])
     start = int(state["step"])
     # The saved counters are the sums over ranks: rank 0 carries them on, the others count from 0.
     counters = {k: int(v) for k, v in state["counters"].items()} if rank == 0 else {"skipped": 0, "fallback": 0}
     say(f"resuming {run} from step {start}", rank, cfg.quiet)
-    return start, counters
+    return start, counters, checkpoint.rank_rng_state(state["rng"], rank)
 
 
 def write_run_files(run: Path, cfg: TrainConfig, resolved: dict[str, Any], loaded: LoadedModel, start: int) -> None:
@@ -247,34 +378,38 @@ def write_run_files(run: Path, cfg: TrainConfig, resolved: dict[str, Any], loade
 
 
 class _RankBatches:
-    """batch_sampler for DataLoader: this rank's (epoch, row) lists from `start` to `total` steps."""
+    """batch_sampler for DataLoader: this rank's (epoch, row) lists from `start` to `total` steps,
+    `accum` micro-batches per step."""
 
-    def __init__(self, plan: BatchPlan, start: int, total: int, rank: int, world: int):
-        self.plan, self.start, self.total, self.rank, self.world = plan, start, total, rank, world
+    def __init__(self, plan: BatchPlan, start: int, total: int, rank: int, world: int, accum: int):
+        self.plan, self.start, self.total, self.rank, self.world, self.accum = plan, start, total, rank, world, accum
 
     def __iter__(self):
-        return self.plan.batches(self.start, self.total, self.rank, self.world)
+        return self.plan.batches(self.start, self.total, self.rank, self.world, self.accum)
 
     def __len__(self) -> int:
-        return max(0, self.total - self.start)
+        return max(0, self.total - self.start) * self.accum
 
 
 def data_loader(setup: RunSetup, cfg: TrainConfig, rank: int, world: int):
-    """This rank's batches for steps start..total-1."""
+    """This rank's micro-batches for steps start..total-1. The loader draws from its own
+    generator, so making its iterator leaves the global RNG (dropout's) where the run left it."""
     from torch.utils.data import DataLoader
 
     return DataLoader(
         setup.samples,
-        batch_sampler=_RankBatches(setup.plan, setup.start, setup.total, rank, world),
+        batch_sampler=_RankBatches(setup.plan, setup.start, setup.total, rank, world, cfg.accum_freq),
         num_workers=cfg.workers,
         collate_fn=collate,
         pin_memory=setup.device.type == "cuda",
+        generator=torch.Generator().manual_seed(cfg.seed),
     )
 
 
 def training_net(setup: RunSetup, cfg: TrainConfig, world: int) -> tuple[torch.nn.Module, bool]:
     """The module the steps call, and whether it trims text batches (each text batch then
-    encoded on its own); wrapped in DistributedDataParallel over several processes."""
+    encoded on its own); wrapped in DistributedDataParallel over several processes, compiled
+    with --torchcompile."""
     trim = cfg.trim_padding and can_trim(setup.model)
     net = TrimmedCLIP(setup.model) if trim else setup.model
     if world > 1:
@@ -284,4 +419,8 @@ def training_net(setup: RunSetup, cfg: TrainConfig, world: int) -> tuple[torch.n
         net = DistributedDataParallel(
             net, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False
         )
+    if cfg.torchcompile:
+        if cfg.grad_checkpointing and world > 1:
+            torch._dynamo.config.optimize_ddp = False  # as open_clip_train: compile + checkpointing under DDP
+        net = torch.compile(net)  # checkpoints save setup.model, the module it wraps: no _orig_mod. prefix
     return net, trim
