@@ -106,7 +106,9 @@ class TrainConfig:
     lock_image_freeze_bn_stats: bool = option(False, "With --lock-image: freeze BatchNorm statistics of locked layers.")
     lock_text: bool = option(False, "Freeze the text tower, as open_clip_train.")
     lock_text_unlocked_layers: int = option(0, "With --lock-text: leave the last N layers trainable.")
-    lock_text_freeze_layer_norm: bool = option(False, "With --lock-text: freeze LayerNorm parameters of locked layers.")
+    lock_text_freeze_layer_norm: bool = option(
+        False, "With --lock-text: freeze LayerNorms of locked layers (always so for CLIP with a built-in text tower)."
+    )
     torchcompile: bool = option(False, "torch.compile() the model (PyTorch 2).")
     val_data: str | None = option(None, "Prepared folder for retrieval recall during training (rank 0).")
     val_image_root: str | None = option(None, "Image root of --val-data (default: --image-root).")

@@ -203,7 +203,9 @@ def accumulated_backward(net, micro, objective, trim, autocast, scaler) -> tuple
             torch.cat([c[1][t] for c in cached[:j]] + [txt_fs[t]] + [c[1][t] for c in cached[j + 1 :]])
             for t in range(len(txt_fs))
         ]
-        losses = objective(all_img, all_txt, scale)
+        # The logit scale enters every pass whole: its gradient is taken in the last pass only
+        # (open_clip_train takes it in each, accum-freq times the large batch's).
+        losses = objective(all_img, all_txt, scale if j == len(micro) - 1 else scale.detach())
         backward(losses.total, scaler)
     return losses, scale
 

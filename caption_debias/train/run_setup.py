@@ -151,9 +151,16 @@ def configure_model(model: torch.nn.Module, cfg: TrainConfig) -> None:
             unlocked_groups=cfg.lock_image_unlocked_groups, freeze_bn_stats=cfg.lock_image_freeze_bn_stats
         )
     if cfg.lock_text:
-        model.lock_text_tower(
-            unlocked_layers=cfg.lock_text_unlocked_layers, freeze_layer_norm=cfg.lock_text_freeze_layer_norm
-        )
+        import open_clip
+
+        # open_clip's CLIP (text tower built in) only locks LayerNorms with their layer; CustomTextCLIP may keep them trainable
+        freeze_norms = cfg.lock_text_freeze_layer_norm if isinstance(model, open_clip.CustomTextCLIP) else True
+        model.lock_text_tower(unlocked_layers=cfg.lock_text_unlocked_layers, freeze_layer_norm=freeze_norms)
+        parametrized = getattr(model, "parametrizations", None)
+        if parametrized is not None and "positional_embedding" in parametrized:
+            # the stretched table is a parametrization (model/stretch.py), which open_clip's lock does not see:
+            # it follows the token embedding, as in open_clip's embedding group
+            parametrized.positional_embedding.original.requires_grad_(model.token_embedding.weight.requires_grad)
     if cfg.grad_checkpointing:
         model.set_grad_checkpointing(True)
     precision.convert_model(model, cfg.precision)

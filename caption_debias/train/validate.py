@@ -8,6 +8,7 @@ scored with the same recall rule (caption_debias/evaluate/metrics.py).
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -35,7 +36,7 @@ class Validation:
 
         self.cfg, self.setup = cfg, setup
         root = cfg.val_image_root or cfg.image_root
-        self.data = load_prepared(cfg.val_data, root) if rank == 0 else None
+        self.data = load_prepared(Path(cfg.val_data), Path(root)) if rank == 0 else None
         dtype = precision.input_dtype(cfg.precision)
         loaded = setup.loaded
         preprocess = _CastTo(loaded.preprocess, dtype) if dtype is not None else loaded.preprocess
