@@ -98,6 +98,10 @@ class PlainProgress:
     def _print(self, text: str) -> None:
         print(text, file=self.stream or sys.stderr, flush=True)
 
+    def due(self) -> bool:
+        """Whether the next `update` prints (for callers whose `done` costs something to measure)."""
+        return self.clock() - self.last >= self.interval
+
     def update(self, done: float, extra: str = "", total: float | None = None) -> None:
         """Record progress; print a line when `interval` seconds have passed since the last one."""
         self.done = done

@@ -57,6 +57,12 @@ def prepare(
         False, "--overwrite", help="Delete an earlier run in --output and start over (default: resume it)."
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no summary."),
+    limit: Optional[int] = typer.Option(
+        None, "--limit", help="Only the first N records (to try a large dump in seconds); the manifest says so."
+    ),
+    log_interval: float = typer.Option(
+        30.0, "--log-interval", help="Without a terminal: one plain progress line every this many seconds."
+    ),
     segmenter: str = typer.Option("fast", "--segmenter", help="Sentence splitter: fast, pysbd or spacy."),
     summary: str = typer.Option("detect", "--summary", help="Summary-sentence rule: detect, first or none."),
     dci_caption: str = typer.Option(
@@ -95,5 +101,7 @@ def prepare(
         dci_caption=dci_caption,
         engine=engine,
         ray_address=ray_address,
+        limit=limit,
+        log_interval=log_interval,
     )
     run_prepare([str(p) for p in inputs], output, options)

@@ -30,14 +30,23 @@ def stats(
         3, "--phrase-words", min=1, help="Opening phrase = this many lowercased words of the first sentence."
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the table on the terminal."),
+    log_interval: float = typer.Option(
+        30.0, "--log-interval", min=0.0, help="Without a terminal: one plain progress line every this many seconds."
+    ),
 ) -> None:
     """Caption lengths against CLIP's 77 and Long-CLIP's 248 tokens, sentences per caption,
     where summaries sit and how captions open."""
+    from caption_debias.progress import PlainProgress, on_terminal
     from caption_debias.stats.compute import StatsOptions, compute_stats
     from caption_debias.stats.report import print_table, write_report
 
     options = StatsOptions(by=by.value if by else None, top_phrases=top, phrase_words=phrase_words)
-    result = compute_stats(folders, options)
+    plain = None if quiet or on_terminal() else PlainProgress("stats", "rows", interval=log_interval)
+    result = compute_stats(
+        folders, options, on_rows=(lambda done, total: plain.update(done, total=total)) if plain else None
+    )
+    if plain is not None:
+        plain.finish()
     if not quiet:
         print_table(result)
     if report is not None:

@@ -20,6 +20,7 @@ def build(
     segmenter: dict,
     summary: dict,
     elapsed_s: float,
+    limit: int | None = None,
 ) -> dict[str, Any]:
     read = sum(i["read"] for i in inputs)
     written = sum(i["written"] for i in inputs)
@@ -28,6 +29,7 @@ def build(
     return {
         "schema_version": SCHEMA_VERSION,
         "complete": all(i["complete"] for i in inputs),
+        **({"limit": limit} if limit is not None else {}),  # --limit: only the first N records were read
         "counts": {
             "read": read,
             "written": written,

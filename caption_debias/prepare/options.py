@@ -8,7 +8,7 @@ from typing import Any
 
 DEFAULT_SHARD_ROWS = 20_000
 # Options that change nothing in the output: a resumed run may change them freely.
-RUNTIME_ONLY = frozenset({"workers", "overwrite", "quiet", "max_in_flight", "engine", "ray_address"})
+RUNTIME_ONLY = frozenset({"workers", "overwrite", "quiet", "max_in_flight", "engine", "ray_address", "log_interval"})
 ENGINES = ("local", "ray")
 
 
@@ -33,6 +33,10 @@ class PrepareOptions:
     # where chunks run (output is identical either way; see prepare/ray_engine.py); runtime only
     engine: str = "local"
     ray_address: str | None = None
+    # only the first N records read (over all inputs, rejects included); the manifest records it
+    limit: int | None = None
+    # without a terminal: one plain progress line every this many seconds; runtime only
+    log_interval: float = 30.0
 
     def validate(self) -> None:
         from caption_debias.errors import UserError
@@ -55,6 +59,10 @@ class PrepareOptions:
             raise UserError(f"--shard-rows must be at least 1 (got {self.shard_rows})")
         if self.workers < 1:
             raise UserError(f"--workers must be at least 1 (got {self.workers})")
+        if self.limit is not None and self.limit < 1:
+            raise UserError(f"--limit must be at least 1 (got {self.limit})")
+        if self.log_interval <= 0:
+            raise UserError(f"--log-interval must be > 0 seconds (got {self.log_interval})")
         if self.image_root is not None and not Path(self.image_root).is_dir():
             raise UserError(f"--image-root {self.image_root}: no such folder")
 
@@ -63,4 +71,7 @@ class PrepareOptions:
 
     def output_shaping(self) -> dict[str, Any]:
         """The options a resumed run must share with the run it continues."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in RUNTIME_ONLY}
+        shaping = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in RUNTIME_ONLY}
+        if shaping["limit"] is None:  # folders prepared before --limit existed resume as they were
+            del shaping["limit"]
+        return shaping

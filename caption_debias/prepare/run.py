@@ -138,8 +138,9 @@ def prepare(inputs: list[str | Path], output: str | Path, options: PrepareOption
     reasons: Counter = Counter()
     shards: list[dict[str, Any]] = []
     n_chunks = 0
-    progress = Progress(options.quiet)
+    progress = Progress(options.quiet, [path for _, path, _ in resolved], options.log_interval, options.limit)
     rejects_tmp = out / state.STATE_DIR / "rejects.jsonl.partial"
+    finished = False
     try:
         with open(rejects_tmp, "w", encoding="utf-8") as rejects_fh:
             for side in _mapper(options)(
@@ -154,8 +155,9 @@ def prepare(inputs: list[str | Path], output: str | Path, options: PrepareOption
                 if side["path"] is not None:
                     shards.append({"path": side["path"], "rows": side["rows"], "sha256": side["sha256"]})
                 progress.update(sum(c["read"] for c in per_input.values()), sum(reasons.values()), len(shards))
+        finished = True
     finally:
-        progress.close()
+        progress.close(finished)
     state.remove_beyond(out, n_chunks)
     with open(rejects_tmp, encoding="utf-8") as lines:  # rejects.jsonl appears whole or not at all
         write_text(lines, out / REJECTS)
@@ -184,6 +186,7 @@ def prepare(inputs: list[str | Path], output: str | Path, options: PrepareOption
         segmenter=get_segmenter(options.segmenter).describe(),
         summary=summary_mod.describe(options.summary),
         elapsed_s=time.monotonic() - started,
+        limit=options.limit,
     )
     write_json(manifest, out / MANIFEST)
     if not options.quiet:

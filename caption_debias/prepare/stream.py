@@ -162,10 +162,15 @@ def chunks(
     assign = keys.assign
     current = Chunk(0)
     read_so_far = 0
+    limit = getattr(options, "limit", None)
     for name, path, fmt in inputs:
+        if limit is not None and read_so_far >= limit:
+            break
         counts = totals[name]
         stem = input_stem(path)
         for item in _guarded(get_reader(fmt)(path, name, options), name, counts):
+            if limit is not None and read_so_far >= limit:
+                break  # --limit: the first N records only
             counts.read += 1
             read_so_far += 1
             if on_read is not None and read_so_far % 1000 == 0:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
@@ -131,23 +131,53 @@ def value_count_queries(rows, keys: list[str]) -> dict:
     }
 
 
-def _collect_dists(datasets: list[tuple[str, PreparedDataset]], keys: list[str], phrase_words: int):
-    """One shared scan, five small value-count tables -> {group key tuple: _Dist}."""
+def _collect_dists(
+    datasets: list[tuple[str, PreparedDataset]],
+    keys: list[str],
+    phrase_words: int,
+    on_rows: Callable[[int, int], None] | None = None,
+):
+    """One shared scan, five small value-count tables -> {group key tuple: _Dist}.
+
+    With `on_rows(done, total)` (progress lines), the shards are scanned a few at a time and the
+    value counts added up: the same tables, with a point to report between the parts.
+    """
     import polars as pl
 
-    frames = [_row_measures(ds.scan(), name, phrase_words) for name, ds in datasets]
-    queries = value_count_queries(pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0], keys)
-    try:
-        results = pl.collect_all(list(queries.values()), engine="streaming")
-    except (pl.exceptions.ComputeError, pl.exceptions.SchemaError, pl.exceptions.ColumnNotFoundError, OSError) as exc:
-        raise UserError(f"cannot read shards: {str(exc).splitlines()[0]}") from None
+    if on_rows is None:
+        parts = [[(name, ds.scan()) for name, ds in datasets]]
+    else:
+        step = 4
+        parts = [
+            [(name, pl.scan_parquet([str(p) for p in ds.shard_paths[i : i + step]]))]
+            for name, ds in datasets
+            for i in range(0, len(ds.shard_paths), step)
+        ]
+    total = sum(ds.rows for _, ds in datasets)
+    done = 0
     dists: dict[tuple, _Dist] = defaultdict(_Dist)
-    for (name, _), frame in zip(queries.items(), results):
-        value_cols = [c for c in frame.columns if c not in keys and c != "len"]
-        for row in frame.iter_rows(named=True):
-            group = tuple(row[k] for k in keys)
-            value = tuple(row[c] for c in value_cols)
-            getattr(dists[group], name)[value if len(value) > 1 else value[0]] += row["len"]
+    for part in parts:
+        frames = [_row_measures(lf, name, phrase_words) for name, lf in part]
+        queries = value_count_queries(pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0], keys)
+        try:
+            results = pl.collect_all(list(queries.values()), engine="streaming")
+        except (
+            pl.exceptions.ComputeError,
+            pl.exceptions.SchemaError,
+            pl.exceptions.ColumnNotFoundError,
+            OSError,
+        ) as exc:
+            raise UserError(f"cannot read shards: {str(exc).splitlines()[0]}") from None
+        for (name, _), frame in zip(queries.items(), results):
+            value_cols = [c for c in frame.columns if c not in keys and c != "len"]
+            for row in frame.iter_rows(named=True):
+                group = tuple(row[k] for k in keys)
+                value = tuple(row[c] for c in value_cols)
+                getattr(dists[group], name)[value if len(value) > 1 else value[0]] += row["len"]
+            if name == "sentences":
+                done += int(frame["len"].sum())
+        if on_rows is not None:
+            on_rows(done, total)
     return dists
 
 
@@ -253,7 +283,11 @@ def _manifest_counts(ds: PreparedDataset) -> dict[str, Any]:
     }
 
 
-def compute_stats(folders: Sequence[str | Path], options: StatsOptions | None = None) -> dict[str, Any]:
+def compute_stats(
+    folders: Sequence[str | Path],
+    options: StatsOptions | None = None,
+    on_rows: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
     """Statistics of one or more prepared folders as a JSON-ready dict.
 
     Top level: the figures over all folders together, the rejects by reason summed over the
@@ -271,7 +305,7 @@ def compute_stats(folders: Sequence[str | Path], options: StatsOptions | None = 
     datasets = [(name, PreparedDataset.open(f)) for name, f in zip(names, folders)]
 
     keys = ["dataset"] + ([options.by] if options.by else [])
-    finest = _collect_dists(datasets, keys, options.phrase_words)
+    finest = _collect_dists(datasets, keys, options.phrase_words, on_rows)
 
     def merged(select: Iterable[tuple]) -> _Dist:
         out = _Dist()

@@ -18,8 +18,8 @@ from caption_debias.train.objective import Losses
 
 
 class TrainLog:
-    """Use as a context manager around the steps; call `step_done` after every step and
-    `write` on the steps `due` says (its `.item()` calls wait for the GPU, so only there)."""
+    """Use as a context manager around the steps; call `step_done` after every step, `write` on
+    the steps `due` says (its `.item()` calls wait for the GPU, so only there), then `tick`."""
 
     def __init__(
         self,
@@ -86,6 +86,9 @@ class TrainLog:
     def step_done(self, done: int, images: int) -> None:
         self.seen += images
         self.progress.update(self.task, completed=done)
+
+    def tick(self, done: int) -> None:
+        """After the step's log line: a plain progress line when --log-interval has passed."""
         if self.plain is not None:
             self.plain.update(done, extra=self.info)
 

@@ -118,6 +118,7 @@ def _train(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> Path:
             log.step_done(done, sum(image.shape[0] for image, _ in inputs))
             if log.due(done):
                 log.write(done, lr, losses, scale, setup.counters)
+            log.tick(done)
             if validation is not None and validation.due(done, setup.plan.steps_per_epoch, setup.total):
                 if rank == 0:
                     log.write_validation(done, validation.run())
