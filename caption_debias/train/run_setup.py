@@ -113,7 +113,7 @@ def set_up(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> RunSetup
     autocast, use_scaler, note = precision.autocast_for(cfg.precision, device)
     if note:
         say(note, rank, cfg.quiet)
-    scaler = torch.amp.GradScaler("cuda") if use_scaler else None
+    scaler = torch.amp.GradScaler(device.type) if use_scaler else None
     start, counters, rng = resume(cfg, run, model, optimizer, scaler, rank, world)
     say(
         f"global batch {global_batch} = {cfg.batch_size} per process x {world} process(es) x accum-freq {cfg.accum_freq}",
