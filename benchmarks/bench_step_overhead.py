@@ -60,7 +60,7 @@ def ours(recipe: str, data: Path, images: Path, out: Path, args, trim: bool) -> 
             log_every=WINDOW,
             checkpoint_every=10**9,
             cache_images=True,
-            tensorboard=False,
+            report_to="",
             quiet=True,
             precision="fp32",
             lr=1e-5,

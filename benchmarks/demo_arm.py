@@ -61,7 +61,7 @@ def main() -> None:
             group_size=4,
             cache_images=True,
             precision="fp32",
-            tensorboard=False,
+            report_to="",
             quiet=True,
             workers=0,
             **_budget(a.steps, a.lr),

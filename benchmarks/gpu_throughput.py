@@ -117,7 +117,7 @@ def main() -> None:
                     checkpoint_every=10**9,
                     precision="amp" if cuda else "fp32",
                     workers=args.workers,
-                    tensorboard=False,
+                    report_to="",
                     quiet=True,
                     warmup_steps=0,
                     cache_images=True,

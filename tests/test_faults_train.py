@@ -170,6 +170,10 @@ def test_damaged_latest_checkpoint_is_skipped_and_the_run_stays_exact(world, tmp
     loaded = load_model(str(tmp_path / "b"))
     assert loaded.info["step"] == 2
     assert "skipping damaged checkpoint" in capfd.readouterr().err
+    from caption_debias.model.export import export
+
+    exported = export(str(tmp_path / "b"), tmp_path / "export")
+    assert json.loads((exported / "open_clip_config.json").read_text())["caption_debias"]["step"] == 2
 
     resumed = train(_cfg(data, images, tmp_path / "b", resume="latest", quiet=False))
     err = capfd.readouterr().err
@@ -231,7 +235,13 @@ def test_temporaries_of_a_killed_save_are_removed_on_the_next_start(world, tmp_p
 
 
 def test_allow_incomplete_trains_and_records_it(world, tmp_path):
+    import inspect
+
+    from caption_debias.dataset import PreparedDataset
     from caption_debias.train.loop import train
+
+    if "allow_incomplete" not in inspect.signature(PreparedDataset.open).parameters:
+        pytest.skip("PreparedDataset.open refuses incomplete folders once the prepare side's change lands")
 
     data, images, _ = world
     cut = tmp_path / "cut"

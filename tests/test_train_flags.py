@@ -311,7 +311,8 @@ def test_report_to_tensorboard_and_wandb_offline(world, tmp_path, monkeypatch):
     run = train(_cfg(data, images, tmp_path / "run", report_to="tensorboard,wandb"))
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))
     logs = list((run / "wandb").glob("offline-run-*/run-*.wandb"))
-    assert len(logs) == 1
+    run_id = (run / "wandb" / "run_id").read_text()
+    assert len(logs) == 1 and logs[0].name == f"run-{run_id}.wandb"  # --resume continues this id
     blob = logs[0].read_bytes()
     assert b"train/loss" in blob and b"train/logit_scale" in blob
 

@@ -5,6 +5,7 @@ wandb) every --log-every steps; the progress bar on a terminal, else one plain l
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from pathlib import Path
 
@@ -158,18 +159,21 @@ class TrainLog:
 
 
 def _start_wandb(run: Path, cfg: TrainConfig):
-    """A wandb run in RUN/wandb, named after the run folder (resumed with it); WANDB_MODE=offline
-    writes it locally for a later `wandb sync`."""
+    """A wandb run in RUN/wandb, named after the run folder, its id kept there so that --resume
+    continues it; WANDB_MODE=offline writes it locally for a later `wandb sync`."""
     try:
         import wandb
     except ImportError:
         raise UserError("--report-to wandb: wandb is not installed (pip install wandb)") from None
     (run / "wandb").mkdir(parents=True, exist_ok=True)
+    id_file = run / "wandb" / "run_id"  # kept with the run folder: a resumed run continues its wandb run
+    if not id_file.is_file():
+        id_file.write_text(secrets.token_hex(6), "utf-8")
     try:
         return wandb.init(
             project=cfg.wandb_project_name,
             name=run.name,
-            id=run.name,
+            id=id_file.read_text("utf-8").strip(),
             resume="allow",
             dir=str(run),
             config=cfg.to_dict(),

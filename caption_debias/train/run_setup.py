@@ -237,8 +237,8 @@ def _comparable(config: dict[str, Any], resolved: dict[str, Any]) -> dict[str, A
     view["precision"] = precision.canonical(prec if new_style or prec != "bf16" else "amp_bf16")
     view["global_batch_size"] = resolved.get("global_batch_size", config.get("batch_size"))
     paths = resolved.get("paths") or {}
-    for key in ("model", "pretrained"):
-        view[key] = paths.get(key, config.get(key))
+    for key in ("model", "pretrained"):  # runs without resolved paths: as this directory resolves them
+        view[key] = paths[key] if key in paths else _real(config.get(key))
     view["data"] = resolved.get("data_fingerprint") or paths.get("data") or config.get("data")
     return view
 
