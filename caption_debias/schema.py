@@ -15,6 +15,7 @@ import pyarrow as pa
 
 _SCALARS = {
     "string": pa.string(),
+    "binary": pa.binary(),
     "int32": pa.int32(),
     "int64": pa.int64(),
     "float32": pa.float32(),

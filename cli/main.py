@@ -12,6 +12,7 @@ import typer
 
 from caption_debias import __version__
 from caption_debias.cli import (
+    curate_cmd,
     demo_cmd,
     eval_cmd,
     export_cmd,
@@ -49,6 +50,7 @@ def _root(
 
 app.command("prepare")(prepare_cmd.prepare)
 app.command("stats")(stats_cmd.stats)
+app.command("curate")(curate_cmd.curate)
 app.command("train")(train_cmd.train)
 app.command("export")(export_cmd.export)
 app.command("eval")(eval_cmd.evaluate)

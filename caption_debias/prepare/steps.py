@@ -243,4 +243,6 @@ def process_records(
         _list_column(f("summary_scores"), sent_counts, _numeric(pa.float32(), np.array(scores, np.float32))),
         _strings(metas),
     ]
+    # The columns `curate` fills (image facts, caption signals) are null in a prepared folder.
+    columns += [pa.nulls(len(keys), field.type) for field in list(schema)[len(columns) :]]
     return pa.Table.from_arrays(columns, schema=schema), rejects
