@@ -43,6 +43,11 @@ def reject_schema() -> dict[str, Any]:
     return _load("reject.schema.json")
 
 
+@lru_cache(maxsize=None)
+def removed_schema() -> dict[str, Any]:
+    return _load("removed.schema.json")
+
+
 SCHEMA_VERSION: int = shard_spec()["schema_version"]
 
 

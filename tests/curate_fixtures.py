@@ -10,6 +10,13 @@ from pathlib import Path
 NOUNS = "harbour boat lamp bridge tree window bicycle market tower garden river cat dog kite bench fence road cloud hill statue".split()
 ADJS = "red small wooden old bright narrow tall quiet rusty green striped round dusty empty crowded pale".split()
 VERBS = "stands rests leans hangs sits floats waits glows".split()
+OPENERS = "A|One|The|Some|Another|This".split("|")
+LINKS = "next to a|close to some|facing one|opposite a|beyond the|with a|far from the".split("|")
+ENDINGS = (
+    "in daylight|at dusk|under rain|in fog|with shadows|in spring|at noon|seen from afar|in winter|by the road".split(
+        "|"
+    )
+)
 PLACES = "near the water|beside a wall|under the sky|on a hill|in the corner|behind the gate|along the street|at the edge".split(
     "|"
 )
@@ -27,7 +34,8 @@ def caption(rng: random.Random, sentences: int = 8) -> str:
             rng.choice(ADJS),
             rng.choice(NOUNS),
         )
-        out.append(f"A {a} {n} {v} {p}, next to a {a2} {n2} number {rng.randrange(1000)}.")
+        link = rng.choice(LINKS)
+        out.append(f"{rng.choice(OPENERS)} {a} {n} {v} {p}, {link} {a2} {n2} {rng.choice(ENDINGS)}.")
     return " ".join(out)
 
 

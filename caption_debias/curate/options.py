@@ -70,6 +70,14 @@ class CurateOptions:
             name, sep, path = spec.partition("=")
             if not sep or not name or not path:
                 raise UserError(f"--decontaminate {spec!r}: expected NAME=PATH (e.g. urban1k=/data/Urban1k)")
+            from caption_debias.evaluate.benchmarks import BENCHMARKS
+
+            if name not in BENCHMARKS:
+                raise UserError(
+                    f"--decontaminate {spec!r}: unknown eval set {name!r} (choose from {', '.join(BENCHMARKS)})"
+                )
+            if not Path(path).exists():
+                raise UserError(f"--decontaminate {spec!r}: {path}: no such file or folder")
 
     def thresholds(self) -> dict[str, Any]:
         """Every threshold that decides a reason (recorded in the manifest)."""
