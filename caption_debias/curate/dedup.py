@@ -163,17 +163,18 @@ def _np(series, dtype=None, fill=None) -> np.ndarray:
     return arr.astype(dtype) if dtype is not None else arr
 
 
-def local_shared_keys(table: "SignalTable", column: str):
-    """(order, key) of every row whose `column` value occurs in more than one row (polars, lazily)."""
+def local_shared_keys(table: "SignalTable", columns: list[str]) -> dict:
+    """Per column, (order, key) of every row whose value occurs in more than one row (polars, lazily)."""
     import polars as pl
 
-    return (
-        table.scan()
-        .select("order", pl.col(column).alias("key"))
+    return {
+        c: table.scan()
+        .select("order", pl.col(c).alias("key"))
         .drop_nulls("key")
         .filter(pl.len().over("key") >= 2)
         .collect()
-    )
+        for c in columns
+    }
 
 
 def _buckets(shared, alive_mask: np.ndarray, family: int):
@@ -306,21 +307,23 @@ def _duplicates(
     # families: 0 image key, 1..BLOCKS phash blocks, BLOCKS+1 caption hash, then one per band
     parts = []
     phash = None
+    bands = [band_name(b) for b in range(LSH_BANDS)]
+    shared = shared_keys(table, (["image_key"] if duplicate_images else []) + ["caption_hash", *bands])
     if duplicate_images:
-        parts.append(_buckets(shared_keys(table, "image_key"), alive_mask, 0))
+        parts.append(_buckets(shared.pop("image_key"), alive_mask, 0))
         if images:
             ph = table.column("image_phash")
             valid = ~_np(ph.is_null(), bool)
             phash_all = _np(ph, np.uint64, 0)
             rows = np.flatnonzero(alive_mask & valid)
             for b, block in enumerate(phash_blocks(phash_all[rows])):
-                shared = pl.DataFrame({"order": rows, "key": block}).filter(pl.len().over("key") >= 2)
-                parts.append(_buckets(shared, alive_mask, 1 + b))
+                same_block = pl.DataFrame({"order": rows, "key": block}).filter(pl.len().over("key") >= 2)
+                parts.append(_buckets(same_block, alive_mask, 1 + b))
             phash = {int(o): int(phash_all[o]) for o in rows.tolist()}
             del phash_all
-    parts.append(_buckets(shared_keys(table, "caption_hash"), alive_mask, _BLOCKS + 1))
-    for b in range(LSH_BANDS):
-        parts.append(_buckets(shared_keys(table, band_name(b)), alive_mask, _BLOCKS + 2 + b))
+    parts.append(_buckets(shared.pop("caption_hash"), alive_mask, _BLOCKS + 1))
+    for b, name in enumerate(bands):
+        parts.append(_buckets(shared.pop(name), alive_mask, _BLOCKS + 2 + b))
     involved = pl.concat(parts).sort("order", "family")
     if involved.height == 0:
         return
