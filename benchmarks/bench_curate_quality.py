@@ -45,7 +45,8 @@ def sentences(text: str) -> list[str]:
 
 def plant(rng: random.Random, sources: dict[str, list[str]]) -> list[tuple[str, str, str]]:
     """(kind, source caption id, text) for each planted fault; long captions only (IIW)."""
-    long_caps = [c for k in ("iiw-human", "iiw-p5b") for c in sources[k] if len(sentences(c)) >= 3]
+    # long captions, as the dumps curate is for have (ShareGPT4V averages about 9 sentences)
+    long_caps = [c for k in ("iiw-human", "iiw-p5b") for c in sources[k] if len(sentences(c)) >= 6]
     words_pool = "purple golden tiny large wooden metal bright dark old new".split()
     planted = []
     for cap in rng.sample(long_caps, 300):
@@ -64,9 +65,16 @@ def plant(rng: random.Random, sources: dict[str, list[str]]) -> list[tuple[str, 
         sents = sentences(cap)
         s = rng.choice(sents)
         planted.append(("repeat:sentence", "", " ".join(sents + [s] * rng.randint(2, 5))))
-        words = sents[-1].rstrip(".").split()
-        phrase = " ".join(words[-rng.randint(2, 4) :]) if len(words) >= 4 else "the sky"
-        planted.append(("repeat:phrase", "", cap.rstrip(". ") + ", " + ", ".join([phrase] * rng.randint(4, 10)) + "."))
+        # a generator stuck in a loop repeats a phrase until its length limit: keep 50-70% of the
+        # caption, then one of its phrases over and over up to the caption's original length
+        words = cap.split(" ")
+        keep = int(len(words) * rng.uniform(0.5, 0.7))
+        start = rng.randrange(0, keep - 4)
+        phrase = words[start : start + rng.randint(2, 5)]
+        looped = words[:keep]
+        while len(looped) < len(words):
+            looped += phrase
+        planted.append(("repeat:phrase", "", " ".join(looped[: len(words)])))
     for cap in rng.sample(long_caps, 300):
         words = cap.split(" ")
         for _ in range(20):
