@@ -1,18 +1,18 @@
 """Caption near-duplicate removal: curate against a plain datasketch MinHash + MinHashLSH loop.
 
-Captions: real ones from the calibration data (IIW human and model-written, COCO val2017),
-repeated --copies times with a random suffix sentence so that copies are distinct, plus
-planted near-duplicates of IIW captions (1-3 words changed, a sentence dropped, a sentence
-added). The same captions go through
+Captions: the distinct real ones from the calibration data (IIW human and model-written,
+COCO val2017), --synthetic more made of 4-9 random real sentences (distinct too), then
+planted near-duplicates of long IIW captions (1-3 words changed, a sentence dropped, a
+sentence added; bench_curate_quality.plant), after their originals. The same captions go through
   baseline: for each caption, lower-cased word 3-gram shingles, datasketch.MinHash(128)
             .update_batch, MinHashLSH(threshold=0.8).query; a hit is a duplicate, else insert
   curate:   `curate` on the prepared folder, text only, --workers 1 (whole run: signals incl.
             quality signals, the global decisions, writing the curated shards); and the
-            caption dedup alone (signals.caption_signals + dedup.decide)
+            caption dedup alone (signals.dedup_signals + dedup.decide)
 Prints captions/s, the ratio, recall of the planted near-duplicates and the share of
 distinct captions removed, for both.
 
-    .venv/bin/python benchmarks/bench_curate_dedup.py --data /work/shared/data --out /tmp/bd --copies 2
+    .venv/bin/python benchmarks/bench_curate_dedup.py --data /work/shared/data --out /tmp/bd --synthetic 20000
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -52,7 +53,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, default=Path("/work/shared/data"))
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--copies", type=int, default=2)
+    ap.add_argument("--synthetic", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     import pyarrow.parquet as pq
@@ -65,12 +66,17 @@ def main() -> None:
 
     rng = random.Random(args.seed)
     sources = real_captions(args.data)
-    base = [c for caps in sources.values() for c in caps]
-    captions, kinds = [], []
-    for k in range(args.copies):
-        for c in base:
-            captions.append(c.rstrip() + f" Frame {k}-{rng.randrange(10**9)} of reel {rng.randrange(10**9)}.")
+    captions, kinds, seen = [], [], set()
+    for c in (c for caps in sources.values() for c in caps):
+        norm = " ".join(c.lower().split())
+        if norm not in seen:
+            seen.add(norm)
+            captions.append(c)
             kinds.append("distinct")
+    pool = sorted({s for c in captions for s in re.split(r"(?<=[.!?])\s+", c.strip()) if s})
+    for _ in range(args.synthetic):
+        captions.append(" ".join(rng.choice(pool) for _ in range(rng.randint(4, 9))))
+        kinds.append("distinct")
     for kind, _, text in plant(rng, sources):
         if kind.startswith("near:"):
             captions.append(text)
@@ -99,7 +105,7 @@ def main() -> None:
     ds = PreparedDataset.open(args.out / "prepared")
     t = time.perf_counter()
     for path in ds.shard_paths:
-        signals.caption_signals(pq.read_table(path, columns=signals.INPUT_COLUMNS))
+        signals.dedup_signals(pq.read_table(path, columns=signals.INPUT_COLUMNS))
     files = sorted((args.out / "curated" / signals.SIGNALS_DIR).glob("part-*.parquet"))
     dedup.decide(dedup.SignalTable(files, n), CurateOptions())
     t_dedup = time.perf_counter() - t

@@ -109,10 +109,19 @@ def main() -> None:
             key = f"{src}-{i}"
             rows.append({"key": key, "image": f"{src}/{i}.jpg", "caption": c})
             kind_of[f"table/{key}"] = kind
-    for j, (kind, _, text) in enumerate(plant(rng, sources)):
+    from caption_debias.curate import minhash
+    from caption_debias.text.tokenize import get_tokenizer
+
+    tok = get_tokenizer()
+    true_jaccard = {}
+    for j, (kind, original, text) in enumerate(plant(rng, sources)):
         key = f"planted-{j}"
         rows.append({"key": key, "image": f"planted/{j}.jpg", "caption": text})
         kind_of[f"table/{key}"] = kind
+        if kind.startswith("near:"):  # exact Jaccard of the token 3-gram sets curate compares
+            true_jaccard[f"table/{key}"] = minhash.jaccard(
+                minhash.shingles(tok.encode(original)), minhash.shingles(tok.encode(text))
+            )
     args.out.mkdir(parents=True, exist_ok=True)
     table = args.out / "captions.jsonl"
     table.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
@@ -141,6 +150,15 @@ def main() -> None:
         keys = [k for k, kind in kind_of.items() if kind.startswith(prefix)]
         hit = sum(removed.get(k) in reasons for k in keys)
         print(f"recall {name}: {hit}/{len(keys)} = {hit / len(keys):.3f}")
+    eligible = [k for k, j in true_jaccard.items() if j >= 0.8]
+    hit = sum(removed.get(k) in ("near_duplicate_caption", "duplicate_caption") for k in eligible)
+    print(
+        f"recall near-duplicates whose exact token 3-gram Jaccard with the original is >= 0.8: "
+        f"{hit}/{len(eligible)} = {hit / max(1, len(eligible)):.3f} "
+        f"(removed for any reason: {sum(k in removed for k in eligible) / max(1, len(eligible)):.3f})"
+    )
+    below = sorted(j for j in true_jaccard.values() if j < 0.8)
+    print(f"planted near-duplicates below Jaccard 0.8 by construction: {len(below)} of {len(true_jaccard)}")
     clean = [k for k, kind in kind_of.items() if kind.startswith("clean:")]
     for reason in ("repetitive_caption", "truncated_caption", "near_duplicate_caption", "duplicate_caption"):
         n = sum(removed.get(k) == reason for k in clean)

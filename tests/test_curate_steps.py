@@ -186,3 +186,20 @@ def test_duplicate_decisions_equal_the_sequential_specification(tmp_path, keep_d
         assert any(detail["by"] == "image phash" for _, _, detail in want.values())
     # duplicate_count counts the rows that point at each kept row
     assert int(d.duplicate_count.sum()) == len(want)
+
+
+def test_last_word_equals_the_regex_it_replaces_and_caption_hashes_equal_the_specification():
+    import re
+
+    from caption_debias.curate.signals import caption_hash, caption_hashes
+
+    rng = random.Random(0)
+    pattern = re.compile(r"([A-Za-z]+)\W*$")
+    for _ in range(5000):
+        text = "".join(rng.choice('abAB é1_.,"\n)') for _ in range(rng.randrange(12)))
+        m = pattern.search(text)
+        assert quality.last_word(text) == (m.group(1) if m else "")
+    chars = " \t\n\x0b\x0c\r\x1c\x1d\x1e\x1fAaBb.\u00a0\u2003ÉİßΣ"
+    caps = ["".join(rng.choice(chars) for _ in range(rng.randrange(12))) for _ in range(3000)]
+    assert caption_hashes(pa.array(caps)) == [caption_hash(c) for c in caps]
+    assert caption_hash("  A  Dog\n runs ") == caption_hash("a dog runs")

@@ -17,6 +17,7 @@ from caption_debias.curate.options import LSH_BANDS, NUM_PERM, ROWS_PER_BAND, SH
 
 SEED = 1
 _MISSING = np.uint64(0xFFFF_FFFF_FFFF_FFFF)  # pads captions shorter than one n-gram
+_PAD16 = np.uint64(0xFFFF)  # the same, for packed 16-bit ids (CLIP's largest id is 49407)
 _M1 = np.uint64(0x9E37_79B9_7F4A_7C15)
 _M2 = np.uint64(0xBF58_476D_1CE4_E5B9)
 _M3 = np.uint64(0x94D0_49BB_1331_11EB)
@@ -24,8 +25,9 @@ _M3 = np.uint64(0x94D0_49BB_1331_11EB)
 
 def _mix(h: np.ndarray) -> np.ndarray:
     """splitmix64's finaliser, vectorised (no library hashes numpy rows in place)."""
-    h = (h ^ (h >> np.uint64(30))) * _M2
-    h = (h ^ (h >> np.uint64(27))) * _M3
+    with np.errstate(over="ignore"):
+        h = (h ^ (h >> np.uint64(30))) * _M2
+        h = (h ^ (h >> np.uint64(27))) * _M3
     return h ^ (h >> np.uint64(31))
 
 
@@ -41,7 +43,8 @@ def shingle_hashes(tokens: np.ndarray, offsets: np.ndarray, n: int = SHINGLE_TOK
     """Hashes of every n-gram of every row (rows shorter than n: one padded n-gram; empty rows: none).
 
     tokens: all rows' ids end to end; offsets: row i is tokens[offsets[i]:offsets[i+1]].
-    Returns (hashes uint64, row offsets into hashes).
+    Returns (hashes uint64, row offsets into hashes). CLIP ids fit in 16 bits, so up to four
+    ids are packed into one 64-bit word exactly (no collisions) before one mixing pass.
     """
     offsets = offsets.astype(np.int64)
     lengths = np.diff(offsets)
@@ -49,15 +52,25 @@ def shingle_hashes(tokens: np.ndarray, offsets: np.ndarray, n: int = SHINGLE_TOK
     out_offsets = np.zeros(len(lengths) + 1, np.int64)
     np.cumsum(counts, out=out_offsets[1:])
     total = int(out_offsets[-1])
+    if total == 0:
+        return np.zeros(0, np.uint64), out_offsets
     row = np.repeat(np.arange(len(lengths)), counts)
-    pos = offsets[row] + (np.arange(total) - out_offsets[row])  # start of each n-gram
+    pos = np.arange(total) + np.repeat(offsets[:-1] - out_offsets[:-1], counts)  # start of each n-gram
     end = offsets[row + 1]
     toks = tokens.astype(np.uint64)
+    packed = n * 16 <= 64 and (len(toks) == 0 or int(tokens.max()) < _PAD16)
     parts = []
     for k in range(n):
         idx = pos + k
-        parts.append(np.where(idx < end, toks[np.minimum(idx, len(toks) - 1)] if len(toks) else _MISSING, _MISSING))
-    return (_combine(parts) if total else np.zeros(0, np.uint64)), out_offsets
+        inside = idx < end
+        parts.append(np.where(inside, toks[np.minimum(idx, len(toks) - 1)], _PAD16 if packed else _MISSING))
+    if not packed:
+        return _combine(parts), out_offsets
+    word = np.zeros(total, np.uint64)
+    for k, part in enumerate(parts):
+        word |= part << np.uint64(16 * k)
+    with np.errstate(over="ignore"):
+        return _mix(word ^ _M1), out_offsets
 
 
 def shingles(tokens: list[int], n: int = SHINGLE_TOKENS) -> set[tuple[int, ...]]:
@@ -88,8 +101,13 @@ def signatures(hashes: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 def band_keys(sigs: np.ndarray) -> np.ndarray:
     """LSH band keys: (rows, LSH_BANDS) uint64; rows sharing a key in some band are candidates."""
-    bands = sigs.reshape(len(sigs), LSH_BANDS, ROWS_PER_BAND)
-    return _combine([bands[:, :, k].reshape(-1) for k in range(ROWS_PER_BAND)]).reshape(len(sigs), LSH_BANDS)
+    # two 32-bit minima per 64-bit word: ROWS_PER_BAND / 2 words per band, multiply-xor chained
+    words = np.ascontiguousarray(sigs, np.uint32).view(np.uint64).reshape(len(sigs), LSH_BANDS, ROWS_PER_BAND // 2)
+    h = np.zeros((len(sigs), LSH_BANDS), np.uint64)
+    with np.errstate(over="ignore"):
+        for k in range(ROWS_PER_BAND // 2):
+            h = (h ^ words[:, :, k]) * _M2 + _M1
+    return _mix(h)
 
 
 def estimate(sig_a: np.ndarray, sig_b: np.ndarray) -> float:

@@ -14,12 +14,10 @@ Signals are columns of the curated shards; the reasons are thresholds on them (o
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pyarrow as pa
 
-from caption_debias.curate.minhash import _combine, shingle_hashes
+from caption_debias.curate.minhash import _combine, _mix, shingle_hashes
 from caption_debias.curate.options import (
     REPEATED_SENTENCE_MIN_TOKENS,
     REPEATED_SENTENCES_MAX,
@@ -38,7 +36,22 @@ DANGLING = frozenset(
 _CLOSERS = "\"'”’)]}»*_"
 _TERMINAL = ".!?…。！？"
 _OPEN_ENDS = ",;:-–—(/&+"
-_LAST_WORD = re.compile(r"([A-Za-z]+)\W*$")
+_ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def last_word(text: str) -> str:
+    """The run of ASCII letters the text ends on, before any trailing non-word characters ('' if none).
+
+    Equal to re.search(r"([A-Za-z]+)\\W*$", text) but linear: that search retries at every
+    position of a long caption.
+    """
+    j = len(text)
+    while j and not (text[j - 1].isalnum() or text[j - 1] == "_"):
+        j -= 1
+    i = j
+    while i and text[i - 1] in _ASCII_LETTERS:
+        i -= 1
+    return text[i:j]
 
 
 def truncated(caption: str, n_sentences: int) -> bool:
@@ -54,8 +67,7 @@ def truncated(caption: str, n_sentences: int) -> bool:
         return False
     if core[-1] in _OPEN_ENDS:
         return True
-    m = _LAST_WORD.search(core)
-    if m and m.group(1).lower() in DANGLING and core[-1] not in _TERMINAL:
+    if core[-1] not in _TERMINAL and last_word(core).lower() in DANGLING:
         return True
     return n_sentences >= 2 and core[-1] not in _TERMINAL
 
@@ -109,15 +121,25 @@ def row_tokens(sentence_tokens: pa.Array) -> tuple[np.ndarray, np.ndarray, np.nd
 
 
 def _repeat_flags(keys: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """True where (group, key) occurred at an earlier position of the same group."""
-    order = np.lexsort((np.arange(len(keys)), keys, groups))
-    g, k = groups[order], keys[order]
-    later = np.zeros(len(keys), bool)
-    if len(keys) > 1:
-        later[1:] = (g[1:] == g[:-1]) & (k[1:] == k[:-1])
-    flags = np.zeros(len(keys), bool)
-    flags[order] = later
-    return flags
+    """True where (group, key) occurred at an earlier position of the same group (one polars hash pass)."""
+    import polars as pl
+
+    if len(keys) == 0:
+        return np.zeros(0, bool)
+    combined = _mix(keys.astype(np.uint64) ^ _mix(groups.astype(np.uint64) + np.uint64(1)))
+    return ~pl.Series(combined).is_first_distinct().to_numpy()
+
+
+def _segment_sums(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Sum of consecutive segments of `values` (uint64, wrapping); empty segments sum to 0."""
+    out = np.zeros(len(lengths), np.uint64)
+    nonempty = lengths > 0
+    if nonempty.any():
+        starts = np.zeros(len(lengths), np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        with np.errstate(over="ignore"):
+            out[nonempty] = np.add.reduceat(values, starts[nonempty])
+    return out
 
 
 def signals_batch(sentence_tokens: pa.Array, captions: list[str]) -> dict[str, np.ndarray]:
@@ -131,9 +153,7 @@ def signals_batch(sentence_tokens: pa.Array, captions: list[str]) -> dict[str, n
     tok_sent = np.repeat(np.arange(len(sent_len)), sent_len)
     pos = np.arange(len(tokens)) - sent_off[tok_sent]
     tok_hash = _combine([pos.astype(np.uint64), tokens.astype(np.uint64)])
-    sent_hash = np.zeros(len(sent_len), np.uint64)
-    with np.errstate(over="ignore"):
-        np.add.at(sent_hash, tok_sent, tok_hash)  # sum of position-salted token hashes: a sequence hash
+    sent_hash = _segment_sums(tok_hash, sent_len)  # sum of position-salted token hashes: a sequence hash
     sent_hash = _combine([sent_hash, sent_len.astype(np.uint64)])
     long_enough = sent_len >= REPEATED_SENTENCE_MIN_TOKENS
     rep = np.zeros(len(sent_len), bool)
@@ -148,10 +168,10 @@ def signals_batch(sentence_tokens: pa.Array, captions: list[str]) -> dict[str, n
     is_rep &= np.repeat(lengths >= n, np.diff(gram_off))  # a short row's padded gram never repeats
     start = row_off[gram_row] + (np.arange(len(grams)) - gram_off[gram_row])
     # token j is covered when a repeated n-gram starts in [j - n + 1, j]: a difference array
-    diff = np.zeros(len(tokens) + 1, np.int64)
-    np.add.at(diff, start[is_rep], 1)
-    np.add.at(diff, np.minimum(start[is_rep] + n, len(tokens)), -1)
-    covered = np.cumsum(diff[:-1]) > 0
+    diff = np.bincount(start[is_rep], minlength=len(tokens) + 1) - np.bincount(
+        start[is_rep] + n, minlength=len(tokens) + 1
+    )
+    covered = np.cumsum(diff[: len(tokens)]) > 0
     tok_row = np.repeat(np.arange(n_rows), lengths)
     cov_count = np.bincount(tok_row[covered], minlength=n_rows)
     fraction = np.where(lengths > 0, cov_count / np.maximum(lengths, 1), 0.0).astype(np.float32)

@@ -46,10 +46,26 @@ def fingerprint(shard_sha256: str, start: int, image_root: str | None) -> str:
 
 
 def caption_hash(caption: str) -> bytes:
-    """128-bit hash of the caption after whitespace and case normalisation (exact duplicates)."""
+    """Specification: 128-bit hash of the caption after whitespace and case normalisation (exact duplicates)."""
     import xxhash
 
     return xxhash.xxh3_128_digest(" ".join(caption.lower().split()).encode("utf-8", "surrogatepass"))
+
+
+def caption_hashes(captions: pa.Array) -> list[bytes]:
+    """caption_hash of every caption; ASCII captions are normalised by Arrow kernels (the same
+    whitespace set as str.split's for ASCII), the rest through the specification."""
+    import pyarrow.compute as pc
+    import xxhash
+
+    lowered = pc.utf8_lower(captions)
+    norm = pc.utf8_trim(pc.replace_substring_regex(lowered, "[\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f ]+", " "), " ")
+    ascii_ = pc.string_is_ascii(captions).to_pylist()
+    digest = xxhash.xxh3_128_digest
+    out = []
+    for text, plain, raw in zip(norm.to_pylist(), ascii_, captions.to_pylist()):
+        out.append(digest(text.encode("utf-8")) if plain else caption_hash(raw))
+    return out
 
 
 def path_hash(image: str) -> int:
@@ -68,13 +84,18 @@ def caption_signals(table: pa.Table) -> dict[str, Any]:
     captions = table.column("caption").to_pylist()
     st = table.column("sentence_tokens").combine_chunks()
     q = quality.signals_batch(st, captions)
+    return {**q, **dedup_signals(table)}
+
+
+def dedup_signals(table: pa.Table) -> dict[str, Any]:
+    """The duplicate-finding signals of every row: caption hash, MinHash signature, band keys."""
+    st = table.column("sentence_tokens").combine_chunks()
     tokens, row_off, _, _ = quality.row_tokens(st)
     hashes, h_off = minhash.shingle_hashes(tokens, row_off)
     sigs = minhash.signatures(hashes, h_off)
     has_shingles = np.diff(h_off) > 0
     return {
-        **q,
-        "caption_hash": [caption_hash(c) for c in captions],
+        "caption_hash": caption_hashes(table.column("caption").combine_chunks()),
         "signatures": sigs,
         "bands": minhash.band_keys(sigs) if len(sigs) else np.zeros((0, LSH_BANDS), np.uint64),
         "has_shingles": has_shingles,
