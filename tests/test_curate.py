@@ -256,3 +256,26 @@ def test_a_curated_folder_trains(world, curated, tmp_path):
     assert res.returncode == 0, res.stderr
     metrics = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert metrics and all(m.get("skipped_images", 0) == 0 for m in metrics)
+
+
+def test_stats_report_of_a_curated_folder_has_funnel_coverage_and_sizes(world, curated, tmp_path):
+    from caption_debias.stats.compute import compute_stats
+    from caption_debias.stats.report import write_report
+
+    out, manifest = curated
+    stats = compute_stats([out, world["prepared"]])
+    cur = stats["datasets"][0]["curation"]
+    assert "curation" not in stats["datasets"][1]  # a prepared folder has none
+    assert cur["removed_by_reason"] == manifest["counts"]["removed_by_reason"]
+    assert cur["funnel"] == manifest["curation"]["funnel"] and cur["image_coverage"]["sam/"]["missing"] == 1
+    sizes = cur["image_sizes"]
+    assert sizes["images"] == manifest["counts"]["written"] and sizes["shorter_side"]["median"] == 80
+    assert sizes["shorter_side_histogram"]["64-127"] == sizes["images"]
+    files = write_report(stats, tmp_path / "report")
+    html = files["html"].read_text("utf-8")
+    assert "Removal funnel" in html and "Image coverage per image folder" in html and "Shorter image side" in html
+    assert "sam/gone.jpg" in html and html.count("data:image/png;base64") == 5 + 3
+    saved = json.loads(files["stats"].read_text("utf-8"))
+    assert saved["datasets"][0]["curation"]["image_sizes"] == sizes
+    md = files["markdown"].read_text("utf-8")
+    assert "## Curation" in md and "plots/curation_funnel.png" in md
