@@ -39,6 +39,8 @@ def sentence_pool(data: Path) -> list[tuple[str, list[int]]]:
         for c in caps:
             for s in re.split(r"(?<=[.!?])\s+", c.strip()):
                 s = s.strip()
+                if s and s[-1] not in ".!?":
+                    s += "."  # COCO captions have no period; inside a longer caption they need one
                 if s and s not in seen:
                     seen.add(s)
                     pool.append((s, tok.encode(s)))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -199,33 +199,25 @@ def decide(
     reason = np.full(n, KEPT, np.int8)
     d = Decisions(reason)
 
-    def remove(mask: np.ndarray, name: str, detail: Callable[[int], dict] | None = None) -> None:
-        hit = np.flatnonzero(mask & (reason == KEPT))
-        reason[hit] = CODE[name]
-        if detail is not None:
-            for o in hit.tolist():
-                d.detail[o] = detail(o)
+    def remove(mask: np.ndarray, name: str) -> None:
+        reason[mask & (reason == KEPT)] = CODE[name]
 
+    # Row-local reasons carry no detail here: the write step reads it from the row's own signals.
     if images:
         status = _np(table.column("image_status"), np.int8)
-        errors = table.rows_where(np.flatnonzero(status == img.UNREADABLE), ["image_error"])
-        error_of = dict(zip(errors["order"].to_list(), errors["image_error"].to_list())) if errors is not None else {}
         remove(status == img.MISSING, "image_missing")
-        remove(status == img.UNREADABLE, "image_unreadable", lambda o: {"error": error_of.get(o)})
+        remove(status == img.UNREADABLE, "image_unreadable")
         width = _np(table.column("image_width"), np.int64, 0)
         height = _np(table.column("image_height"), np.int64, 0)
-        small = (status == img.OK) & (np.minimum(width, height) < options.min_image_side)
-        remove(small, "image_too_small", lambda o: {"width": int(width[o]), "height": int(height[o])})
+        remove((status == img.OK) & (np.minimum(width, height) < options.min_image_side), "image_too_small")
+        del status, width, height
     if ev is not None:
         _eval_overlap(table, ev, reason, d, images, options.near_duplicate_threshold)
     rep = _np(table.column("caption_repetition"), np.float32)
     rsent = _np(table.column("caption_repeated_sentences"), np.int32)
-    remove(
-        quality.is_repetitive(rep, rsent),
-        "repetitive_caption",
-        lambda o: {"caption_repetition": round(float(rep[o]), 4), "caption_repeated_sentences": int(rsent[o])},
-    )
-    remove(_np(table.column("caption_truncated"), bool), "truncated_caption", lambda o: {"caption_truncated": True})
+    remove(quality.is_repetitive(rep, rsent), "repetitive_caption")
+    del rep, rsent
+    remove(_np(table.column("caption_truncated"), bool), "truncated_caption")
     _duplicates(table, options, reason, d, images, shared_keys)
     counts = np.zeros(n, np.int32)
     if d.ref:

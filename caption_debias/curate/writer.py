@@ -50,6 +50,26 @@ def _phash_hex(col: pa.ChunkedArray) -> pa.Array:
     return pa.array([f"{v:016x}" if v is not None else None for v in col.to_pylist()], pa.string())
 
 
+def row_detail(reason: str, signals: pa.Table, i: int) -> dict[str, Any]:
+    """The detail of a row-local reason, read from the row's own signals."""
+
+    def value(name: str):
+        return signals.column(name)[i].as_py()
+
+    if reason == "image_unreadable":
+        return {"error": value("image_error")}
+    if reason == "image_too_small":
+        return {"width": value("image_width"), "height": value("image_height")}
+    if reason == "repetitive_caption":
+        return {
+            "caption_repetition": round(value("caption_repetition"), 4),
+            "caption_repeated_sentences": value("caption_repeated_sentences"),
+        }
+    if reason == "truncated_caption":
+        return {"caption_truncated": True}
+    return {}
+
+
 def build_table(task: dict[str, Any]) -> tuple[pa.Table, list[dict[str, Any]]]:
     """The kept rows with every schema column, and the removed.jsonl lines of this shard."""
     schema = shard_arrow_schema()
@@ -66,6 +86,7 @@ def build_table(task: dict[str, Any]) -> tuple[pa.Table, list[dict[str, Any]]]:
         captions = table.column("caption").to_pylist()
         for i in sorted(removed_at):
             code, detail = removed_at[i]
+            detail = detail or row_detail(REASONS[code], signals, i)
             line = {"key": keys[i], "reason": REASONS[code], "detail": detail, "image": images[i]}
             line["caption"] = excerpt(captions[i])
             line["input"] = task["folder"]
