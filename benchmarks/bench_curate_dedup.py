@@ -8,7 +8,8 @@ sentence added; bench_curate_quality.plant), after their originals. The same cap
             .update_batch, MinHashLSH(threshold=0.8).query; a hit is a duplicate, else insert
   curate:   `curate` on the prepared folder, text only, --workers 1 (whole run: signals incl.
             quality signals, the global decisions, writing the curated shards); and the
-            caption dedup alone (signals.dedup_signals + dedup.decide)
+            caption dedup alone (signals.dedup_signals + dedup.decide); removals count only when
+            they are duplicate_caption or near_duplicate_caption
 Prints captions/s, the ratio, recall of the planted near-duplicates and the share of
 distinct captions removed, for both.
 
@@ -23,6 +24,7 @@ import random
 import re
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -73,7 +75,11 @@ def main() -> None:
             seen.add(norm)
             captions.append(c)
             kinds.append("distinct")
-    pool = sorted({s for c in captions for s in re.split(r"(?<=[.!?])\s+", c.strip()) if s})
+    # COCO captions have no final period: give each sentence one, or the combined captions would be
+    # "truncated" (several sentences, the last unfinished) and removed for that, not as duplicates
+    pool = sorted(
+        {s if s[-1] in ".!?" else s + "." for c in captions for s in re.split(r"(?<=[.!?])\s+", c.strip()) if s}
+    )
     for _ in range(args.synthetic):
         captions.append(" ".join(rng.choice(pool) for _ in range(rng.randint(4, 9))))
         kinds.append("distinct")
@@ -98,7 +104,10 @@ def main() -> None:
     t = time.perf_counter()
     curate([args.out / "prepared"], args.out / "curated", CurateOptions(quiet=True, overwrite=True))
     t_run = time.perf_counter() - t
-    removed = {int(json.loads(x)["key"].split("/r")[1]) for x in open(args.out / "curated" / "removed.jsonl")}
+    dedup_reasons = {"duplicate_caption", "near_duplicate_caption"}
+    lines = [json.loads(x) for x in open(args.out / "curated" / "removed.jsonl")]
+    removed = {int(r["key"].split("/r")[1]) for r in lines if r["reason"] in dedup_reasons}
+    print("curate removed by reason:", dict(sorted(Counter(r["reason"] for r in lines).items())))
     # the dedup alone: caption signals of every shard, then the decisions
     from caption_debias.dataset import PreparedDataset
 

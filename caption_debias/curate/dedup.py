@@ -163,18 +163,29 @@ def _np(series, dtype=None, fill=None) -> np.ndarray:
     return arr.astype(dtype) if dtype is not None else arr
 
 
+SHARED_COLUMNS_PER_SCAN = 6  # key columns flagged per scan of the signal files (bounds the scan's memory)
+
+
 def local_shared_keys(table: "SignalTable", columns: list[str]) -> dict:
-    """Per column, (order, key) of every row whose value occurs in more than one row (polars, lazily)."""
+    """Per column, (order, key) of every row whose value occurs in more than one row (polars).
+
+    One lazy scan flags several columns at once (`is_duplicated`, a hash pass each, run in
+    parallel); only the flagged rows' keys are kept.
+    """
     import polars as pl
 
-    return {
-        c: table.scan()
-        .select("order", pl.col(c).alias("key"))
-        .drop_nulls("key")
-        .filter(pl.len().over("key") >= 2)
-        .collect()
-        for c in columns
-    }
+    out = {}
+    for i in range(0, len(columns), SHARED_COLUMNS_PER_SCAN):
+        group = columns[i : i + SHARED_COLUMNS_PER_SCAN]
+        flagged = (
+            table.scan()
+            .select("order", *[pl.when(pl.col(c).is_duplicated()).then(pl.col(c)).alias(c) for c in group])
+            .filter(pl.any_horizontal([pl.col(c).is_not_null() for c in group]))
+            .collect()
+        )
+        for c in group:
+            out[c] = flagged.select("order", pl.col(c).alias("key")).drop_nulls("key")
+    return out
 
 
 def _buckets(shared, alive_mask: np.ndarray, family: int):
