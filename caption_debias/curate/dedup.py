@@ -163,7 +163,7 @@ def _np(series, dtype=None, fill=None) -> np.ndarray:
     return arr.astype(dtype) if dtype is not None else arr
 
 
-SHARED_COLUMNS_PER_SCAN = 6  # key columns flagged per scan of the signal files (bounds the scan's memory)
+SHARED_COLUMNS_PER_SCAN = 4  # key columns flagged per scan of the signal files (bounds the scan's memory)
 
 
 def local_shared_keys(table: "SignalTable", columns: list[str]) -> dict:

@@ -91,6 +91,23 @@ def dedup_signals(table: pa.Table) -> dict[str, Any]:
     }
 
 
+TEXT_BATCH = 4096  # rows per caption-signal batch: the numpy intermediates are ~10 arrays of all tokens
+
+
+def _batched_caption_signals(table: pa.Table) -> dict[str, Any]:
+    """caption_signals over slices of the shard, concatenated (worker memory bounded whatever the shard size)."""
+    parts = [caption_signals(table.slice(i, TEXT_BATCH)) for i in range(0, max(table.num_rows, 1), TEXT_BATCH)]
+    if len(parts) == 1:
+        return parts[0]
+    out: dict[str, Any] = {}
+    for k in parts[0]:
+        if isinstance(parts[0][k], list):
+            out[k] = [x for p in parts for x in p[k]]
+        else:
+            out[k] = np.concatenate([p[k] for p in parts])
+    return out
+
+
 def _coverage(images: list[str], facts: list[img.ImageFacts]) -> dict[str, dict[str, Any]]:
     groups: dict[str, dict[str, Any]] = {}
     for image, f in zip(images, facts):
@@ -138,7 +155,7 @@ def compute(task: dict[str, Any]) -> dict[str, Any]:
         cols["image_phash"] = _u64(np.array([f.phash or 0 for f in facts], np.uint64), ok)
         cols["image_error"] = pa.array([f.error for f in facts], pa.string())
     cols["image_key"] = pa.array(image_key, pa.binary())
-    text = caption_signals(table)
+    text = _batched_caption_signals(table)
     cols["caption_hash"] = pa.array(text["caption_hash"], pa.binary(16))
     cols["caption_repetition"] = pa.array(text["caption_repetition"], pa.float32())
     cols["caption_repeated_sentences"] = pa.array(text["caption_repeated_sentences"], pa.int32())
