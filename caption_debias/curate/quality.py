@@ -26,12 +26,13 @@ from caption_debias.curate.options import (
 )
 
 # Words a sentence cannot end on: articles, possessives, prepositions that need an object,
-# conjunctions, auxiliaries. Words that may end a caption ("on", "in", "up", "behind",
-# "her", "it", "like") are left out (measured on COCO captions, docs/benchmarks.md).
+# conjunctions, auxiliaries. Words that may also end a sentence as adverbs or pronouns
+# ("on", "in", "up", "by", "across", "through", "between", "behind", "her", "it", "like")
+# are left out.
 DANGLING = frozenset(
-    "a an the of and or but nor with to from by for at into onto as than whose its their his our your my "
-    "is are was were be been has have had very such while whereas including between among across through "
-    "toward towards featuring upon within beneath beside during amongst amid via".split()
+    "a an the of and or but nor with to from for at into onto as than whose its their his our your my "
+    "is are was were be been has have had very such while whereas including among toward towards featuring "
+    "during amongst amid via".split()
 )
 _CLOSERS = "\"'”’)]}»*_"
 _TERMINAL = ".!?…。！？"
