@@ -279,3 +279,21 @@ def test_stats_report_of_a_curated_folder_has_funnel_coverage_and_sizes(world, c
     assert saved["datasets"][0]["curation"]["image_sizes"] == sizes
     md = files["markdown"].read_text("utf-8")
     assert "## Curation" in md and "plots/curation_funnel.png" in md
+
+
+def test_sharegpt4v_1k_images_are_looked_up_under_the_image_root(world, tmp_path):
+    # Long-CLIP's held-out set: the first records of the very file people train on
+    records = [
+        {"id": f"v{i}", "image": f"sam/c{i}.jpg", "conversations": [{"from": "gpt", "value": f"Held out {i}."}]}
+        for i in (0, 2)
+    ]
+    (tmp_path / "share.json").write_text(json.dumps(records), "utf-8")
+    m = curate(
+        [world["prepared"]], tmp_path / "d", _opts(world, decontaminate=[f"sharegpt4v-1k={tmp_path / 'share.json'}"])
+    )
+    lines = {r["key"]: r for r in _removed(tmp_path / "d") if r["reason"] == "eval_overlap"}
+    # byte_copy is a copy of c2's file, so it shows the eval image too
+    assert set(lines) == {"table/c0", "table/c2", "table/byte_copy"}
+    assert lines["table/c0"]["detail"]["by"] == "image sha256"
+    assert lines["table/c0"]["detail"]["match"] == f"sharegpt4v-1k:{world['images'] / 'sam/c0.jpg'}"
+    assert m["curation"]["decontaminate"][0]["images_compared"] == 2
