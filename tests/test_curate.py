@@ -112,12 +112,18 @@ def test_output_contract_schema_lineage_and_text_columns_unchanged(world, curate
     assert counts["table/c2"] == 1 and counts["table/c5"] == 1 and counts["table/c0"] == 0
 
 
-def test_stats_urls_and_export_read_a_curated_folder(curated, tmp_path):
+def test_stats_export_and_eval_read_a_curated_folder(curated, tmp_path):
+    from caption_debias.evaluate.benchmarks import load_benchmark
+    from caption_debias.export.captions import export_captions
     from caption_debias.stats.compute import compute_stats
 
     out, manifest = curated
     stats = compute_stats([out])
     assert stats["records"] == manifest["counts"]["written"]
+    export_captions(out, tmp_path / "captions.jsonl")
+    assert len((tmp_path / "captions.jsonl").read_text().splitlines()) == manifest["counts"]["written"]
+    data = load_benchmark(None, out)  # eval --data CURATED: the image root comes from the manifest
+    assert len(data.captions) == manifest["counts"]["written"] and all(p.is_file() for p in data.images)
 
 
 def test_same_bytes_for_any_workers_and_a_curated_input_curates_again(world, curated, tmp_path):
