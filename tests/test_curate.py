@@ -303,3 +303,14 @@ def test_sharegpt4v_1k_images_are_looked_up_under_the_image_root(world, tmp_path
     assert lines["table/c0"]["detail"]["by"] == "image sha256"
     assert lines["table/c0"]["detail"]["match"] == f"sharegpt4v-1k:{world['images'] / 'sam/c0.jpg'}"
     assert m["curation"]["decontaminate"][0]["images_compared"] == 2
+
+
+def test_an_input_without_rows_gives_an_empty_curated_folder(tmp_path):
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+
+    (tmp_path / "t.jsonl").write_text('{"key": "a", "image": "x.jpg", "caption": ""}\n', "utf-8")
+    prepare([tmp_path / "t.jsonl"], tmp_path / "p", PrepareOptions(format="table", quiet=True))
+    m = curate([tmp_path / "p"], tmp_path / "c", CurateOptions(quiet=True))
+    assert m["counts"]["read"] == m["counts"]["written"] == m["counts"]["removed"] == 0 and m["shards"] == []
+    assert (tmp_path / "c" / "removed.jsonl").read_text() == ""

@@ -208,7 +208,9 @@ def decide(
     """Every row's reason. `shared_keys(table, column)` finds rows with a repeated key (polars; Ray Data with --engine ray)."""
     n = table.n
     reason = np.full(n, KEPT, np.int8)
-    d = Decisions(reason)
+    d = Decisions(reason, duplicate_count=np.zeros(n, np.int32))
+    if n == 0:  # inputs without rows (every record was a prepare reject): nothing to decide
+        return d
 
     def remove(mask: np.ndarray, name: str) -> None:
         reason[mask & (reason == KEPT)] = CODE[name]
