@@ -203,3 +203,26 @@ def test_last_word_equals_the_regex_it_replaces_and_caption_hashes_equal_the_spe
     caps = ["".join(rng.choice(chars) for _ in range(rng.randrange(12))) for _ in range(3000)]
     assert caption_hashes(pa.array(caps)) == [caption_hash(c) for c in caps]
     assert caption_hash("  A  Dog\n runs ") == caption_hash("a dog runs")
+
+
+def test_packed_shingle_path_equals_the_general_path_packed():
+    rng = random.Random(4)
+    rows = [[rng.randrange(49408) for _ in range(rng.choice([0, 1, 2, 3, 4, 5, 30]))] for _ in range(500)]
+    offsets = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum([len(r) for r in rows], out=offsets[1:])
+    flat = np.array([t for r in rows for t in r], np.int32)
+    for n in (1, 3, 4):
+        fast, fo = minhash.shingle_hashes(flat, offsets, n, packed=True)
+        # the general path, packing the same way: rebuild each row's windows by hand
+        want = []
+        for r in rows:
+            grams = [tuple(r[i : i + n]) for i in range(len(r) - n + 1)] if len(r) >= n else ([tuple(r)] if r else [])
+            for g in grams:
+                word = 0
+                for k in range(n):
+                    word |= (g[k] if k < len(g) else 0xFFFF) << (16 * k)
+                want.append(word)
+        mixed = minhash._mix(np.array(want, np.uint64) ^ minhash._M1) if want else np.zeros(0, np.uint64)
+        assert np.array_equal(fast, mixed) and fo[-1] == len(want)
+        slow, so = minhash.shingle_hashes(flat, offsets, n, packed=False)
+        assert np.array_equal(fo, so) and len(set(slow.tolist())) == len(set(fast.tolist()))

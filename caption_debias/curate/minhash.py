@@ -39,38 +39,61 @@ def _combine(values: list[np.ndarray]) -> np.ndarray:
     return h
 
 
-def shingle_hashes(tokens: np.ndarray, offsets: np.ndarray, n: int = SHINGLE_TOKENS) -> tuple[np.ndarray, np.ndarray]:
+def shingle_hashes(
+    tokens: np.ndarray, offsets: np.ndarray, n: int = SHINGLE_TOKENS, packed: bool | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Hashes of every n-gram of every row (rows shorter than n: one padded n-gram; empty rows: none).
 
     tokens: all rows' ids end to end; offsets: row i is tokens[offsets[i]:offsets[i+1]].
     Returns (hashes uint64, row offsets into hashes). CLIP ids fit in 16 bits, so up to four
-    ids are packed into one 64-bit word exactly (no collisions) before one mixing pass.
+    ids are packed into one 64-bit word exactly (no collisions) before one mixing pass; the
+    general path (any ids, any n) combines them with a hash instead.
     """
     offsets = offsets.astype(np.int64)
     lengths = np.diff(offsets)
     counts = np.where(lengths > 0, np.maximum(lengths - n + 1, 1), 0)
     out_offsets = np.zeros(len(lengths) + 1, np.int64)
     np.cumsum(counts, out=out_offsets[1:])
-    total = int(out_offsets[-1])
-    if total == 0:
+    if out_offsets[-1] == 0:
         return np.zeros(0, np.uint64), out_offsets
+    if packed is None:
+        packed = n * 16 <= 64 and int(tokens.max()) < _PAD16
+    if packed:
+        return _packed_shingles(tokens, offsets, lengths, n), out_offsets
+    total = int(out_offsets[-1])
     row = np.repeat(np.arange(len(lengths)), counts)
     pos = np.arange(total) + np.repeat(offsets[:-1] - out_offsets[:-1], counts)  # start of each n-gram
     end = offsets[row + 1]
     toks = tokens.astype(np.uint64)
-    packed = n * 16 <= 64 and (len(toks) == 0 or int(tokens.max()) < _PAD16)
     parts = []
     for k in range(n):
         idx = pos + k
-        inside = idx < end
-        parts.append(np.where(inside, toks[np.minimum(idx, len(toks) - 1)], _PAD16 if packed else _MISSING))
-    if not packed:
-        return _combine(parts), out_offsets
-    word = np.zeros(total, np.uint64)
-    for k, part in enumerate(parts):
-        word |= part << np.uint64(16 * k)
+        parts.append(np.where(idx < end, toks[np.minimum(idx, len(toks) - 1)], _MISSING))
+    return _combine(parts), out_offsets
+
+
+def _packed_shingles(tokens: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, n: int) -> np.ndarray:
+    """Sliding windows over the flat ids packed 16 bits each, keeping the windows inside a row."""
+    size = len(tokens)
+    ext = np.concatenate([tokens.astype(np.uint64), np.full(n - 1, _PAD16, np.uint64)])
+    word = ext[:size].copy()
+    for k in range(1, n):
+        word |= ext[k : size + k] << np.uint64(16 * k)
+    valid = np.ones(size, bool)
+    starts, ends = offsets[:-1], offsets[1:]
+    for k in range(1, n):  # a window starting in a row's last n-1 tokens runs into the next row
+        idx = ends - k
+        valid[idx[idx >= starts]] = False
+    short = np.flatnonzero((lengths > 0) & (lengths < n))
+    if len(short):  # a row shorter than n: one window of its ids, padded
+        s, e = starts[short], ends[short]
+        pad = np.zeros(len(short), np.uint64)
+        for k in range(n):
+            pad |= np.where(s + k < e, ext[np.minimum(s + k, size - 1)], _PAD16) << np.uint64(16 * k)
+        word[s] = pad
+        valid[s] = True
     with np.errstate(over="ignore"):
-        return _mix(word ^ _M1), out_offsets
+        return _mix(word[valid] ^ _M1)
 
 
 def shingles(tokens: list[int], n: int = SHINGLE_TOKENS) -> set[tuple[int, ...]]:
