@@ -161,12 +161,14 @@ def process_records(
             sents = [caption[s:e].strip() for s, e in spans]
             if not batch_scores:
                 sc = scores_of(sents)
-            # n_tok 0: the sum of its sentences' ids + 2, known after the loop
-            n_tok = local_of(caption, spans) if batch_scores else None
-            if n_tok is None:
+            plan = local_of(caption, spans) if batch_scores else None
+            if plan is None or not plan.batched:
                 toks, n_tok = encode_caption(caption, spans)  # skips a 2nd pass when it can
             else:
                 toks = None
+                n_tok = (
+                    0 if plan.tiled else plan.num_tokens
+                )  # 0: the sum of its sentences' ids + 2, known after the loop
             if not batch_scores:
                 mask = mask_of(sents, sc, summary_mode)
             meta = {"source_id": rec.source_id, "input": rec.input, "location": rec.location, **rec.meta}
