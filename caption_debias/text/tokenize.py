@@ -1,24 +1,24 @@
 """CLIP BPE tokenizer, id-for-id identical to open_clip's SimpleTokenizer, without torch.
 
-open_clip's tokenizer module imports torch at import time; `prepare` must not pay for
-that, so this module re-implements the same algorithm (ftfy + double html.unescape +
-whitespace clean + lowercase, the same split regex, the same BPE merges) on open_clip's
-own vocabulary file, found without importing open_clip. Cleaning, splitting and the
-caches are Python; the BPE merges of a word not seen before run in Hugging Face
-`tokenizers` (Rust), built at run time from that file.
+open_clip's tokenizer module imports torch at import time, and the data tools install
+without either, so this module re-implements the same algorithm (ftfy + double
+html.unescape + whitespace clean + lowercase, the same split regex, the same BPE merges)
+on the same vocabulary file, shipped in caption_debias/assets (OpenAI CLIP's, MIT; see
+bpe_simple_vocab_16e6.LICENSE there). Cleaning, splitting and the caches are Python; the
+BPE merges of a word not seen before run in Hugging Face `tokenizers` (Rust), built at
+run time from that file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import html
-import importlib.util
 import itertools
-import os
 import re as _stdre
 import unicodedata
 import zlib
 from functools import lru_cache
+from importlib import resources
 from typing import NamedTuple
 
 import numpy as np
@@ -210,15 +210,11 @@ def _bytes_to_unicode() -> dict[int, str]:
 
 
 def find_vocab_path() -> str:
-    """open_clip's BPE merges file, located without importing open_clip (which imports torch)."""
-    spec = importlib.util.find_spec("open_clip")
-    if spec is None or not spec.submodule_search_locations:
-        raise UserError("open_clip is not installed: the CLIP vocabulary (bpe_simple_vocab_16e6.txt.gz) comes with it")
-    for loc in spec.submodule_search_locations:
-        path = os.path.join(loc, VOCAB_FILE)
-        if os.path.isfile(path):
-            return path
-    raise UserError(f"open_clip is installed but {VOCAB_FILE} is missing from it")
+    """The shipped CLIP BPE merges file (caption_debias/assets)."""
+    path = resources.files("caption_debias").joinpath("assets", VOCAB_FILE)
+    if not path.is_file():
+        raise UserError(f"caption_debias/assets/{VOCAB_FILE} is missing: reinstall the package")
+    return str(path)
 
 
 class ClipTokenizer:
