@@ -62,7 +62,7 @@ def _strings(values: list[str | None]) -> pa.Array:
     )
 
 
-@dataclass
+@dataclass(slots=True)  # slots: its lists are looked up for every row
 class _Rows:
     """The records that passed `split`, column by column as flat lists. The segmenter's tuples
     and the tokenizer's lists are flattened as rows go: kept until the chunk ends, they would

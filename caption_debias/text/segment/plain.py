@@ -157,8 +157,9 @@ class PlainPath:
         if LIST_ITEM_PERIOD.search(text) is not None:  # (no parentheses in plain text)
             return WHOLE_TO_PYSBD
         if "'" in text and _OPENING_APOSTROPHE.search(text) is not None:
-            if any(has_mark(q.group()) for q in SINGLE_QUOTED.finditer(text)):
-                return UNSETTLED
+            for q in SINGLE_QUOTED.finditer(text):
+                if has_mark(q.group()):
+                    return UNSETTLED
         if '"' in text or "\u201c" in text or "\u201d" in text:
             scan = _quote_copy(text)
             if scan is None:
