@@ -253,6 +253,7 @@ def test_folder_lock_held_for_the_run(world, tmp_path):
 
 @pytest.mark.slow
 def test_a_curated_folder_trains(world, curated, tmp_path):
+    pytest.importorskip("torch")
     out, _ = curated
     res = cli(
         "train", str(out), "--image-root", str(world["images"]), "--model", "tiny", "--max-steps", "2",
@@ -314,3 +315,11 @@ def test_an_input_without_rows_gives_an_empty_curated_folder(tmp_path):
     m = curate([tmp_path / "p"], tmp_path / "c", CurateOptions(quiet=True))
     assert m["counts"]["read"] == m["counts"]["written"] == m["counts"]["removed"] == 0 and m["shards"] == []
     assert (tmp_path / "c" / "removed.jsonl").read_text() == ""
+
+
+def test_curate_needs_no_optional_package(world, tmp_path):
+    from test_core_install import OPTIONAL, _cli
+
+    args = ["curate", str(world["prepared"]), "--out", str(tmp_path / "c"), "--image-root", str(world["images"])]
+    got, err = _cli([*args, "--decontaminate", f"urban1k={world['eval']}", "-q"], OPTIONAL)
+    assert got == {"code": 0, "imported": []}, err
