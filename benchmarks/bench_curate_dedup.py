@@ -13,7 +13,7 @@ sentence added; bench_curate_quality.plant), after their originals. The same cap
 Prints captions/s, the ratio, recall of the planted near-duplicates and the share of
 distinct captions removed, for both.
 
-    .venv/bin/python benchmarks/bench_curate_dedup.py --data /work/shared/data --out /tmp/bd --synthetic 20000
+    .venv/bin/python benchmarks/bench_curate_dedup.py --out /tmp/bd --synthetic 20000
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import add_data_option  # noqa: E402
 from bench_curate_quality import plant, real_captions  # noqa: E402
 
 
@@ -53,7 +54,7 @@ def datasketch_loop(captions: list[str]) -> tuple[set[int], float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", type=Path, default=Path("/work/shared/data"))
+    add_data_option(ap)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--synthetic", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=0)

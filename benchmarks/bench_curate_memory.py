@@ -7,7 +7,7 @@ the MinHash and quality steps see real text. Then, each in a fresh child process
 not mix, runs `curate(folder, out, CurateOptions(workers=1))` and reports the child's peak
 RSS (ru_maxrss), the time, and the growth from the smallest to the largest input.
 
-    .venv/bin/python benchmarks/bench_curate_memory.py --data /work/shared/data --dir /tmp/bm --sizes 250000 1250000
+    .venv/bin/python benchmarks/bench_curate_memory.py --dir /tmp/bm --sizes 250000 1250000
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import add_data_option  # noqa: E402
 
 SHARD_ROWS = 20_000
 
@@ -114,7 +116,7 @@ def run(folder: str, out: str, q) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", type=Path, default=Path("/work/shared/data"))
+    add_data_option(ap)
     ap.add_argument("--dir", type=Path, default=Path("/tmp/bench-curate-memory"))
     ap.add_argument("--sizes", type=int, nargs="+", default=[250_000, 1_250_000])
     args = ap.parse_args()

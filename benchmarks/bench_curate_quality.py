@@ -9,7 +9,7 @@ Everything is prepared by `prepare` and curated by `curate` (text only, default 
 then per source: the share of clean captions removed for each reason (false positives) and
 the recall of each planted fault.
 
-    .venv/bin/python benchmarks/bench_curate_quality.py --data /work/shared/data --out /tmp/bq
+    .venv/bin/python benchmarks/bench_curate_quality.py --out /tmp/bq
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import add_data_option  # noqa: E402
 
 
 def real_captions(data: Path) -> dict[str, list[str]]:
@@ -88,7 +91,7 @@ def plant(rng: random.Random, sources: dict[str, list[str]]) -> list[tuple[str, 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", type=Path, default=Path("/work/shared/data"))
+    add_data_option(ap)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
