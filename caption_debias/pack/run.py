@@ -203,4 +203,5 @@ def _summary(manifest: dict[str, Any], out: Path, reused: int) -> None:
             console.print(f"  {reason}: {c['removed_by_reason'][reason]:,}")
     if c["removed"]:
         console.print(f"  details: {out / state.REMOVED}")
-    console.print(f"  open_clip_train: --dataset-type webdataset --train-data '{out}/{manifest['train_data']}'")
+    train_data = f"--train-data '{out}/{manifest['train_data']}'"
+    console.print(f"  open_clip_train: --dataset-type webdataset {train_data}", soft_wrap=True)
