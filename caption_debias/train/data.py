@@ -18,12 +18,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from caption_debias import augment
 from caption_debias.errors import UserError
-from caption_debias.train import augment
+from caption_debias.train.config import RECIPES
 
 log = logging.getLogger(__name__)
-
-RECIPES = ("debias", "longclip", "clip", "short")
 
 
 class ImageSource(Protocol):

@@ -14,7 +14,6 @@ from typing import Sequence
 import numpy as np
 
 SOT, EOT, PAD = 49406, 49407, 0
-DROP_RULES = ("first", "detected")
 
 
 @dataclass(frozen=True)
