@@ -42,6 +42,7 @@ class PackedFolder:
         if missing:
             raise UserError(f"{self.folder}: {len(missing)} tar(s) of the manifest are missing, first {missing[0]}")
         self.ends = np.cumsum([int(t["samples"]) for t in self.tars])
+        self._tar_number = {t["path"]: i for i, t in enumerate(self.tars)}
         self._open: OrderedDict[int, Any] = OrderedDict()
         self._last_json: tuple[int, dict[str, Any]] | None = None
 
@@ -90,6 +91,14 @@ class PackedFolder:
             raise KeyError(f"{self.name(index)} has no .{ext} member")
         return data
 
+    def member_by_name(self, tar_name: str, member: str) -> bytes:
+        """The bytes of member `member` (e.g. '000030012.jpg') of tar `tar_name` (e.g. '00003.tar')."""
+        tar = self._tar_number.get(tar_name)
+        data = None if tar is None else self._tar(tar).by_name(member)
+        if data is None:
+            raise FileNotFoundError(f"{member} not in {tar_name} of {self.folder}")
+        return data
+
     def json(self, index: int) -> dict[str, Any]:
         """KEY.json of sample `index` (the last one read is kept: image and text of a sample ask in turn)."""
         if self._last_json is not None and self._last_json[0] == index:
@@ -116,6 +125,7 @@ class _Tar:
         self.reader = MMIndexedTar(str(path))
         self.names = [name for name, _, _ in self.reader.by_index]
         self.samples = group_by_key(self.names)
+        self.number = {name: i for i, name in enumerate(self.names)}
 
     def name(self, inner: int) -> str:
         return self.names[self.samples[inner][0]].split(".", 1)[0]
@@ -125,6 +135,10 @@ class _Tar:
             if self.names[i].endswith("." + ext):
                 return bytes(self.reader.get_at_index(i)[1])
         return None
+
+    def by_name(self, member: str) -> bytes | None:
+        i = self.number.get(member)
+        return None if i is None else bytes(self.reader.get_at_index(i)[1])
 
     def close(self) -> None:
         close = getattr(self.reader, "close", None)  # webdataset <= 0.2.86's MMIndexedTar has none
