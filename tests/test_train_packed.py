@@ -123,7 +123,9 @@ def test_texts_equal_the_prepared_folders_for_every_recipe(packed):
     other = SimpleTokenizer(clean="canonicalize")  # another cleaning: ids are re-made from the sentences
     redone, _ = load_packed(str(out), other)
     sentences = json.loads(redone.folder.member(3, "json"))["sentences"]
-    assert redone.retokenized and [s.tolist() for s in redone.tokens.sentences(3)] == [other.encode(s) for s in sentences]
+    assert redone.retokenized and [s.tolist() for s in redone.tokens.sentences(3)] == [
+        other.encode(s) for s in sentences
+    ]
 
 
 def test_split_selects_rows_and_an_empty_one_is_refused(packed):
