@@ -7,7 +7,7 @@ optimizer state, counter set and metrics.jsonl (minus the wall-clock `images_per
 two versions of the code, save the digests under one and compare under the other; PYTHONPATH
 picks the code:
 
-    git archive main | tar -x -C /tmp/train-before
+    mkdir -p /tmp/train-before && git archive main | tar -x -C /tmp/train-before
     PYTHONPATH=/tmp/train-before .venv/bin/python benchmarks/check_train_identity.py --save /tmp/before.json
     .venv/bin/python benchmarks/check_train_identity.py --compare /tmp/before.json
 """
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import shutil
 import sys
 import tempfile
 from contextlib import nullcontext
@@ -28,20 +27,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-MISSING = 5
-BASE = dict(
-    model="tiny",
-    batch_size=4,
-    lr=1e-3,
-    warmup_steps=1,
-    log_every=1,
-    checkpoint_every=2,
-    keep_checkpoints=0,
-    tensorboard=False,
-    quiet=True,
-    precision="fp32",
-    max_steps=3,
-)
+BASE = dict(max_steps=3)  # over train_fixtures.tiny_config: a few fp32 CPU steps of `tiny`
 # name -> (options over BASE, images: "good" or "missing", CPU GradScaler instead of none)
 SCENARIOS: dict[str, tuple[dict, str, bool]] = {
     "debias": ({"recipe": "debias"}, "good", False),
@@ -109,16 +95,6 @@ def run_digests(run: Path, tmp: Path) -> dict[str, str]:
     return out
 
 
-def make_data(work: Path) -> tuple[Path, Path, Path]:
-    from train_fixtures import make_prepared
-
-    data, images = make_prepared(work, n=12, groups=3, missing=(MISSING,))
-    good = work / "images_good"
-    shutil.copytree(images, good)
-    shutil.copy(good / "img0000.png", good / f"img{MISSING:04d}.png")
-    return data, images, good
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     group = ap.add_mutually_exclusive_group()
@@ -126,15 +102,16 @@ def main() -> None:
     group.add_argument("--compare", type=Path, help="compare with digests saved by --save; exit 1 on a difference")
     args = ap.parse_args()
 
+    from train_fixtures import tiny_config, train_set
+
     from caption_debias.train import loop
-    from caption_debias.train.config import TrainConfig
 
     print(f"code: {Path(loop.__file__).resolve().parents[2]}", file=sys.stderr)
     torch.set_num_threads(1)
     now: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        data, missing, good = make_data(tmp / "data")
+        data, missing, good = train_set(tmp / "data")
         # where the precision set-up lives: run_setup.precision, or loop._precision in older code
         try:
             from caption_debias.train import run_setup as holder
@@ -144,12 +121,7 @@ def main() -> None:
             holder, attr = loop, "_precision"
         real_precision = getattr(holder, attr)
         for name, (options, images, scaler) in SCENARIOS.items():
-            cfg = TrainConfig(
-                **{**BASE, **options},
-                data=str(data),
-                image_root=str(good if images == "good" else missing),
-                out=str(tmp / name),
-            )
+            cfg = tiny_config(data, good if images == "good" else missing, tmp / name, **{**BASE, **options})
             if scaler:  # the CUDA amp path's scale/unscale/clip/step/update, on CPU
                 setattr(holder, attr, lambda *a: (nullcontext, torch.amp.GradScaler("cpu")))
             try:
@@ -158,9 +130,8 @@ def main() -> None:
                 setattr(holder, attr, real_precision)
             now.update({f"{name}/{k}": v for k, v in run_digests(tmp / name, tmp).items()})
         # resume: 2 steps of a 4-step run, then the rest with --resume
-        cfg = dict(**BASE, recipe="debias", data=str(data), image_root=str(good), out=str(tmp / "resume"))
-        loop.train(TrainConfig(**{**cfg, "max_steps": 2}))
-        loop.train(TrainConfig(**{**cfg, "max_steps": 4, "resume": True}))
+        loop.train(tiny_config(data, good, tmp / "resume", recipe="debias", max_steps=2))
+        loop.train(tiny_config(data, good, tmp / "resume", recipe="debias", max_steps=4, resume=True))
         now.update({f"resume/{k}": v for k, v in run_digests(tmp / "resume", tmp).items()})
 
     print(f"{len(now)} digests over {len(SCENARIOS) + 1} runs", file=sys.stderr)

@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 
 
 class ImageSource(Protocol):
-    """Where images come from: a folder today, webdataset shards matched by key later."""
+    """Where images come from, by row key and the shard's `image` value (FolderImages reads files, tar members
+    and img2dataset downloads)."""
 
     def open(self, key: str, image: str):  # -> PIL.Image.Image (RGB)
         ...

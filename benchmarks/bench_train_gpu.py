@@ -19,10 +19,10 @@ Rates are images per second over all processes, after --warmup steps. Under torc
 process is one GPU (NCCL; gloo on CPU) and --batch is per process. Writes
 $OUT/gpu_throughput.json (or ./gpu_throughput.json).
 
-    python benchmarks/gpu_throughput.py [--batch 256 --steps 60 --warmup 10 --workers 8 --precisions amp,amp_bf16]
-    torchrun --nproc_per_node 8 benchmarks/gpu_throughput.py --batch 256
-    python benchmarks/gpu_throughput.py --smoke                        # CPU: tiny model, fp32 and bf16
-    torchrun --nproc_per_node 2 benchmarks/gpu_throughput.py --smoke   # CPU, gloo: the DDP paths
+    python benchmarks/bench_train_gpu.py [--batch 256 --steps 60 --warmup 10 --workers 8 --precisions amp,amp_bf16]
+    torchrun --nproc_per_node 8 benchmarks/bench_train_gpu.py --batch 256
+    python benchmarks/bench_train_gpu.py --smoke                        # CPU: tiny model, fp32 and bf16
+    torchrun --nproc_per_node 2 benchmarks/bench_train_gpu.py --smoke   # CPU, gloo: the DDP paths
 """
 
 from __future__ import annotations
@@ -32,11 +32,10 @@ import json
 import os
 import shutil
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _common  # noqa: F401  (this checkout on sys.path when it is not installed)
 
 
 def _dist():

@@ -8,12 +8,13 @@
     open_clip_train.data.get_wds_dataset(is_train=True), its tokenizer on KEY.txt.
 
 Every loader runs in this one process (DataLoader num_workers=0, one torch thread), so a
-rate is what one loader process (one core) delivers. All three apply the same transform,
+rate is what one loader process (one core) delivers; the rate per CPU second of the process
+is reported too, as the per-core figure least disturbed by other work on a shared machine. All three apply the same transform,
 the B/16 eval transform (resize 224, centre crop, normalise), which `train` uses; each
 passes over its data --passes times (the folder loader once: it is the slow one), and
 the order of the three runs alternates over --repeats.
 
-    .venv/bin/python benchmarks/bench_data_path.py [--images 128 --passes 5 --repeats 3 --captions /work/shared/data]
+    .venv/bin/python benchmarks/bench_train_data.py [--images 128 --passes 5 --repeats 3 --data DIR]
 """
 
 from __future__ import annotations
@@ -21,14 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
+import statistics
 import tempfile
 import time
 from pathlib import Path
 
+import _common  # this checkout on sys.path when it is not installed; the calibration data folder
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 BATCH = 32
 
@@ -60,14 +60,12 @@ def write_originals(root: Path, n: int, seed: int) -> list[tuple[str, tuple[int,
     return out
 
 
-def captions(n: int, data: Path | None) -> list[str]:
-    """Real long captions (ImageInWords) when the calibration folder is there, else synthetic ones."""
-    texts: list[str] = []
-    if data is not None and (data / "iiw_cm3600.jsonl").is_file():
-        for line in (data / "iiw_cm3600.jsonl").read_text("utf-8").splitlines():
-            rec = json.loads(line)
-            if rec.get("IIW-P5B"):
-                texts.append(rec["IIW-P5B"])
+def captions(n: int, data: Path) -> list[str]:
+    """Real long captions (the calibration folder's, see docs/benchmarks.md) when there, else synthetic ones."""
+    try:
+        texts = _common.long_captions(data)
+    except OSError:
+        texts = []
     if not texts:
         texts = [
             f"The image shows scene {i}. A red object sits left of centre. The background is a plain gradient. "
@@ -77,7 +75,7 @@ def captions(n: int, data: Path | None) -> list[str]:
     return [texts[i % len(texts)] for i in range(n)]
 
 
-def build(work: Path, n: int, data: Path | None) -> tuple[Path, Path, Path, list]:
+def build(work: Path, n: int, data: Path) -> tuple[Path, Path, Path, list]:
     from caption_debias.pack.options import PackOptions
     from caption_debias.pack.run import pack
     from caption_debias.prepare.options import PrepareOptions
@@ -159,19 +157,20 @@ def rate_open_clip_train(packed: Path, preprocess, tokenizer, passes: int) -> tu
         world_size=1,
         batch_size=BATCH,
     )
-    t0, seen = time.perf_counter(), 0
+    t0, c0, seen = time.perf_counter(), time.process_time(), 0
     for epoch in range(passes):
         for image, _text in get_wds_dataset(args, preprocess, True, epoch=epoch, tokenizer=tokenizer).dataloader:
             seen += len(image)
-    return seen / (time.perf_counter() - t0), seen
+    return seen / (time.perf_counter() - t0), seen / (time.process_time() - c0), seen
 
 
-def _time(loader) -> tuple[float, int]:
-    t0, seen = time.perf_counter(), 0
+def _time(loader) -> tuple[float, float, int]:
+    """(images per wall second, images per CPU second of this process, images)."""
+    t0, c0, seen = time.perf_counter(), time.process_time(), 0
     for batch in loader:
         assert not batch["errors"], batch["errors"][:1]
         seen += len(batch["image"])
-    return seen / (time.perf_counter() - t0), seen
+    return seen / (time.perf_counter() - t0), seen / (time.process_time() - c0), seen
 
 
 def main() -> None:
@@ -179,7 +178,7 @@ def main() -> None:
     ap.add_argument("--images", type=int, default=128)
     ap.add_argument("--passes", type=int, default=5, help="passes over the tars for (b) and (c)")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--captions", type=Path, default=Path("/work/shared/data"), help="calibration captions folder")
+    _common.add_data_option(ap)
     ap.add_argument("--work", type=Path, default=None, help="keep the generated data here (default: a temp folder)")
     ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = ap.parse_args()
@@ -192,7 +191,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
         t = time.perf_counter()
-        prepared, images, packed, (originals, pack_s) = build(work, args.images, args.captions)
+        prepared, images, packed, (originals, pack_s) = build(work, args.images, args.data)
         setup_s = time.perf_counter() - t
         preprocess, tokenizer = b16()
         runs = {
@@ -201,15 +200,20 @@ def main() -> None:
             "c_open_clip_train_packed": lambda: rate_open_clip_train(packed, preprocess, tokenizer, args.passes),
         }
         rates: dict[str, list[float]] = {k: [] for k in runs}
+        cpu_rates: dict[str, list[float]] = {k: [] for k in runs}
         names = list(runs)
         for r in range(args.repeats):
             for name in names[r % 3 :] + names[: r % 3]:  # rotate the order: no run is always first
-                rate, seen = runs[name]()
+                rate, cpu_rate, seen = runs[name]()
                 rates[name].append(rate)
-                print(f"repeat {r} {name}: {rate:.1f} images/s ({seen} images)", flush=True)
+                cpu_rates[name].append(cpu_rate)
+                print(
+                    f"repeat {r} {name}: {rate:.1f} images/s, {cpu_rate:.1f} per CPU second ({seen} images)", flush=True
+                )
         sizes = np.array([s for _, _, s in originals]) / 1024
         packed_bytes = sum(p.stat().st_size for p in packed.glob("*.tar")) / len(originals) / 1024
         best = {k: max(v) for k, v in rates.items()}
+        cpu = {k: statistics.median(v) for k, v in cpu_rates.items()}
         result = {
             "images": len(originals),
             "original_sides_px": [min(min(wh) for _, wh, _ in originals), max(max(wh) for _, wh, _ in originals)],
@@ -222,6 +226,12 @@ def main() -> None:
             "best_images_per_s": {k: round(v, 1) for k, v in best.items()},
             "b_over_c": round(best["b_train_packed"] / best["c_open_clip_train_packed"], 2),
             "b_over_a": round(best["b_train_packed"] / best["a_folder_originals"], 2),
+            # Images per CPU second of the loader process: what one core delivers, much less
+            # sensitive than wall time to other processes sharing the machine.
+            "images_per_cpu_s": {k: [round(x, 1) for x in v] for k, v in cpu_rates.items()},
+            "median_images_per_cpu_s": {k: round(v, 1) for k, v in cpu.items()},
+            "cpu_b_over_c": round(cpu["b_train_packed"] / cpu["c_open_clip_train_packed"], 2),
+            "cpu_b_over_a": round(cpu["b_train_packed"] / cpu["a_folder_originals"], 2),
             "load_average": os.getloadavg(),
             "cpus": os.cpu_count(),
         }
