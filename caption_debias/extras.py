@@ -19,6 +19,7 @@ OPTIONAL = {
     "safetensors": ("safetensors", "train"),
     "tensorboard": ("tensorboard", "train"),
     "webdataset": ("webdataset", "train"),
+    "wids": ("webdataset", "train"),  # webdataset's random-access reader (pack, train on a packed folder)
     "yaml": ("pyyaml", "train"),
     "img2dataset": ("img2dataset", "train"),
     "spacy": ("spacy", "spacy"),

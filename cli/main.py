@@ -16,6 +16,7 @@ from caption_debias.cli import (
     demo_cmd,
     eval_cmd,
     export_cmd,
+    pack_cmd,
     prepare_cmd,
     stats_cmd,
     synth_cmd,
@@ -60,6 +61,7 @@ app.command("synth")(synth_cmd.synth)
 app.command("demo")(demo_cmd.demo)
 app.command("urls")(urls_cmd.urls)
 app.command("export-captions")(urls_cmd.export_captions)
+app.command("pack")(pack_cmd.pack)
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ from caption_debias.train import checkpoint
 from caption_debias.train.config import TrainConfig
 from caption_debias.train.data import BatchPlan, FolderImages, TrainRows, TrainSamples, collate, load_rows
 from caption_debias.train.distributed import device_for
+from caption_debias.train.packed_source import is_packed, load_packed
 
 METRICS = "metrics.jsonl"
 LN100 = math.log(100.0)  # open_clip's bound on the logit scale: scale <= 100
@@ -103,14 +104,18 @@ def set_up(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> RunSetup
     )
 
 
-def check_inputs(cfg: TrainConfig, run: Path, world: int) -> FolderImages:
-    """Everything that can be refused before the (slow) model load."""
+def check_inputs(cfg: TrainConfig, run: Path, world: int) -> FolderImages | None:
+    """Everything that can be refused before the (slow) model load. The image source of a
+    prepared folder; None for a packed folder (`caption-debias pack`), whose tars hold the images."""
     if cfg.batch_size % world:
         raise UserError(f"--batch-size {cfg.batch_size} must divide evenly over {world} processes")
-    if cfg.image_root is None:
-        raise UserError("--image-root is required (the folder the shards' `image` paths are relative to)")
-    images = FolderImages(cfg.image_root)
-    PreparedDataset.open(cfg.data)
+    if is_packed(cfg.data):
+        images = None
+    else:
+        if cfg.image_root is None:
+            raise UserError("--image-root is required (the folder the shards' `image` paths are relative to)")
+        images = FolderImages(cfg.image_root)
+        PreparedDataset.open(cfg.data)
     if not cfg.resume and latest_checkpoint(run) is not None:
         raise UserError(f"{run} already has checkpoints; pass --resume to continue it or choose a new --out")
     if cfg.resume:
@@ -151,12 +156,19 @@ def prepare_model(cfg: TrainConfig, rank: int) -> tuple[LoadedModel, bool]:
 
 
 def training_data(
-    cfg: TrainConfig, loaded: LoadedModel, images: FolderImages, rank: int
+    cfg: TrainConfig, loaded: LoadedModel, images: FolderImages | None, rank: int
 ) -> tuple[TrainRows, BatchPlan, TrainSamples]:
     """The rows with their token ids, the batch order, and the (epoch, row) -> sample dataset."""
-    rows = load_rows(cfg.data, loaded.tokenizer, cfg.split, cfg.group_key)
+    if images is None:  # a packed folder: rows, ids and images from its tars
+        rows, images = load_packed(cfg.data, loaded.tokenizer, cfg.split, cfg.group_key)
+        retokenized = "sentences are re-tokenized as each sample is read"
+        if cfg.image_root is not None:
+            say(f"{cfg.data} is a packed folder: its tars hold the images, --image-root is not used", rank, cfg.quiet)
+    else:
+        rows = load_rows(cfg.data, loaded.tokenizer, cfg.split, cfg.group_key)
+        retokenized = "captions were re-tokenized once at load"
     if rows.retokenized:
-        say("the model's tokenizer differs from the shards': captions were re-tokenized once at load", rank, cfg.quiet)
+        say(f"the model's tokenizer differs from the shards': {retokenized}", rank, cfg.quiet)
     plan = BatchPlan(len(rows), cfg.batch_size, cfg.seed, rows.groups, cfg.group_size)
     tok = loaded.tokenizer
     # The eval transform, as Long-CLIP trains: deterministic pixels keep resume exact and allow caching.
