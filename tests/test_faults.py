@@ -1,0 +1,159 @@
+"""Faults real dumps and runs meet: each costs what it must and no more, and says so in one line.
+
+prepare: one bad record costs one record; a BOM is skipped; wrong column types, a failed start
+and a failed write are one clear line; one writer per folder. Readers of a prepared folder
+refuse a partial one. Benchmarks keep image paths inside their root; model files are never
+unpickled.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from caption_debias.dataset import PreparedDataset
+from caption_debias.prepare.options import PrepareOptions
+from caption_debias.prepare.run import prepare
+from caption_debias.readers.sharegpt4v import iter_array
+from caption_debias.records import Reject
+
+
+def opts(**kw) -> PrepareOptions:
+    return PrepareOptions(quiet=True, **kw)
+
+
+def cli(*args: str, cwd: Path | None = None, timeout: int = 180) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "caption_debias.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
+
+
+def one_line_error(proc: subprocess.CompletedProcess) -> str:
+    """The refusal is exactly one line on stderr, non-zero exit, no traceback."""
+    assert proc.returncode != 0, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith("caption-debias: error: ")
+    return proc.stderr.strip()
+
+
+# -- ShareGPT4V: one broken element costs one record ---------------------------------------
+
+
+def element(i: int) -> dict:
+    return {
+        "id": f"s{i}",
+        "image": f"sam/images/sa_{i}.jpg",
+        "conversations": [
+            {"from": "human", "value": "<image>\nWhat is this photo about?"},
+            {"from": "gpt", "value": f"Photo {i} shows a harbour {{at}} [dusk]. Boats are moored.\n\nHills rise."},
+        ],
+    }
+
+
+# Each fault breaks element 20 of 200 (10% into the array); `marker` is where it starts.
+SHAREGPT_FAULTS = {
+    "raw tab in a string": ("Photo 20 ", "Photo\t20 "),
+    "raw newline in a string": ("Photo 20 ", "Photo\n20 "),
+    "raw NUL in a string": ("Photo 20 ", "Photo\x0020 "),
+    "bad escape": ("Photo 20 ", "Photo \\q20 "),
+    "missing colon": ('"image": "sam/images/sa_20.jpg"', '"image" "sam/images/sa_20.jpg"'),
+    "unquoted value": ('"sam/images/sa_20.jpg"', "sam/images/sa_20.jpg"),
+    "unescaped quote": ("Photo 20 shows", 'Photo 20" shows'),
+    "missing closing quote": ('sa_20.jpg"', "sa_20.jpg"),
+    "missing bracket": (
+        '[{"from": "human", "value": "<image>\\nWhat is this photo about?"}, {"from": "gpt", "value": "Photo 20 ',
+        '[{"from": "human", "value": "<image>\\nWhat is this photo about?", {"from": "gpt", "value": "Photo 20 ',
+    ),
+}
+# (old, new, where in `new` the stray text starts)
+STRAY_FAULTS = {
+    "stray character between elements": (', {"id": "s20"', ' x, {"id": "s20"', 1),
+    "stray character after a comma": (', {"id": "s20"', ', x {"id": "s20"', 2),
+    "doubled comma": (', {"id": "s20"', ',, {"id": "s20"', 1),
+}
+
+
+def write_faulty(path: Path, old: str, new: str, n: int = 200, indent: int | None = None) -> bytes:
+    text = json.dumps([element(i) for i in range(n)], ensure_ascii=False, indent=indent)
+    assert text.count(old) == 1, old
+    data = text.replace(old, new).encode("utf-8")
+    path.write_bytes(data)
+    return data
+
+
+@pytest.mark.parametrize("fault", sorted(SHAREGPT_FAULTS))
+@pytest.mark.parametrize("read_bytes", [5, 1 << 20])
+def test_sharegpt4v_broken_element_costs_exactly_that_record(tmp_path, fault, read_bytes):
+    data = write_faulty(tmp_path / "s.json", *SHAREGPT_FAULTS[fault])
+    items = list(iter_array(tmp_path / "s.json", read_bytes=read_bytes))
+    rejects = [i for i in items if isinstance(i, Reject)]
+    kept = [value["id"] for offset, value in (i for i in items if not isinstance(i, Reject))]
+    assert kept == [f"s{i}" for i in range(200) if i != 20]
+    assert len(rejects) == 1 and not rejects[0].fatal
+    assert rejects[0].location == data.index(b'{"id": "s20"') and rejects[0].reason.startswith("broken JSON: ")
+
+
+@pytest.mark.parametrize("fault", sorted(STRAY_FAULTS))
+def test_sharegpt4v_stray_text_between_elements_is_one_reject(tmp_path, fault):
+    old, new, at = STRAY_FAULTS[fault]
+    data = write_faulty(tmp_path / "s.json", old, new)
+    items = list(iter_array(tmp_path / "s.json", read_bytes=64))
+    rejects = [i for i in items if isinstance(i, Reject)]
+    assert [v["id"] for _, v in (i for i in items if not isinstance(i, Reject))] == [f"s{i}" for i in range(200)]
+    assert (
+        len(rejects) == 1 and not rejects[0].fatal and rejects[0].reason == "broken JSON: stray text between elements"
+    )
+    assert rejects[0].location == data.index(new.encode()) + at
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_sharegpt4v_bad_element_at_ten_percent_loses_one_record_in_prepare(tmp_path, indent):
+    src = tmp_path / "s.json"
+    write_faulty(src, "Photo 20 ", "Photo\t20 ", indent=indent)
+    manifest = prepare([src], tmp_path / "out", opts(shard_rows=64))
+    assert manifest["complete"] is True
+    assert (manifest["counts"]["read"], manifest["counts"]["written"], manifest["counts"]["rejected"]) == (200, 199, 1)
+    rows = PreparedDataset.open(tmp_path / "out").read(["key"]).to_pylist()
+    assert [r["key"] for r in rows] == [f"sharegpt4v/s{i}" for i in range(200) if i != 20]
+    (reject,) = [json.loads(line) for line in (tmp_path / "out" / "rejects.jsonl").read_text().splitlines()]
+    assert reject["reason"].startswith("broken JSON: Invalid control character") and isinstance(reject["location"], int)
+
+
+def test_sharegpt4v_broken_last_element_is_a_reject_not_a_cut_off_file(tmp_path):
+    src = tmp_path / "s.json"
+    write_faulty(src, "Photo 199 shows", 'Photo 199" shows')  # the quote count no longer balances
+    proc = cli("prepare", str(src), "--output", str(tmp_path / "out"), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["complete"] is True and manifest["counts"]["written"] == 199
+
+
+def test_sharegpt4v_only_a_file_that_ends_early_is_cut_off(tmp_path):
+    src = tmp_path / "s.json"
+    data = write_faulty(src, "Photo 20 ", "Photo\t20 ")
+    src.write_bytes(data[: data.index(b'{"id": "s150"') + 40])
+    proc = cli("prepare", str(src), "--output", str(tmp_path / "out"), "--quiet")
+    assert proc.returncode == 3 and "cut off" in one_line_error(proc)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert (
+        manifest["complete"] is False and manifest["counts"]["written"] == 149 and manifest["counts"]["rejected"] == 2
+    )
+
+
+def test_sharegpt4v_every_cut_point_is_one_fatal_reject_and_only_whole_records(tmp_path):
+    full = json.dumps([element(i) for i in range(3)], indent=1).encode()
+    path = tmp_path / "cut.json"
+    for cut in range(1, len(full) - 1):
+        path.write_bytes(full[:cut])
+        items = list(iter_array(path, read_bytes=7))
+        rejects = [i for i in items if isinstance(i, Reject)]
+        assert len(rejects) == 1 and rejects[0].fatal, (cut, rejects)
+        assert all(v == element(int(v["id"][1:])) for _, v in (i for i in items if not isinstance(i, Reject)))
