@@ -1,0 +1,151 @@
+"""The ShareGPT4V array reader against streaming JSON libraries: speed, and records kept after a fault.
+
+Writes a ShareGPT4V-layout JSON array of --records elements (real long captions when --data
+is given), then
+  speed:    elements/s of readers.sharegpt4v.iter_array, json.load of the whole file (the
+            baseline: not streaming), and ijson.items / json_stream.load when importable;
+  recovery: one broken element 10% into the array (a raw tab inside a caption; a stray
+            character between two elements): how many of the good elements after it each
+            reader still yields.
+ijson and json-stream are not dependencies; install them anywhere importable to compare, e.g.
+    pip install --target /tmp/jsonlibs ijson json-stream
+    PYTHONPATH=/tmp/jsonlibs .venv/bin/python benchmarks/bench_sharegpt4v_reader.py --data /work/shared/data
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def captions(data: Path | None, n: int) -> list[str]:
+    caps = []
+    if data is not None:
+        for name, fields in (("iiw400.jsonl", ("IIW", "IIW-P5B")), ("iiw_cm3600.jsonl", ("IIW-P5B",))):
+            for line in (data / name).open(encoding="utf-8"):
+                row = json.loads(line)
+                caps += [row[f] for f in fields if row.get(f)]
+    if not caps:
+        caps = [f"The image shows scene {i}. A harbour at dusk.\n\nBoats are moored. Hills rise." for i in range(97)]
+    return [caps[i % len(caps)] for i in range(n)]
+
+
+def element(i: int, caption: str) -> dict:
+    return {
+        "id": f"r{i}",
+        "image": f"sam/images/sa_{i}.jpg",
+        "conversations": [
+            {"from": "human", "value": "<image>\nWhat is this photo about?"},
+            {"from": "gpt", "value": caption},
+        ],
+    }
+
+
+def read_ours(path: Path) -> list[str]:
+    from caption_debias.readers.sharegpt4v import iter_array
+    from caption_debias.records import Reject
+
+    return [item[1]["id"] for item in iter_array(path) if not isinstance(item, Reject)]
+
+
+def read_json_load(path: Path) -> list[str]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return [e["id"] for e in json.load(fh)]
+    except ValueError:
+        return []
+
+
+def read_ijson(path: Path) -> list[str]:
+    import ijson
+
+    ids = []
+    try:
+        with open(path, "rb") as fh:
+            for e in ijson.items(fh, "item"):
+                ids.append(e["id"])
+    except ijson.JSONError:
+        pass
+    return ids
+
+
+def read_json_stream(path: Path) -> list[str]:
+    import json_stream
+
+    ids = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for e in json_stream.load(fh):
+                ids.append(e["id"])
+    except ValueError:
+        pass
+    return ids
+
+
+def available() -> dict:
+    readers = {"iter_array (ours)": read_ours, "json.load (whole file)": read_json_load}
+    for name, fn, module in (("ijson.items", read_ijson, "ijson"), ("json_stream.load", read_json_stream, "json_stream")):
+        try:
+            mod = __import__(module)
+        except ImportError:
+            print(f"{name}: not importable, skipped")
+            continue
+        label = name + (f" ({mod.backend})" if module == "ijson" else "")
+        readers[label] = fn
+    return readers
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=None, help="calibration captions folder (else synthetic captions)")
+    ap.add_argument("--records", type=int, default=100_000)
+    ap.add_argument("--repeats", type=int, default=3, help="best of N timings")
+    args = ap.parse_args()
+    n = args.records
+    elements = [element(i, c) for i, c in enumerate(captions(args.data, n))]
+    text = json.dumps(elements, ensure_ascii=False)
+    readers = available()
+    with tempfile.TemporaryDirectory() as tmp:
+        good = Path(tmp) / "good.json"
+        good.write_text(text, encoding="utf-8")
+        print(f"{n} elements, {good.stat().st_size / 1e6:.1f} MB")
+        print("\nspeed (best of %d)" % args.repeats)
+        ours_s = None
+        for name, fn in readers.items():
+            best = float("inf")
+            for _ in range(args.repeats):
+                t0 = time.perf_counter()
+                got = fn(good)
+                best = min(best, time.perf_counter() - t0)
+            assert len(got) == n, (name, len(got))
+            ours_s = ours_s or best
+            print(f"  {name:32s} {n / best:10,.0f} elements/s  {best:6.2f} s  time vs ours {best / ours_s:5.2f}x")
+
+        bad_at = n // 10
+        key = f'{{"id": "r{bad_at}"'
+        cut = text.index(key)
+        faults = {
+            "raw tab in a caption": text[:cut] + text[cut:].replace('"value": "', '"value": "\t', 2),
+            "stray character between elements": text[: cut - 2] + " x" + text[cut - 2 :],
+        }
+        print(f"\nrecovery: one broken element at {bad_at} of {n}; good elements after it: {n - bad_at - 1}")
+        for fault, broken in faults.items():
+            path = Path(tmp) / "bad.json"
+            path.write_bytes(broken.encode("utf-8"))
+            print(f"  {fault}")
+            for name, fn in readers.items():
+                ids = fn(path)
+                after = sum(1 for i in ids if int(i[1:]) > bad_at)
+                print(f"    {name:32s} kept {len(ids):8,d} of {n:,d}; after the fault {after:8,d}")
+            del path
+        print("\nbyte offsets per element: iter_array yes; json.load, ijson.items, json_stream.load no")
+
+
+if __name__ == "__main__":
+    main()
