@@ -90,7 +90,10 @@ def read_json_stream(path: Path) -> list[str]:
 
 def available() -> dict:
     readers = {"iter_array (ours)": read_ours, "json.load (whole file)": read_json_load}
-    for name, fn, module in (("ijson.items", read_ijson, "ijson"), ("json_stream.load", read_json_stream, "json_stream")):
+    for name, fn, module in (
+        ("ijson.items", read_ijson, "ijson"),
+        ("json_stream.load", read_json_stream, "json_stream"),
+    ):
         try:
             mod = __import__(module)
         except ImportError:

@@ -157,3 +157,137 @@ def test_sharegpt4v_every_cut_point_is_one_fatal_reject_and_only_whole_records(t
         rejects = [i for i in items if isinstance(i, Reject)]
         assert len(rejects) == 1 and rejects[0].fatal, (cut, rejects)
         assert all(v == element(int(v["id"][1:])) for _, v in (i for i in items if not isinstance(i, Reject)))
+
+
+# -- a UTF-8 byte-order mark at the start of any input is skipped ---------------------------
+
+BOM = b"\xef\xbb\xbf"
+
+
+def _bom_inputs(root: Path) -> dict[str, tuple[Path, int]]:
+    """One small input per text format, each file starting with a BOM: {format: (path, records)}."""
+    inputs: dict[str, tuple[Path, int]] = {}
+    sharegpt = root / "s.json"
+    sharegpt.write_bytes(BOM + json.dumps([element(i) for i in range(3)]).encode())
+    inputs["sharegpt4v"] = (sharegpt, 3)
+    jsonl = root / "t.jsonl"
+    jsonl.write_bytes(
+        BOM + b"".join(json.dumps({"image": f"{i}.jpg", "caption": f"Cap {i}."}).encode() + b"\n" for i in range(3))
+    )
+    inputs["table"] = (jsonl, 3)
+    docci = root / "docci" / "docci_descriptions.jsonlines"
+    docci.parent.mkdir()
+    row = {"example_id": "test_00001", "split": "test", "image_file": "test_00001.jpg", "description": "A lamp."}
+    docci.write_bytes(BOM + json.dumps(row).encode() + b"\n")
+    inputs["docci"] = (docci.parent, 1)
+    coco = root / "captions_val2017.json"
+    doc = {"images": [{"id": 1, "file_name": "1.jpg"}], "annotations": [{"id": 5, "image_id": 1, "caption": "A cat."}]}
+    coco.write_bytes(BOM + json.dumps(doc).encode())
+    inputs["coco"] = (coco, 1)
+    dci = root / "dci"
+    (dci / "annotations").mkdir(parents=True)
+    (dci / "photos").mkdir()
+    ann = {"image": "sa_1.jpg", "short_caption": "A dog.", "extra_caption": "It sits.", "mask_data": {}}
+    (dci / "annotations" / "1-data.json").write_bytes(BOM + json.dumps(ann).encode())
+    (dci / "splits.json").write_bytes(BOM + json.dumps({"train": ["1-data.json"], "valid": [], "test": []}).encode())
+    inputs["dci"] = (dci, 1)
+    urban = root / "Urban1k"
+    (urban / "image").mkdir(parents=True)
+    (urban / "caption").mkdir()
+    (urban / "image" / "1.jpg").write_bytes(b"jpg")
+    (urban / "caption" / "1.txt").write_bytes(BOM + b"A busy street. Red cars.\n")
+    inputs["urban1k"] = (urban, 1)
+    return inputs
+
+
+def test_bom_is_skipped_in_every_text_input(tmp_path):
+    inputs = _bom_inputs(tmp_path)
+    manifest = prepare([path for path, _ in inputs.values()], tmp_path / "out", opts())
+    got = {entry["format"]: (entry["read"], entry["written"], entry["rejected"]) for entry in manifest["inputs"]}
+    assert got == {fmt: (n, n, 0) for fmt, (_, n) in inputs.items()}
+    rows = PreparedDataset.open(tmp_path / "out").read(["caption", "image"]).to_pylist()
+    assert not [r for r in rows if "\ufeff" in r["caption"] or "\ufeff" in r["image"]]
+
+
+@pytest.mark.parametrize("suffix,delimiter", [(".csv", ","), (".tsv", "\t")])
+def test_bom_is_skipped_in_csv_and_tsv_column_names(tmp_path, suffix, delimiter):
+    src = tmp_path / f"t{suffix}"
+    lines = [delimiter.join(["uid", "image", "caption"])] + [
+        delimiter.join([f"u{i}", f"{i}.jpg", f"Cap {i}."]) for i in range(3)
+    ]
+    src.write_bytes(BOM + "\n".join(lines).encode() + b"\n")
+    first = tmp_path / f"f{suffix}"  # the image column first: its name must match --image-column
+    first.write_bytes(BOM + "\n".join(delimiter.join(line.split(delimiter)[1:]) for line in lines).encode() + b"\n")
+    manifest = prepare([src, first], tmp_path / "out", opts(key_column="uid"))
+    assert [(e["read"], e["written"]) for e in manifest["inputs"]] == [(3, 3), (3, 3)]
+    rows = PreparedDataset.open(tmp_path / "out").read(["key", "meta"]).to_pylist()
+    assert [r["key"] for r in rows[:3]] == ["table/u0", "table/u1", "table/u2"]
+    assert all("\ufeff" not in r["meta"] for r in rows)
+
+
+def test_bom_is_skipped_by_benchmark_loaders(tmp_path):
+    from caption_debias.evaluate.benchmarks import load_benchmark
+
+    inputs = _bom_inputs(tmp_path)
+    docci_file = inputs["docci"][0] / "docci_descriptions.jsonlines"
+    assert load_benchmark("docci", docci_file.parent).captions == [["A lamp."]]
+    (tmp_path / "coco" / "annotations").mkdir(parents=True)
+    inputs["coco"][0].rename(tmp_path / "coco" / "annotations" / "captions_val2017.json")
+    assert load_benchmark("coco", tmp_path / "coco").captions == [["A cat."]]
+    assert load_benchmark("dci", inputs["dci"][0]).captions == [["A dog.", "It sits."]]
+    assert load_benchmark("urban1k", inputs["urban1k"][0]).captions == [["A busy street.", "Red cars."]]
+
+
+# -- a column of the wrong type is one clear error, not one reject per row ------------------
+
+
+@pytest.mark.parametrize(
+    "column,values,flag",
+    [
+        ("caption", [b"bytes one", b"bytes two"], "--caption-column"),
+        ("caption", [["a list"], ["of strings"]], "--caption-column"),
+        ("image", [1, 2], "--image-column"),
+        ("key", [[1], [2]], "--key-column"),
+    ],
+)
+def test_parquet_column_of_the_wrong_type_is_one_error_naming_it(tmp_path, column, values, flag):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = {"image": ["a.jpg", "b.jpg"], "caption": ["One.", "Two."], "key": ["k1", "k2"]}
+    table[column] = values
+    src = tmp_path / "t.parquet"
+    pq.write_table(pa.table(table), src)
+    proc = cli("prepare", str(src), "--output", str(tmp_path / "out"), "--quiet")
+    line = one_line_error(proc)
+    assert f"column {column!r}" in line and f"holds {str(pa.array(values).type).split('<')[0]}" in line and flag in line
+    assert not (tmp_path / "out" / "rejects.jsonl").exists()
+
+
+def test_url_table_and_img2dataset_columns_are_type_checked(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from caption_debias.errors import UserError
+    from caption_debias.readers import get_reader
+
+    src = tmp_path / "recap.parquet"
+    pq.write_table(pa.table({"url": ["http://x/1.jpg"], "re_caption": [[1, 2]], "key": ["k"]}), src)
+    with pytest.raises(UserError, match="column .re_caption. holds list<"):
+        list(get_reader("recap-datacomp")(src, str(src), opts()))
+    folder = tmp_path / "i2d"
+    folder.mkdir()
+    meta = {"key": ["000000000"], "caption": [b"raw bytes"], "url": ["http://x/1.jpg"], "status": ["success"]}
+    pq.write_table(pa.table(meta), folder / "00000.parquet")
+    with pytest.raises(UserError, match="column 'caption' holds binary values"):
+        list(get_reader("img2dataset")(folder, str(folder), opts()))
+
+
+def test_integer_keys_and_all_null_captions_are_not_type_errors(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"image": ["a.jpg", "b.jpg"], "caption": pa.nulls(2, pa.string()), "key": [7, 8]}), src)
+    manifest = prepare([src], tmp_path / "out", opts())
+    assert manifest["counts"]["rejected"] == 2 and manifest["counts"]["rejects_by_reason"] == {"missing caption": 2}

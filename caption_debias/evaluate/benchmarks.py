@@ -90,14 +90,14 @@ def _find_dir(root: Path, marker: str, children: Iterable[str]) -> Path:
 
 def _read_json(path: Path):
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:  # -sig: a leading byte-order mark is skipped
             return json.load(fh)
     except (OSError, ValueError) as exc:
         raise UserError(f"{path}: unreadable JSON ({exc})") from None
 
 
 def _iter_jsonlines(path: Path):
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8-sig") as fh:
         for n, line in enumerate(fh, 1):
             if line.strip():
                 try:
@@ -113,7 +113,7 @@ def load_urban1k(path: Path, image_root: Path | None, segmenter: str) -> Retriev
     texts = sorted(_need(root / "caption", "Urban1k captions").glob("*.txt"), key=lambda p: (len(p.stem), p.stem))
     for txt in texts:
         jpg = images / f"{txt.stem}.jpg"
-        b.add(jpg, txt.read_text("utf-8").strip())
+        b.add(jpg, txt.read_text("utf-8-sig").strip())
     return b.build("urban1k", "Urban1k: caption/N.txt with image/N.jpg")
 
 
