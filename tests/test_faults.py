@@ -9,6 +9,7 @@ unpickled.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -291,3 +292,150 @@ def test_integer_keys_and_all_null_captions_are_not_type_errors(tmp_path):
     pq.write_table(pa.table({"image": ["a.jpg", "b.jpg"], "caption": pa.nulls(2, pa.string()), "key": [7, 8]}), src)
     manifest = prepare([src], tmp_path / "out", opts())
     assert manifest["counts"]["rejected"] == 2 and manifest["counts"]["rejects_by_reason"] == {"missing caption": 2}
+
+
+# -- a failed start leaves nothing that blocks the corrected command -------------------------
+
+
+def test_run_failing_before_any_shard_does_not_block_the_fixed_command(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"image": ["a.jpg", "b.jpg"], "text": ["One.", "Two."]}), src)
+    out = tmp_path / "out"
+    wrong = cli("prepare", str(src), "--output", str(out), "--quiet")
+    assert "no column 'caption'" in one_line_error(wrong)
+    fixed = cli("prepare", str(src), "--output", str(out), "--caption-column", "text", "--quiet")
+    assert fixed.returncode == 0, fixed.stderr
+    assert json.loads((out / "manifest.json").read_text())["counts"]["written"] == 2
+
+
+def test_run_that_wrote_no_shard_does_not_block_other_options(tmp_path):
+    src = tmp_path / "t.jsonl"  # JSON lines have no header: a wrong column rejects every row
+    src.write_text("".join(json.dumps({"image": f"{i}.jpg", "text": f"Cap {i}."}) + "\n" for i in range(3)))
+    first = prepare([src], tmp_path / "out", opts())
+    assert first["counts"]["written"] == 0 and first["counts"]["rejects_by_reason"] == {"missing field": 3}
+    again = prepare([src], tmp_path / "out", opts(caption_column="text"))
+    assert again["counts"]["written"] == 3
+
+
+# -- a failed write is one line; finished shards stay; a rerun finishes identically ----------
+
+FAIL_SHARD = """
+import errno, os
+if os.environ.get("CD_FAIL_SHARD"):
+    import pyarrow.parquet as pq
+
+    real = pq.write_table
+    def write_table(table, where, *args, **kwargs):
+        if os.environ["CD_FAIL_SHARD"] in str(where):
+            with open(where, "wb") as fh:
+                fh.write(b"PAR1 half a shard")
+            raise OSError(errno.ENOSPC, "Error writing bytes to file")
+        return real(table, where, *args, **kwargs)
+    pq.write_table = write_table
+"""
+
+
+def _sharegpt(path: Path, n: int) -> Path:
+    path.write_text(json.dumps([element(i) for i in range(n)]))
+    return path
+
+
+def _snapshot(folder: Path) -> tuple:
+    manifest = json.loads((folder / "manifest.json").read_text())
+    rows = PreparedDataset.open(folder).read().to_pylist()
+    return manifest["shards"], manifest["counts"], rows, (folder / "rejects.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_disk_full_mid_run_is_one_line_and_a_rerun_finishes_identically(tmp_path, workers):
+    from caption_debias.prepare.writer import sha256_file
+
+    src = _sharegpt(tmp_path / "s.json", 120)
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(FAIL_SHARD)  # also loaded by spawned worker processes
+    out = tmp_path / "out"
+    args = ["prepare", str(src), "--output", str(out), "--shard-rows", "20", "--workers", workers, "--quiet"]
+    env = {**os.environ, "PYTHONPATH": str(inject), "CD_FAIL_SHARD": "part-00003"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "caption_debias.cli.main", *args], capture_output=True, text=True, env=env, timeout=180
+    )
+    line = one_line_error(proc)
+    assert str(out / "shards" / "part-00003.parquet") in line and "No space left on device" in line
+    assert not (out / "manifest.json").exists()
+    assert not [p for p in out.rglob("*") if ".tmp-" in p.name]  # the half-written shard is gone
+    for side_path in (out / ".prepare").glob("part-*.json"):  # what finished is whole and matches its sidecar
+        side = json.loads(side_path.read_text())
+        assert sha256_file(out / side["path"]) == side["sha256"]
+    assert (out / ".prepare" / "part-00000.json").exists()
+
+    rerun = cli(*args)
+    assert rerun.returncode == 0, rerun.stderr
+    prepare([src], tmp_path / "clean", opts(shard_rows=20))
+    assert _snapshot(out) == _snapshot(tmp_path / "clean")
+
+
+def test_unwritable_output_is_one_line(tmp_path):
+    src = _sharegpt(tmp_path / "s.json", 3)
+    (tmp_path / "file").write_text("x")
+    proc = cli("prepare", str(src), "--output", str(tmp_path / "file" / "out"), "--quiet")
+    line = one_line_error(proc)
+    assert str(tmp_path / "file" / "out") in line
+
+
+def test_permission_denied_on_the_manifest_is_one_line_naming_it(tmp_path, monkeypatch):
+    import errno
+
+    from caption_debias.prepare import writer
+    from caption_debias.prepare.writer import WriteFailed
+
+    src = _sharegpt(tmp_path / "s.json", 30)
+    real = writer.os.replace
+
+    def replace(a, b):
+        if str(b).endswith("manifest.json"):
+            raise PermissionError(errno.EACCES, "Permission denied", str(b))
+        return real(a, b)
+
+    monkeypatch.setattr(writer.os, "replace", replace)
+    with pytest.raises(WriteFailed, match=r"manifest.json: cannot write \(Permission denied\)"):
+        prepare([src], tmp_path / "out", opts(shard_rows=10))
+    monkeypatch.undo()
+    assert prepare([src], tmp_path / "out", opts(shard_rows=10))["counts"]["written"] == 30
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A real 320 KiB tmpfs (needs root and mount rights: skipped elsewhere); yields its mount point."""
+    import shutil
+
+    point = tmp_path / "small"
+    point.mkdir()
+    if not shutil.which("mount") or os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=320k", "tmpfs", str(point)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({made.stderr.decode().strip()})")
+    try:
+        yield point
+    finally:
+        subprocess.run(["umount", "-l", str(point)], capture_output=True)
+
+
+def test_real_full_disk_then_a_bigger_one_finishes_identically(tmp_path, small_tmpfs):
+    src = _sharegpt(tmp_path / "s.json", 3000)
+    out = small_tmpfs / "out"
+    args = ["prepare", str(src), "--output", str(out), "--shard-rows", "100", "--quiet"]
+    full = cli(*args)
+    line = one_line_error(full)
+    assert str(out) in line and "No space left on device" in line
+    assert list((out / "shards").glob("part-*.parquet")), "the disk filled before any shard: make it bigger"
+    grown = subprocess.run(["mount", "-o", "remount,size=64m", str(small_tmpfs)], capture_output=True)
+    assert grown.returncode == 0, grown.stderr
+    rerun = cli(*args)
+    assert rerun.returncode == 0, rerun.stderr
+    prepare([src], tmp_path / "clean", opts(shard_rows=100))
+    assert _snapshot(out) == _snapshot(tmp_path / "clean")
