@@ -439,3 +439,164 @@ def test_real_full_disk_then_a_bigger_one_finishes_identically(tmp_path, small_t
     assert rerun.returncode == 0, rerun.stderr
     prepare([src], tmp_path / "clean", opts(shard_rows=100))
     assert _snapshot(out) == _snapshot(tmp_path / "clean")
+
+
+# -- one writer per folder ------------------------------------------------------------------
+
+
+def _prepare_proc(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "caption_debias.cli.main", "prepare", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def assert_shards_match_manifest(out: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from caption_debias.prepare.writer import sha256_file
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert {s["path"] for s in manifest["shards"]} == {
+        str(p.relative_to(out)) for p in (out / "shards").glob("*.parquet")
+    }
+    for shard in manifest["shards"]:
+        assert pq.ParquetFile(out / shard["path"]).metadata.num_rows == shard["rows"]
+        assert sha256_file(out / shard["path"]) == shard["sha256"]
+    assert sum(s["rows"] for s in manifest["shards"]) == manifest["counts"]["written"]
+    assert not [p for p in out.rglob("*") if ".tmp-" in p.name]
+
+
+def _files(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")}
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_second_prepare_on_a_folder_in_use_is_refused_at_once_and_writes_nothing(tmp_path, overwrite):
+    import signal
+    import time
+
+    src = _sharegpt(tmp_path / "s.json", 3000)
+    out = tmp_path / "out"
+    first = _prepare_proc(str(src), "--output", str(out), "--shard-rows", "50", "--quiet")
+    try:
+        deadline = time.monotonic() + 120
+        while not list((out / ".prepare").glob("part-*.json")) and time.monotonic() < deadline:
+            assert first.poll() is None, first.stderr.read()
+            time.sleep(0.05)
+        os.kill(first.pid, signal.SIGSTOP)  # hold still, so any change below would be the second run's
+        before = _files(out)
+        started = time.monotonic()
+        second = cli("prepare", str(src), "--output", str(out), "--quiet", *(["--overwrite"] if overwrite else []))
+        elapsed = time.monotonic() - started
+        line = one_line_error(second)
+        assert second.returncode == 4 and str(out) in line and f"pid {first.pid}" in line and "prepare" in line
+        assert _files(out) == before
+        assert elapsed < 60  # refused at start-up, not after reading the input
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    assert first.wait(timeout=300) == 0, first.stderr.read()
+    assert_shards_match_manifest(out)
+    assert json.loads((out / "manifest.json").read_text())["counts"]["written"] == 3000
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.7, 2.5])
+def test_two_real_prepares_on_one_folder_leave_shards_that_match_the_manifest(tmp_path, delay):
+    import time
+
+    src = _sharegpt(tmp_path / "s.json", 1500)
+    out = tmp_path / "out"
+    common = [str(src), "--output", str(out), "--shard-rows", "100", "--quiet"]
+    for second_flags in ([], ["--overwrite"]):
+        first = _prepare_proc(*common, "--overwrite")
+        time.sleep(delay)
+        second = _prepare_proc(*common, *second_flags)
+        results = [(p.wait(timeout=300), p.stderr.read()) for p in (first, second)]
+        codes = sorted(code for code, _ in results)
+        assert codes in ([0, 0], [0, 4]), results  # both ran one after the other, or one was refused
+        for code, err in results:
+            if code == 4:
+                assert str(out) in err and "pid " in err and len(err.strip().splitlines()) == 1
+        assert_shards_match_manifest(out)
+
+
+# -- readers of a prepared folder are never fooled by a partial one ----------------------------
+
+
+@pytest.fixture(scope="module")
+def whole_folder(tmp_path_factory) -> Path:
+    """A finished prepared folder of 12 rows in shards of 5, 5 and 2."""
+    root = tmp_path_factory.mktemp("whole")
+    src = _sharegpt(root / "s.json", 12)
+    prepare([src], root / "out", opts(shard_rows=5))
+    return root / "out"
+
+
+def partial_folder(whole: Path, fault: str, where: Path) -> Path:
+    """A copy of `whole` with one fault: incomplete input, a missing shard, a wrong row count, no manifest."""
+    import shutil
+
+    from caption_debias.errors import IncompleteInput
+
+    out = where / fault
+    if fault == "incomplete":
+        data = json.dumps([element(i) for i in range(12)]).encode()
+        (where / "cut.json").write_bytes(data[: len(data) * 2 // 3])
+        with pytest.raises(IncompleteInput):
+            prepare([where / "cut.json"], out, opts(shard_rows=5))
+        return out
+    shutil.copytree(whole, out)
+    if fault == "missing shard":
+        (out / "shards" / "part-00001.parquet").unlink()
+    elif fault == "row count":
+        shutil.copyfile(out / "shards" / "part-00002.parquet", out / "shards" / "part-00001.parquet")
+    elif fault == "unfinished":
+        (out / "manifest.json").unlink()
+    return out
+
+
+FOLDER_FAULTS = {
+    "incomplete": "was cut off or broken mid-way",
+    "missing shard": "shard shards/part-00001.parquet listed in manifest.json is missing",
+    "row count": "shard shards/part-00001.parquet holds 2 rows, manifest.json says 5",
+    "unfinished": "prepare has not finished this folder",
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FOLDER_FAULTS))
+def test_prepared_dataset_refuses_a_partial_folder_in_one_line(tmp_path, whole_folder, fault):
+    from caption_debias.dataset import IncompleteFolder
+
+    folder = partial_folder(whole_folder, fault, tmp_path)
+    with pytest.raises(IncompleteFolder) as err:
+        PreparedDataset.open(folder)
+    message = str(err.value)
+    assert str(folder) in message and FOLDER_FAULTS[fault] in message and "rerun the same" in message
+    assert "\n" not in message
+    if fault == "incomplete":  # the rows before the cut are whole: readable when asked for
+        ds = PreparedDataset.open(folder, allow_incomplete=True)
+        assert ds.manifest["complete"] is False and ds.read(["key"]).num_rows == ds.rows > 0
+    else:  # damage is refused even then
+        with pytest.raises(IncompleteFolder):
+            PreparedDataset.open(folder, allow_incomplete=True)
+    assert PreparedDataset.open(whole_folder).rows == 12
+
+
+READING_COMMANDS = {
+    "stats": lambda folder, tmp: ["stats", str(folder), "--quiet"],
+    "eval --data": lambda folder, tmp: ["eval", "tiny", "--data", str(folder), "--image-root", str(tmp), "--quiet"],
+    "export-captions": lambda folder, tmp: ["export-captions", str(folder), "--to", str(tmp / "c.jsonl")],
+    "urls": lambda folder, tmp: ["urls", str(folder), "--to", str(tmp / "u.parquet")],
+}
+
+
+@pytest.mark.parametrize("fault", ["incomplete", "row count"])
+@pytest.mark.parametrize("command", sorted(READING_COMMANDS))
+def test_commands_reading_a_prepared_folder_refuse_a_partial_one(tmp_path, whole_folder, command, fault):
+    folder = partial_folder(whole_folder, fault, tmp_path)
+    proc = cli(*READING_COMMANDS[command](folder, tmp_path))
+    line = one_line_error(proc)
+    assert str(folder) in line and FOLDER_FAULTS[fault] in line
+    assert not (tmp_path / "c.jsonl").exists() and not (tmp_path / "u.parquet").exists()
