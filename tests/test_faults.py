@@ -600,3 +600,152 @@ def test_commands_reading_a_prepared_folder_refuse_a_partial_one(tmp_path, whole
     line = one_line_error(proc)
     assert str(folder) in line and FOLDER_FAULTS[fault] in line
     assert not (tmp_path / "c.jsonl").exists() and not (tmp_path / "u.parquet").exists()
+
+
+HOLD_LOCK = """
+import sys, time
+from caption_debias.locking import folder_lock
+with folder_lock(sys.argv[1], "prepare"):
+    print("held", flush=True)
+    time.sleep(120)
+"""
+
+
+def _folder_writers():
+    from caption_debias.demo import preset, run_demo
+    from caption_debias.evaluate.suite import DataSpec, run_probe
+    from caption_debias.model.export import export
+    from caption_debias.stats.report import write_report
+    from caption_debias.synth.world import write_world
+
+    return {
+        "synth": lambda out: write_world(out, 4, seed=0),
+        "export": lambda out: export("tiny", out),
+        "stats --report": lambda out: write_report({}, out),
+        "probe --report": lambda out: run_probe(["tiny"], DataSpec("prepared", out.parent / "none"), out),
+        "demo": lambda out: run_demo(preset("quick", out), quiet=True),
+    }
+
+
+@pytest.mark.parametrize("command", ["synth", "export", "stats --report", "probe --report", "demo"])
+def test_every_folder_writing_command_is_refused_while_another_holds_the_folder(tmp_path, command):
+    from caption_debias.locking import LOCK_FILES, FolderLocked
+
+    out = tmp_path / "out"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(FolderLocked, match=f"pid {holder.pid}"):
+            _folder_writers()[command](out)
+        assert {p.name for p in out.iterdir()} <= LOCK_FILES  # nothing written
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_export_over_an_earlier_export_keeps_the_lock_and_replaces_the_files(tmp_path):
+    from caption_debias.errors import UserError
+    from caption_debias.locking import LOCK_FILES
+    from caption_debias.model.export import CONFIG_FILE, WEIGHTS_FILE, export
+
+    out = tmp_path / "exp"
+    export("tiny", out)
+    (out / "stale.txt").write_text("from before")
+    with pytest.raises(UserError, match="not empty"):
+        export("tiny", out)
+    export("tiny", out, overwrite=True)
+    assert {p.name for p in out.iterdir()} == {CONFIG_FILE, WEIGHTS_FILE} | LOCK_FILES
+
+
+# -- benchmark loaders keep image paths inside the image root --------------------------------
+
+UNSAFE = ["../outside.jpg", "/abs/outside.jpg", "a/../../outside.jpg"]
+
+
+def _benchmark_layout(name: str, root: Path) -> tuple[Path, Path]:
+    """A tiny `name` layout whose images are UNSAFE plus one safe path: (--data, default image root)."""
+    images = [*UNSAFE, "ok.jpg"]
+    if name == "docci":
+        rows = [
+            {"example_id": f"test_{i}", "split": "test", "image_file": im, "description": f"Photo {i}. More."}
+            for i, im in enumerate(images)
+        ]
+        (root / "docci_descriptions.jsonlines").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return root, root / "images"
+    if name in ("dci", "long-dci"):
+        (root / "annotations").mkdir()
+        names = []
+        for i, im in enumerate(images):
+            ann = {"image": im, "short_caption": f"Photo {i}.", "extra_caption": "More here.", "mask_data": {}}
+            (root / "annotations" / f"{i}-data.json").write_text(json.dumps(ann))
+            names.append(f"{i}-data.json")
+        (root / "splits.json").write_text(json.dumps({"train": names, "valid": [], "test": []}))
+        return root, root / "photos"
+    if name == "coco":
+        doc = {
+            "images": [{"id": i, "file_name": im} for i, im in enumerate(images)],
+            "annotations": [{"id": 10 + i, "image_id": i, "caption": f"Photo {i}."} for i in range(len(images))],
+        }
+        (root / "annotations").mkdir()
+        (root / "annotations" / "captions_val2017.json").write_text(json.dumps(doc))
+        (root / "val2017").mkdir()
+        return root, root / "val2017"
+    if name in ("flickr30k", "flickr30k-full"):
+        doc = {
+            "images": [
+                {"filename": im, "split": "test", "sentences": [{"raw": f"Photo {i} ."}]} for i, im in enumerate(images)
+            ]
+        }
+        (root / "dataset_flickr30k.json").write_text(json.dumps(doc))
+        (root / "flickr30k-images").mkdir()
+        return root, root / "flickr30k-images"
+    if name in ("sharegpt4v-1k", "sharegpt4v-1k-sam"):
+        if name.endswith("sam"):  # only SAM records count there: paths that start like one and climb out
+            images = ["sam/../../x.jpg", "sam/a/../../../x.jpg", "sam/../../../x.jpg", "sam/ok.jpg"]
+        path = root / "share-captioner_coco_lcs_sam_1246k_1107.json"
+        path.write_text(json.dumps([{**element(i), "image": im} for i, im in enumerate(images)]))
+        return path, root
+    raise AssertionError(name)
+
+
+@pytest.mark.parametrize(
+    "name", ["docci", "dci", "long-dci", "coco", "flickr30k", "flickr30k-full", "sharegpt4v-1k", "sharegpt4v-1k-sam"]
+)
+def test_benchmark_loaders_skip_image_paths_outside_their_root_with_a_count(tmp_path, name):
+    from caption_debias.evaluate.benchmarks import BENCHMARKS, load_benchmark
+
+    assert name in BENCHMARKS
+    data_path, image_root = _benchmark_layout(name, tmp_path)
+    data = load_benchmark(name, data_path)
+    assert data.n_images == 1 and len(data.captions) == 1
+    assert data.images[0].resolve().is_relative_to(image_root.resolve())
+    assert data.info["skipped_outside_image_root"] == 3 and "3 pairs skipped" in data.definition
+
+
+def test_every_benchmark_layout_is_covered_by_the_path_test():
+    from caption_debias.evaluate.benchmarks import BENCHMARKS
+
+    # urban1k pairs caption/N.txt with image/N.jpg by file name: no path to climb out with
+    covered = {"docci", "dci", "long-dci", "coco", "flickr30k", "flickr30k-full", "sharegpt4v-1k", "sharegpt4v-1k-sam"}
+    assert set(BENCHMARKS) == covered | {"urban1k"}
+
+
+def test_prepared_folder_rows_outside_the_image_root_are_skipped_with_a_count(tmp_path, whole_folder):
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from caption_debias.evaluate.benchmarks import load_benchmark
+
+    folder = tmp_path / "made-elsewhere"
+    shutil.copytree(whole_folder, folder)
+    shard = folder / "shards" / "part-00000.parquet"
+    table = pq.read_table(shard)
+    images = table.column("image").to_pylist()
+    images[:3] = UNSAFE
+    at = table.schema.get_field_index("image")
+    pq.write_table(table.set_column(at, table.schema.field(at), pa.array(images)), shard)
+    data = load_benchmark("prepared", folder, image_root=tmp_path / "root")
+    assert data.n_images == 9 and data.info["skipped_outside_image_root"] == 3
+    assert all(p.resolve().is_relative_to((tmp_path / "root").resolve()) for p in data.images)
