@@ -749,3 +749,167 @@ def test_prepared_folder_rows_outside_the_image_root_are_skipped_with_a_count(tm
     data = load_benchmark("prepared", folder, image_root=tmp_path / "root")
     assert data.n_images == 9 and data.info["skipped_outside_image_root"] == 3
     assert all(p.resolve().is_relative_to((tmp_path / "root").resolve()) for p in data.images)
+
+
+# -- model files: refusals are one line, and nothing is ever unpickled ----------------------
+
+MARKER_ENV = "CD_PICKLE_MARKER"
+
+
+class _Evil:
+    """Unpickling this runs code: it creates the file named by $CD_PICKLE_MARKER."""
+
+    def __reduce__(self):
+        return (open, (os.environ[MARKER_ENV], "w"))
+
+
+@pytest.fixture(scope="module")
+def model_files(tmp_path_factory) -> dict[str, Path]:
+    """Good and bad model files for the tiny model: checkpoints, local-dir: folders, a run-like folder."""
+    import shutil
+
+    import torch
+
+    from caption_debias.model.export import CONFIG_FILE, WEIGHTS_FILE, export
+    from caption_debias.model.load import load_model
+
+    root = tmp_path_factory.mktemp("models")
+    os.environ.setdefault(MARKER_ENV, str(root / "UNPICKLED"))
+    export("tiny", root / "local-safetensors")
+    state = load_model("tiny").model.state_dict()
+    files = {"local-safetensors": root / "local-safetensors"}
+    torch.save(state, root / "good.pt")
+    torch.save(state, root / "legacy.pt", _use_new_zipfile_serialization=False)
+    files.update(good_pt=root / "good.pt", legacy_pt=root / "legacy.pt")
+    files["safetensors"] = root / "local-safetensors" / WEIGHTS_FILE
+    for name, payload in (("local-bin", state), ("local-evil-bin", {"state_dict": state, "x": _Evil()})):
+        folder = root / name
+        folder.mkdir()
+        shutil.copy(root / "local-safetensors" / CONFIG_FILE, folder)
+        torch.save(payload, folder / "open_clip_pytorch_model.bin")
+        files[name] = folder
+    torch.save({"state_dict": state, "x": _Evil()}, root / "evil.pt")
+    torch.save({"x": _Evil()}, root / "evil-legacy.pt", _use_new_zipfile_serialization=False)
+    files.update(evil_pt=root / "evil.pt", evil_legacy_pt=root / "evil-legacy.pt")
+    run = root / "run-evil"  # a run folder's layout (config + checkpoints/step_*.pt) holding an object
+    (run / "checkpoints").mkdir(parents=True)
+    shutil.copy(root / "local-safetensors" / CONFIG_FILE, run)
+    torch.save({"model": state, "step": 1, "x": _Evil()}, run / "checkpoints" / "step_00000001.pt")
+    files["run_evil"] = run
+    good = (root / "good.pt").read_bytes()
+    (root / "torn.pt").write_bytes(good[: len(good) // 2])
+    (root / "unknown.bin").write_text("not weights at all\n")
+    files.update(torn_pt=root / "torn.pt", unknown=root / "unknown.bin", marker=Path(os.environ[MARKER_ENV]))
+    return files
+
+
+def _no_pickle(monkeypatch) -> None:
+    """Make every plain-pickle entry point fail: torch.load(weights_only=False) goes through them."""
+    import pickle
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model file was unpickled")
+
+    for name in ("load", "loads", "Unpickler"):
+        monkeypatch.setattr(pickle, name, refuse)
+
+
+def test_every_model_load_path_reads_weights_only(model_files, monkeypatch):
+    from caption_debias.model.export import export
+    from caption_debias.model.load import load_model
+
+    _no_pickle(monkeypatch)
+    loaded = [
+        load_model("tiny"),
+        load_model(str(model_files["good_pt"]), "tiny"),
+        load_model(str(model_files["legacy_pt"]), "tiny"),
+        load_model(str(model_files["safetensors"]), "tiny"),
+        load_model("tiny", str(model_files["good_pt"])),
+        load_model(f"local-dir:{model_files['local-safetensors']}"),
+        load_model(f"local-dir:{model_files['local-bin']}"),
+    ]
+    assert all(m.model is not None for m in loaded)
+    export(f"local-dir:{model_files['local-bin']}", model_files["good_pt"].parent / "re-exported")
+
+
+@pytest.mark.parametrize(
+    "spec,pretrained,expect",
+    [
+        ("evil_pt", "tiny", "refusing to unpickle it"),
+        ("evil_legacy_pt", "tiny", "refusing to unpickle it"),
+        ("tiny", "evil_pt", "refusing to unpickle it"),
+        ("local-evil-bin", None, "refusing to unpickle it"),
+        ("run_evil", None, "refusing to unpickle it"),
+        ("torn_pt", "tiny", "not a readable checkpoint"),
+        ("unknown", "tiny", "not a readable checkpoint"),
+    ],
+)
+def test_model_files_that_cannot_be_read_weights_only_are_refused_and_never_run(
+    model_files, monkeypatch, spec, pretrained, expect
+):
+    from caption_debias.errors import UserError
+    from caption_debias.model.load import load_model
+
+    _no_pickle(monkeypatch)
+    as_spec = lambda name: str(model_files[name]) if name in model_files else name  # noqa: E731
+    spec_text = as_spec(spec)
+    if spec.startswith("local-"):
+        spec_text = f"local-dir:{spec_text}"
+    with pytest.raises(UserError, match=expect) as err:
+        load_model(spec_text, as_spec(pretrained) if pretrained else None)
+    assert "\n" not in str(err.value)
+    assert not model_files["marker"].exists()
+
+
+@pytest.mark.parametrize("kind", ["good_pt", "safetensors"])
+def test_a_checkpoint_cut_anywhere_is_one_line(model_files, tmp_path, kind):
+    from caption_debias.errors import UserError
+    from caption_debias.model.load import load_model
+
+    data = model_files[kind].read_bytes()
+    cut = tmp_path / f"cut{model_files[kind].suffix}"
+    for at in [0, 1, 8, 64, 200, *range(len(data) // 13, len(data) - 1, len(data) // 13)]:
+        cut.write_bytes(data[:at])
+        with pytest.raises(UserError, match="not a readable checkpoint"):
+            load_model(str(cut), "tiny")
+
+
+def test_model_refusal_on_the_command_line_is_one_line(model_files, tmp_path):
+    proc = cli("export", f"local-dir:{model_files['local-evil-bin']}", "--out", str(tmp_path / "o"))
+    assert "refusing to unpickle it" in one_line_error(proc)
+    assert not model_files["marker"].exists()
+
+
+def test_no_code_path_unpickles_a_file():
+    """Static guard: torch.load and open_clip's loaders weights-only; pickle's loaders nowhere but Ray IPC."""
+    import ast
+
+    package = Path(__file__).resolve().parents[1] / "caption_debias"
+    weights_only_calls = {"load", "load_checkpoint", "load_state_dict"}
+    offenders = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text("utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            if isinstance(node.func, ast.Attribute):
+                owner = node.func.value.id if isinstance(node.func.value, ast.Name) else ""
+                name = node.func.attr
+            elif isinstance(node.func, ast.Name):  # e.g. open_clip.factory's load_state_dict imported by name
+                owner, name = ("open_clip" if node.func.id in weights_only_calls - {"load"} else ""), node.func.id
+            else:
+                continue
+            where = f"{path.relative_to(package.parent)}:{node.lineno}"
+            kwargs = {k.arg: k.value for k in node.keywords}
+            if owner in ("torch", "open_clip") and name in weights_only_calls:
+                flag = kwargs.get("weights_only")
+                if not (isinstance(flag, ast.Constant) and flag.value is True):
+                    offenders.append(f"{where}: {owner}.{name} without weights_only=True")
+            if owner in ("pickle", "cPickle", "dill", "joblib") and name in ("load", "loads", "Unpickler"):
+                if path.name != "ray_engine.py":  # prepare's own task bytes between processes, never a file
+                    offenders.append(f"{where}: {owner}.{name}")
+            if owner in ("np", "numpy") and name == "load" and "allow_pickle" in kwargs:
+                offenders.append(f"{where}: numpy.load with allow_pickle")
+            if owner in ("pd", "pandas") and name == "read_pickle":
+                offenders.append(f"{where}: pandas.read_pickle")
+    assert offenders == []
