@@ -359,7 +359,8 @@ def test_disk_full_mid_run_is_one_line_and_a_rerun_finishes_identically(tmp_path
     (inject / "sitecustomize.py").write_text(FAIL_SHARD)  # also loaded by spawned worker processes
     out = tmp_path / "out"
     args = ["prepare", str(src), "--output", str(out), "--shard-rows", "20", "--workers", workers, "--quiet"]
-    env = {**os.environ, "PYTHONPATH": str(inject), "CD_FAIL_SHARD": "part-00003"}
+    path = os.pathsep.join(p for p in (str(inject), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "CD_FAIL_SHARD": "part-00003"}
     proc = subprocess.run(
         [sys.executable, "-m", "caption_debias.cli.main", *args], capture_output=True, text=True, env=env, timeout=180
     )
