@@ -260,6 +260,7 @@ def _broken(w: _Window, resync: _Resync, name: str, start: int, exc: json.JSONDe
     """
     offset = w.byte_at(start)
     record = excerpt(w.buf[start : start + 200])
+    resync.open_at_eof = False
     if exc is None or exc.pos <= start:  # not even the start of a value
         reason, end = "broken JSON: stray text between elements", resync.search(start + 1, stray=True)
     else:
