@@ -2,26 +2,33 @@
 
 Writes a ShareGPT4V-layout JSON array of --records elements (real long captions when --data
 is given), then
-  speed:    elements/s of readers.sharegpt4v.iter_array, json.load of the whole file (the
+  speed:    elements/s (CPU time) of readers.sharegpt4v.iter_array, json.load of the whole file (the
             baseline: not streaming), and ijson.items / json_stream.load when importable;
   recovery: one broken element 10% into the array (a raw tab inside a caption; a stray
             character between two elements): how many of the good elements after it each
             reader still yields.
+  against:  with --against REV, iter_array as it is at git revision REV, timed in the same
+            process, alternating with today's (CPU time; min and median of --repeats x 2).
 ijson and json-stream are not dependencies; install them anywhere importable to compare, e.g.
     pip install --target /tmp/jsonlibs ijson json-stream
     PYTHONPATH=/tmp/jsonlibs .venv/bin/python benchmarks/bench_sharegpt4v_reader.py --data /work/shared/data
+    .venv/bin/python benchmarks/bench_sharegpt4v_reader.py --data /work/shared/data --against main --repeats 4
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+
+sys.path.insert(0, str(ROOT))
 
 
 def captions(data: Path | None, n: int) -> list[str]:
@@ -104,11 +111,42 @@ def available() -> dict:
     return readers
 
 
+def against(rev: str, path: Path, n: int, repeats: int, tmp: str) -> None:
+    """Today's iter_array against REV's, in this process, alternating (the box's load hits both alike)."""
+    from caption_debias.readers import sharegpt4v as today
+
+    source = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{rev}:caption_debias/readers/sharegpt4v.py"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    old_path = Path(tmp) / "sharegpt4v_at_rev.py"
+    old_path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("sharegpt4v_at_rev", old_path)
+    old = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(old)
+    times: dict[str, list[float]] = {"today": [], rev: []}
+    for r in range(2 * repeats):
+        order = [("today", today), (rev, old)] if r % 2 else [(rev, old), ("today", today)]
+        for label, module in order:
+            t0 = time.process_time()
+            count = sum(1 for _ in module.iter_array(path))
+            times[label].append(time.process_time() - t0)
+            assert count == n, (label, count)
+    for label, values in times.items():
+        values.sort()
+        print(f"  iter_array at {label:8s} CPU min {values[0]:.3f} s  median {values[len(values) // 2]:.3f} s")
+    ratio = sorted(times["today"])[repeats] / sorted(times[rev])[repeats]
+    print(f"  today / {rev}: {ratio:.3f}x (median CPU)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=None, help="calibration captions folder (else synthetic captions)")
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--repeats", type=int, default=3, help="best of N timings")
+    ap.add_argument("--against", metavar="REV", help="also time iter_array as it is at this git revision")
     args = ap.parse_args()
     n = args.records
     elements = [element(i, c) for i, c in enumerate(captions(args.data, n))]
@@ -118,17 +156,20 @@ def main() -> None:
         good = Path(tmp) / "good.json"
         good.write_text(text, encoding="utf-8")
         print(f"{n} elements, {good.stat().st_size / 1e6:.1f} MB")
-        print("\nspeed (best of %d)" % args.repeats)
+        if args.against:
+            print(f"\niter_array today against {args.against}")
+            against(args.against, good, n, args.repeats, tmp)
+        print("\nspeed (CPU time, best of %d)" % args.repeats)
         ours_s = None
         for name, fn in readers.items():
             best = float("inf")
             for _ in range(args.repeats):
-                t0 = time.perf_counter()
+                t0 = time.process_time()
                 got = fn(good)
-                best = min(best, time.perf_counter() - t0)
+                best = min(best, time.process_time() - t0)
             assert len(got) == n, (name, len(got))
             ours_s = ours_s or best
-            print(f"  {name:32s} {n / best:10,.0f} elements/s  {best:6.2f} s  time vs ours {best / ours_s:5.2f}x")
+            print(f"  {name:32s} {n / best:10,.0f} elements/s  {best:6.2f} s CPU  vs ours {best / ours_s:5.2f}x")
 
         bad_at = n // 10
         key = f'{{"id": "r{bad_at}"'
