@@ -92,7 +92,7 @@ def plain(recipe: str, args, data: Path) -> float:
     size = size[0] if isinstance(size, (tuple, list)) else size
     image = torch.randn(args.batch, 3, size, size)
     # The same token ids ours trains on (one batch of real texts), so the embedding work matches.
-    from caption_debias.train.augment import DebiasOptions
+    from caption_debias.augment import DebiasOptions
     from caption_debias.train.data import TrainSamples, collate, load_rows
 
     samples = TrainSamples(load_rows(data, loaded.tokenizer), None, None, recipe, ctx, 0, DebiasOptions())

@@ -75,7 +75,7 @@ def main() -> None:
 
     import open_clip
 
-    from caption_debias.train.augment import DebiasOptions
+    from caption_debias.augment import DebiasOptions
     from caption_debias.train.data import BatchPlan, TrainSamples, load_rows
 
     with tempfile.TemporaryDirectory() as tmp:

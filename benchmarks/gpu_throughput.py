@@ -76,7 +76,7 @@ def main() -> None:
     from caption_debias.prepare.options import PrepareOptions
     from caption_debias.prepare.run import prepare
     from caption_debias.synth.world import write_world
-    from caption_debias.train.config import TrainConfig
+    from caption_debias.train.config import RECIPES, TrainConfig
     from caption_debias.train.loop import train
 
     if args.smoke:
@@ -103,7 +103,7 @@ def main() -> None:
             PrepareOptions(format="sharegpt4v", image_root=str(tmp / "world"), quiet=True, workers=4),
         )
         result["data_setup_s"] = round(time.perf_counter() - t, 1)
-        for recipe in ("debias", "longclip", "clip", "short"):
+        for recipe in RECIPES:
             run = train(
                 TrainConfig(
                     data=str(tmp / "prepared"),

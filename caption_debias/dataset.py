@@ -14,6 +14,7 @@ from caption_debias.errors import UserError
 
 MANIFEST = "manifest.json"
 REJECTS = "rejects.jsonl"
+STATE_DIR = ".prepare"  # prepare's resume state: there while a run is unfinished
 
 
 class IncompleteFolder(UserError):
@@ -34,8 +35,6 @@ class PreparedDataset:
         Refused unless `allow_incomplete`: a manifest saying complete: false (an input was cut
         off; the rows before the cut are all there).
         """
-        from caption_debias.prepare.state import STATE_DIR
-
         folder = Path(folder)
         path = folder / MANIFEST
         if not folder.is_dir():

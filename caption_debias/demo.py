@@ -8,9 +8,7 @@ Every stage calls the library's public API; this module only wires them and writ
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import html
 import io
 import json
 import logging
@@ -21,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from caption_debias import html_report
 from caption_debias.errors import UserError
 
 ARMS = ("longclip", "debias")
@@ -390,36 +389,28 @@ def _loss_curves_png(curves: dict[str, list[dict[str, Any]]]) -> bytes:
     return buf.getvalue()
 
 
-def _img(png: bytes, alt: str) -> str:
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
-
-
 def write_report(results: dict[str, Any], path: Path, probe_dir: Path) -> None:
     """One self-contained HTML page: stats, loss curves, the recall table, the probe's plots."""
     summary = results["summary"]
-    rows = "".join(
-        f"<tr><td>{html.escape(m)}</td>"
-        + "".join(f"<td>{r[v]:.1f}</td>" for v in VARIANTS)
-        + f"<td>{r['keep'] - r['remove']:.1f}</td></tr>"
+    rows = [
+        [m] + [f"{r[v]:.1f}" for v in VARIANTS] + [f"{r['keep'] - r['remove']:.1f}"]
         for m, r in summary["t2i_r1"].items()
-    )
-    head = "".join(f"<th>{html.escape(v)}</th>" for v in VARIANTS)
+    ]
     plots = "".join(
-        f"<h3>{html.escape(p.stem)}</h3>{_img(p.read_bytes(), p.stem)}" for p in sorted(probe_dir.glob("*.png"))
+        f"<h3>{html_report.esc(p.stem)}</h3>{html_report.figure(p.read_bytes(), p.stem)}"
+        for p in sorted(probe_dir.glob("*.png"))
     )
     verdict = "met" if summary["target_met"] else "not met"
-    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>caption-debias demo</title>
-<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}td,th{{padding:.2em .6em;text-align:right}}
-td:first-child{{text-align:left}}pre{{background:#f4f4f4;padding:1em;overflow:auto}}</style></head><body>
-<h1>caption-debias demo (seed {results["config"]["seed"]}, preset {html.escape(results["config"]["preset"])})</h1>
+    loss_curves = html_report.figure(_loss_curves_png(results["curves"]), "loss curves")
+    full = {k: results[k] for k in ("eval", "timings_s", "total_s", "config")}
+    body = f"""<h1>caption-debias demo (seed {results["config"]["seed"]}, preset {html_report.esc(results["config"]["preset"])})</h1>
 <h2>Retrieval, text-to-image R@1 (%)</h2>
-<table><tr><th>model</th>{head}<th>keep - remove</th></tr>{rows}</table>
+{html_report.table(["model", *VARIANTS, "keep - remove"], rows)}
 <p>Removing the summary costs <b>longclip {summary["remove_drop"]["longclip"]:.1f}</b> and
 <b>debias {summary["remove_drop"]["debias"]:.1f}</b> points (gap {summary["drop_gap"]:.1f}; target at least 5);
 debias minus longclip on full captions {summary["keep_gap"]:+.1f} (target at least -2): target {verdict} on this seed.</p>
-<h2>Loss curves</h2>{_img(_loss_curves_png(results["curves"]), "loss curves")}
+<h2>Loss curves</h2>{loss_curves}
 <h2>Probe</h2>{plots or "<p>(the probe wrote no plots)</p>"}
-<h2>Dataset statistics</h2><pre>{html.escape(json.dumps(results["stats"], indent=1, default=str)[:20000])}</pre>
-<h2>Full results</h2><pre>{html.escape(json.dumps({k: results[k] for k in ("eval", "timings_s", "total_s", "config")}, indent=1, default=str))}</pre>
-</body></html>"""
-    path.write_text(page, "utf-8")
+<h2>Dataset statistics</h2>{html_report.pre(json.dumps(results["stats"], indent=1, default=str)[:20000])}
+<h2>Full results</h2>{html_report.pre(json.dumps(full, indent=1, default=str))}"""
+    path.write_text(html_report.page("caption-debias demo", body), "utf-8")

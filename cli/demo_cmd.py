@@ -12,7 +12,11 @@ def demo(
         Path("demo-out"), "--out", help="Folder for worlds, shards, runs, results.json and report.html."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the worlds and of every training run."),
-    quick: bool = typer.Option(False, "--quick", help="Smaller worlds and budgets: under 3 minutes on 2 cores."),
+    quick: bool = typer.Option(
+        False,
+        "--quick",
+        help="Smaller worlds and budgets on the `tiny` model: a smoke run of every stage, not a result.",
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress display (the final table is still printed)."),
 ) -> None:
     """Synth -> prepare -> stats -> short pretraining -> stretch -> longclip vs debias -> eval + probe -> report."""

@@ -1,111 +1,72 @@
-"""`caption-debias train`: parse options, resolve them with --config, call the library."""
+"""`caption-debias train`: parse options, resolve them with --config, call the library.
+
+Every option's default and help text come from its TrainConfig field (train/config.py), so
+the command line, config files and library use share one definition.
+"""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
 from caption_debias.errors import UserError
+from caption_debias.train.config import TrainConfig
+
+_FIELDS = {f.name: f for f in fields(TrainConfig)}
+
+
+def _option(name: str, *flags: str) -> Any:
+    """typer.Option for TrainConfig field `name`: default and help from the field, flag --name-with-dashes."""
+    f = _FIELDS[name]
+    return typer.Option(f.default, *(flags or (f"--{name.replace('_', '-')}",)), help=f.metadata["help"])
 
 
 def train(
     ctx: typer.Context,
-    data: Optional[Path] = typer.Argument(
-        None, help="Prepared folder (output of `caption-debias prepare`); may come from --config."
-    ),
-    image_root: Optional[Path] = typer.Option(
-        None, "--image-root", help="Folder the shards' `image` paths are relative to."
-    ),
-    model: str = typer.Option(
-        "ViT-B-16",
-        "--model",
-        help="open_clip model name (or `tiny`), local-dir:DIR, hf-hub:ORG/REPO, a checkpoint file, or a run folder.",
-    ),
-    pretrained: Optional[str] = typer.Option(
-        None,
-        "--pretrained",
-        help="Pretrained tag (e.g. openai) or checkpoint file; for a checkpoint-file --model, its architecture name.",
-    ),
-    recipe: str = typer.Option(
-        "debias", "--recipe", help="debias | longclip | clip | short (stage-1 one-sentence pretraining)."
-    ),
-    out: Optional[Path] = typer.Option(
-        None, "--out", help="Run folder: config.json, metrics.jsonl, checkpoints/, tensorboard/."
-    ),
-    split: Optional[str] = typer.Option(None, "--split", help="Train only on rows of this split."),
-    epochs: Optional[int] = typer.Option(
-        None, "--epochs", help="Passes over the data (default 1 unless --max-steps is given)."
-    ),
-    max_steps: Optional[int] = typer.Option(
-        None,
-        "--max-steps",
-        help="Optimizer steps; 0 writes the starting (stretched, untrained) model as the checkpoint.",
-    ),
-    batch_size: int = typer.Option(256, "--batch-size", help="Global batch size (all processes together)."),
-    lr: float = typer.Option(1e-6, "--lr", help="Peak learning rate (AdamW)."),
-    weight_decay: float = typer.Option(
-        0.01, "--weight-decay", help="AdamW weight decay (not on gains, biases, logit scale)."
-    ),
-    warmup_steps: int = typer.Option(200, "--warmup-steps", help="Linear warm-up steps before the cosine decay to 0."),
-    grad_clip: Optional[float] = typer.Option(
-        1.0, "--grad-clip", help="Clip the global gradient norm to this (0 turns it off)."
-    ),
-    lambda_short: float = typer.Option(
-        0.1, "--lambda-short", help="debias: weight of the augmented-caption loss (lambda_s)."
-    ),
-    pca_dim: int = typer.Option(
-        32, "--pca-dim", help="Primary components kept of the per-device batch of image features."
-    ),
-    keep_positions: int = typer.Option(
-        20, "--keep-positions", help="Text positions kept as they are (and frozen) when stretching."
-    ),
-    context_length: int = typer.Option(
-        248, "--context-length", help="Text context after stretching (248 = Long-CLIP)."
-    ),
-    drop_summary: str = typer.Option(
-        "first", "--drop-summary", help="debias: drop the first sentence (paper) or the `detected` summary sentences."
-    ),
-    no_drop_summary: bool = typer.Option(
-        False, "--no-drop-summary", help="Ablation: keep the summary in the augmented caption."
-    ),
-    no_subsample: bool = typer.Option(
-        False, "--no-subsample", help="Ablation: keep every remaining sentence, in order."
-    ),
-    no_pad: bool = typer.Option(False, "--no-pad", help="Ablation: no pads moved after the start token."),
-    label_smoothing: float = typer.Option(
-        0.1, "--label-smoothing", help="Label smoothing of the contrastive loss (not used by `short`)."
-    ),
-    precision: str = typer.Option("amp", "--precision", help="amp (fp16 autocast, CUDA only) | bf16 | fp32."),
-    workers: int = typer.Option(0, "--workers", help="DataLoader worker processes (0: load in the main process)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the data order, the augmentations and random initialisation."),
-    resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its latest checkpoint."),
-    strict: bool = typer.Option(
-        False, "--strict", help="Stop at the first missing or corrupt image instead of skipping it."
-    ),
-    checkpoint_every: int = typer.Option(
-        1000, "--checkpoint-every", help="Save a checkpoint every N steps (and at the end)."
-    ),
-    keep_checkpoints: int = typer.Option(2, "--keep-checkpoints", help="Most recent checkpoints kept (0 keeps all)."),
-    log_every: int = typer.Option(10, "--log-every", help="Write a metrics.jsonl line every N steps."),
-    group_key: Optional[str] = typer.Option(
-        None, "--group-key", help="Key in each row's meta: batches hold whole groups sharing it (hard negatives)."
-    ),
-    group_size: int = typer.Option(4, "--group-size", help="Rows per group in a batch with --group-key."),
-    cache_images: bool = typer.Option(
-        False, "--cache-images", help="Keep decoded images in memory (small sets, --workers 0)."
-    ),
-    trim_padding: bool = typer.Option(
-        True,
-        "--trim-padding/--no-trim-padding",
-        help="Cut each text batch after its latest end token: same features, less compute.",
-    ),
-    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N (torchrun picks cuda:LOCAL_RANK)."),
-    tensorboard: bool = typer.Option(
-        True, "--tensorboard/--no-tensorboard", help="Write TensorBoard logs to RUN/tensorboard."
-    ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or notes."),
+    data: Optional[Path] = typer.Argument(_FIELDS["data"].default, help=_FIELDS["data"].metadata["help"]),
+    image_root: Optional[Path] = _option("image_root"),
+    model: str = _option("model"),
+    pretrained: Optional[str] = _option("pretrained"),
+    recipe: str = _option("recipe"),
+    out: Optional[Path] = _option("out"),
+    split: Optional[str] = _option("split"),
+    epochs: Optional[int] = _option("epochs"),
+    max_steps: Optional[int] = _option("max_steps"),
+    batch_size: int = _option("batch_size"),
+    lr: float = _option("lr"),
+    weight_decay: float = _option("weight_decay"),
+    beta1: float = _option("beta1"),
+    beta2: float = _option("beta2"),
+    eps: float = _option("eps"),
+    warmup_steps: int = _option("warmup_steps"),
+    grad_clip: Optional[float] = _option("grad_clip"),
+    lambda_short: float = _option("lambda_short"),
+    pca_dim: int = _option("pca_dim"),
+    keep_positions: int = _option("keep_positions"),
+    context_length: int = _option("context_length"),
+    drop_summary: str = _option("drop_summary"),
+    no_drop_summary: bool = _option("no_drop_summary"),
+    no_subsample: bool = _option("no_subsample"),
+    no_pad: bool = _option("no_pad"),
+    label_smoothing: float = _option("label_smoothing"),
+    precision: str = _option("precision"),
+    workers: int = _option("workers"),
+    seed: int = _option("seed"),
+    resume: bool = _option("resume"),
+    strict: bool = _option("strict"),
+    checkpoint_every: int = _option("checkpoint_every"),
+    keep_checkpoints: int = _option("keep_checkpoints"),
+    log_every: int = _option("log_every"),
+    group_key: Optional[str] = _option("group_key"),
+    group_size: int = _option("group_size"),
+    cache_images: bool = _option("cache_images"),
+    trim_padding: bool = _option("trim_padding", "--trim-padding/--no-trim-padding"),
+    device: str = _option("device"),
+    tensorboard: bool = _option("tensorboard", "--tensorboard/--no-tensorboard"),
+    quiet: bool = _option("quiet", "--quiet", "-q"),
     config: Optional[Path] = typer.Option(
         None, "--config", help="TOML or YAML file with the same keys; options given here win."
     ),

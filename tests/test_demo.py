@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from caption_debias import html_report
 from caption_debias.errors import UserError
 
 TINY = dict(
@@ -36,6 +37,7 @@ def test_artifacts_exist_and_agree(demo_run):
     on_disk = json.loads((out / "results.json").read_text("utf-8"))
     assert on_disk["summary"] == json.loads(json.dumps(results["summary"]))
     page = (out / "report.html").read_text("utf-8")
+    assert html_report.CSS in page  # the shared page builder
     for needle in ("text-to-image R@1", "Loss curves", "Dataset statistics", "data:image/png;base64,"):
         assert needle in page
     assert len(tables) == 1 and "longclip" in tables[0] and "debias" in tables[0]

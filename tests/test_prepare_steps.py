@@ -102,7 +102,7 @@ def test_sorted_json_encoder_equals_json_dumps(value):
 
 
 def test_process_records_imports_neither_pandas_nor_torch():
-    # pa.array() and Array.to_numpy() import pandas on first use (~0.3 s CPU and ~35 MiB per process);
+    # pa.array() and Array.to_numpy() import pandas on first use (a heavy import in every worker process);
     # the hot path builds and reads Arrow arrays through buffers instead. A NUL takes the summary's regex path.
     import subprocess
     import sys

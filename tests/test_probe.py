@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from caption_debias import html_report
 from caption_debias.evaluate.probe import attention_by_position, capture_text_attention
 from caption_debias.model.load import load_model
 
@@ -111,4 +112,5 @@ def test_probe_cli_writes_json_png_and_self_contained_html(tmp_path):
         assert (report / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = (report / "index.html").read_text()
     assert page.count("data:image/png;base64,") == 2 and 'src="http' not in page
+    assert html_report.CSS in page  # the shared page builder
     assert "tiny#2" in page and "swap2" in page

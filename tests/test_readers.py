@@ -332,7 +332,7 @@ def test_dci_caption_modes_splits_and_mask_meta(tmp_path):
 
 
 class _NoLogger:
-    """img2dataset's stats logger runs in a spawned process (a 10 s re-import): not needed here."""
+    """img2dataset's stats logger runs in a spawned process (a slow re-import of everything): not needed here."""
 
     def __init__(self, *args, **kwargs):
         pass

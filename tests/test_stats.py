@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from caption_debias import html_report
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
 from caption_debias.schema import shard_arrow_schema
@@ -261,6 +262,7 @@ def test_cli_writes_self_contained_report(folder_a, folder_b, tmp_path):
     assert saved["records"] == 8 and saved["by"]["field"] == "split"
     assert saved["datasets"][0]["by"]["train"]["records"] == 2
     page = (report / "report.html").read_text()
+    assert html_report.CSS in page  # the shared page builder
     images = re.findall(r'<img[^>]*src="data:image/png;base64,([^"]+)"', page)
     assert len(images) == 5
     assert all(base64.b64decode(i)[:8] == b"\x89PNG\r\n\x1a\n" for i in images)

@@ -201,7 +201,7 @@ def test_fast_tracks_pysbd_on_adversarial_soup():
 
 
 def test_fast_narrows_unpaired_quotes_to_their_stretch():
-    # An unpaired (or empty, or line-split) double quote no longer sends the caption to
+    # An unpaired (or empty, or line-split) double quote does not send the caption to
     # pysbd whole: the block from it to the quotes pysbd pairs it with goes to pysbd with
     # the sentences around it. Random captions with stray quotes must still equal pysbd.
     quotes = ['"', "\u201c", "\u201d", '""', '"Stop."', "\u201cHi.\u201d", '"EXIT".', '."', "!\u201d", '"\n']

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from caption_debias.augment import EOT, PAD, SOT, DebiasOptions, debias_text, layout, long_text, one_sentence_text
 from caption_debias.errors import UserError
-from caption_debias.train.augment import EOT, PAD, SOT, DebiasOptions, debias_text, layout, long_text, one_sentence_text
 from caption_debias.train.data import BatchPlan
 
 S = [np.arange(100, 105), np.arange(200, 203), np.arange(300, 304), np.arange(400, 402)]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import subprocess
 import sys
@@ -13,42 +12,14 @@ import pytest
 import torch
 
 from caption_debias.errors import UserError
-from caption_debias.train.config import TrainConfig
 
 sys.path.insert(0, str(Path(__file__).parent))
-from train_fixtures import make_prepared  # noqa: E402
-
-MISSING = 5
+from train_fixtures import MISSING, tiny_config, train_set  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
-    root = tmp_path_factory.mktemp("train")
-    data, images = make_prepared(root, n=12, groups=3, missing=(MISSING,))
-    good = root / "images_good"
-    shutil.copytree(images, good)
-    shutil.copy(good / "img0000.png", good / f"img{MISSING:04d}.png")
-    return data, images, good
-
-
-def _cfg(data, images, out, **kw) -> TrainConfig:
-    base = dict(
-        data=str(data),
-        image_root=str(images),
-        out=str(out),
-        model="tiny",
-        batch_size=4,
-        lr=1e-3,
-        warmup_steps=1,
-        log_every=1,
-        checkpoint_every=2,
-        keep_checkpoints=0,
-        tensorboard=False,
-        quiet=True,
-        precision="fp32",
-    )
-    base.update(kw)
-    return TrainConfig(**base)
+    return train_set(tmp_path_factory.mktemp("train"))
 
 
 def _lines(run: Path) -> list[dict]:
@@ -64,7 +35,7 @@ def test_resume_reproduces_uninterrupted_run_exactly(prepared, tmp_path, monkeyp
     from caption_debias.train import loop
 
     data, _, good = prepared
-    straight = loop.train(_cfg(data, good, tmp_path / "a", max_steps=4))
+    straight = loop.train(tiny_config(data, good, tmp_path / "a", max_steps=4))
     real_lr_at = loop.lr_at
 
     def crash_at_step_2(step, *a):
@@ -74,14 +45,14 @@ def test_resume_reproduces_uninterrupted_run_exactly(prepared, tmp_path, monkeyp
 
     monkeypatch.setattr(loop, "lr_at", crash_at_step_2)
     with pytest.raises(KeyboardInterrupt):
-        loop.train(_cfg(data, good, tmp_path / "b", max_steps=4))
+        loop.train(tiny_config(data, good, tmp_path / "b", max_steps=4))
     monkeypatch.setattr(loop, "lr_at", real_lr_at)
     assert [d["step"] for d in _lines(tmp_path / "b")] == [1, 2]
     with pytest.raises(UserError, match="--resume"):
-        loop.train(_cfg(data, good, tmp_path / "b", max_steps=4))
+        loop.train(tiny_config(data, good, tmp_path / "b", max_steps=4))
     with pytest.raises(UserError, match="changed options"):
-        loop.train(_cfg(data, good, tmp_path / "b", max_steps=4, resume=True, lr=0.5))
-    resumed = loop.train(_cfg(data, good, tmp_path / "b", max_steps=4, resume=True))
+        loop.train(tiny_config(data, good, tmp_path / "b", max_steps=4, resume=True, lr=0.5))
+    resumed = loop.train(tiny_config(data, good, tmp_path / "b", max_steps=4, resume=True))
     assert _lines(resumed) == _lines(straight)
     a = torch.load(straight / "checkpoints" / "step_00000004.pt", weights_only=True)
     b = torch.load(resumed / "checkpoints" / "step_00000004.pt", weights_only=True)
@@ -104,12 +75,12 @@ def test_missing_image_skipped_and_counted_or_strict(prepared, tmp_path, capfd):
     from caption_debias.train.loop import train
 
     data, images, _ = prepared
-    run = train(_cfg(data, images, tmp_path / "s", recipe="short", max_steps=3, checkpoint_every=10))
+    run = train(tiny_config(data, images, tmp_path / "s", recipe="short", max_steps=3, checkpoint_every=10))
     last = _lines(run)[-1]
     assert last["skipped_images"] == 1 and last["loss_short"] is None
     assert f"img{MISSING:04d}.png" in capfd.readouterr().err
     with pytest.raises(UserError, match=f"img{MISSING:04d}.png.*--strict"):
-        train(_cfg(data, images, tmp_path / "t", recipe="short", max_steps=3, strict=True))
+        train(tiny_config(data, images, tmp_path / "t", recipe="short", max_steps=3, strict=True))
 
 
 def test_cli_config_max_steps_zero_and_export(prepared, tmp_path):
@@ -177,7 +148,7 @@ def test_ddp_two_processes_match_one(prepared, tmp_path):
 
     data, _, good = prepared
     kw = dict(recipe="clip", max_steps=2, checkpoint_every=10)
-    single = train(_cfg(data, good, tmp_path / "one", **kw))
+    single = train(tiny_config(data, good, tmp_path / "one", **kw))
     script = tmp_path / "worker.py"
     script.write_text(
         "import sys, json\n"
@@ -185,7 +156,7 @@ def test_ddp_two_processes_match_one(prepared, tmp_path):
         "from caption_debias.train.loop import train\n"
         "train(TrainConfig(**json.loads(sys.argv[1])))\n"
     )
-    cfg = _cfg(data, good, tmp_path / "two", **kw).to_dict()
+    cfg = tiny_config(data, good, tmp_path / "two", **kw).to_dict()
     cmd = [
         sys.executable,
         "-m",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
+from typing import Any
 
 COLORS = ["red", "green", "blue", "yellow", "purple", "orange", "white", "black"]
 SHAPES = ["circle", "square", "triangle", "star"]
@@ -43,3 +45,37 @@ def make_prepared(root: Path, n: int = 24, groups: int = 0, missing: tuple[int, 
     out = root / "prepared"
     prepare([table], out, PrepareOptions(format="table", quiet=True))
     return out, images
+
+
+MISSING = 5  # the image train_set leaves out of `images` (present in `images_good`)
+
+
+def train_set(root: Path) -> tuple[Path, Path, Path]:
+    """(prepared folder, images with img0005.png missing, the same images complete): 12 rows in 3 groups."""
+    data, images = make_prepared(root, n=12, groups=3, missing=(MISSING,))
+    good = root / "images_good"
+    shutil.copytree(images, good)
+    shutil.copy(good / "img0000.png", good / f"img{MISSING:04d}.png")
+    return data, images, good
+
+
+def tiny_config(data: Path, images: Path, out: Path, **options: Any):
+    """A few fp32 CPU steps of the shipped `tiny` model, a line and a checkpoint every other step."""
+    from caption_debias.train.config import TrainConfig
+
+    base = dict(
+        data=str(data),
+        image_root=str(images),
+        out=str(out),
+        model="tiny",
+        batch_size=4,
+        lr=1e-3,
+        warmup_steps=1,
+        log_every=1,
+        checkpoint_every=2,
+        keep_checkpoints=0,
+        tensorboard=False,
+        quiet=True,
+        precision="fp32",
+    )
+    return TrainConfig(**{**base, **options})

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 from pathlib import Path
 from typing import Any
+
+from caption_debias import html_report
 
 PROBE_JSON = "probe.json"
 ATTENTION_PNG = "attention.png"
@@ -99,40 +99,22 @@ def plot_filler(result: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def _html_table(result: dict[str, Any], key: str, variants: list[str]) -> str:
+def _variant_table(result: dict[str, Any], key: str, variants: list[str]) -> str:
     labels = list(result["models"])
-    head = "".join(
-        f"<th>{html.escape(m)}<br>T2I R@1/5/10</th><th>{html.escape(m)}<br>I2T R@1/5/10</th>" for m in labels
-    )
-    body = []
-    for v in variants:
-        cells = "".join(
-            f"<td>{_triple(result['models'][m][key][v]['t2i'])}</td><td>{_triple(result['models'][m][key][v]['i2t'])}</td>"
-            for m in labels
-        )
-        body.append(f"<tr><th>{html.escape(v)}</th>{cells}</tr>")
-    return f"<table><tr><th>variant</th>{head}</tr>{''.join(body)}</table>"
+    header = ["variant"] + [f"{m}\n{d} R@1/5/10" for m in labels for d in ("T2I", "I2T")]
+    rows = [[v] + [_triple(result["models"][m][key][v][d]) for m in labels for d in ("t2i", "i2t")] for v in variants]
+    return html_report.table(header, rows, row_headers=True)
 
 
 def _filler_table(result: dict[str, Any]) -> str:
     labels = list(result["models"])
     ns = result["models"][labels[0]]["filler_curve"]["n"]
-    head = "".join(f"<th>N={n}</th>" for n in ns)
     rows = []
     for m in labels:
         c = result["models"][m]["filler_curve"]
         for d in ("t2i_r1", "i2t_r1"):
-            rows.append(
-                f"<tr><th>{html.escape(m)} {d.split('_')[0].upper()} R@1</th>"
-                + "".join(f"<td>{x:.1f}</td>" for x in c[d])
-                + "</tr>"
-            )
-    return f"<table><tr><th></th>{head}</tr>{''.join(rows)}</table>"
-
-
-def _img(path: Path, alt: str) -> str:
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+            rows.append([f"{m} {d.split('_')[0].upper()} R@1"] + [f"{x:.1f}" for x in c[d]])
+    return html_report.table([""] + [f"N={n}" for n in ns], rows, row_headers=True)
 
 
 def write_probe_report(result: dict[str, Any], out: Path) -> dict[str, str]:
@@ -147,39 +129,37 @@ def write_probe_report(result: dict[str, Any], out: Path) -> dict[str, str]:
     plot_attention(result, files["attention_png"])
     plot_filler(result, files["filler_png"])
     d = result["data"]
+    e = html_report.esc
     short_notes = "".join(
-        f"<li>{html.escape(m)}: captions too short for a variant (they degrade, see docs/evaluation.md): "
-        f"{html.escape(json.dumps({k: v for k, v in r['too_short'].items() if v}))}</li>"
+        f"<li>{e(m)}: captions too short for a variant (they degrade, see docs/evaluation.md): "
+        f"{e(json.dumps({k: v for k, v in r['too_short'].items() if v}))}</li>"
         for m, r in result["models"].items()
         if any(r["too_short"].values())
     )
-    page = f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>caption-debias probe: {html.escape(d["name"])}</title>
-<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto}}table{{border-collapse:collapse;margin:1em 0}}
-td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}img{{max-width:100%}}</style></head><body>
-<h1>Does the model read past the first sentence?</h1>
-<p>Data: {html.escape(d["definition"])} ({d["images"]} images, {d["captions"]} captions).
-Models: {", ".join(html.escape(m) for m in result["models"])}.</p>
+    filler_png = html_report.figure(files["filler_png"].read_bytes(), "filler curve")
+    attention_png = html_report.figure(files["attention_png"].read_bytes(), "attention by position")
+    body = f"""<h1>Does the model read past the first sentence?</h1>
+<p>Data: {e(d["definition"])} ({d["images"]} images, {d["captions"]} captions).
+Models: {", ".join(e(m) for m in result["models"])}.</p>
 <h2>Keep / move / remove (full captions)</h2>
 <p>keep: as is; move: first sentence moved to 4th place; remove: first sentence dropped.
 Paper, DOCCI test, T2I R@1 keep/move/remove: Long-CLIP B/16 71.4 / 61.7 / 54.3; DeBias-CLIP B/16 80.0 / 76.5 / 66.7.</p>
-{_html_table(result, "position", ["keep", "move", "remove"])}
+{_variant_table(result, "position", ["keep", "move", "remove"])}
 <h2>Sentence order</h2>
 <p>first2: s1 s2; swap2: s2 s1; first: s1 only. Paper, DOCCI I2T R@1, CLIP: 51.9 / 49.2 / 42.4.</p>
-{_html_table(result, "order", ["first2", "swap2", "first"])}
+{_variant_table(result, "order", ["first2", "swap2", "first"])}
 <h2>Filler prefix</h2>
 <p>N copies of "This is a photo." before the first two sentences. Paper, DOCCI test, CLIP B/16 T2I R@1 for
 N = 0..5: 51.4 51.4 50.3 50.0 49.2 47.6.</p>
 {_filler_table(result)}
-{_img(files["filler_png"], "filler curve")}
+{filler_png}
 <h2>Attention by token position</h2>
 <p>Mean attention weight from the pooled (EOT) query to each position, averaged over heads,
 layers and the captions reaching that position (log scale). In the paper, Long-CLIP decays about three
 orders of magnitude from the first to the last positions; DeBias-CLIP stays nearly flat after position 40.</p>
-{_img(files["attention_png"], "attention by position")}
-<ul>{short_notes}</ul>
-</body></html>
-"""
+{attention_png}
+<ul>{short_notes}</ul>"""
+    page = html_report.page(f"caption-debias probe: {d['name']}", body)
     files["html"].write_text(page, "utf-8")
     saved = {**result, "files": {k: str(v) for k, v in files.items()}}
     files["json"].write_text(json.dumps(saved, indent=2), "utf-8")

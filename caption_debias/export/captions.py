@@ -58,8 +58,8 @@ def format_for(path: Path, fmt: str | None) -> str:
 
 
 def debias_options(strip: str, subsample: bool):
-    """train.augment's options for --strip: summary -> detected flags, opening -> s1, none -> keep all."""
-    from caption_debias.train.augment import DebiasOptions
+    """The training augmentation's options for --strip: summary -> detected flags, opening -> s1, none -> keep all."""
+    from caption_debias.augment import DebiasOptions
 
     return DebiasOptions(
         drop_summary="detected" if strip == "summary" else "first",
@@ -70,12 +70,12 @@ def debias_options(strip: str, subsample: bool):
 
 
 def chosen_sentences(k: int, summary_mask: Sequence[bool], rng: np.random.Generator, opts) -> list[int] | None:
-    """Sentence indices train.augment.debias_text would keep (in its order); None = full-caption fallback.
+    """Sentence indices augment.debias_text, as training calls it, would keep (in its order); None = full-caption fallback.
 
     The selection is the training code's own: it runs on one-token "sentences" holding each
     sentence's index + 1, and the indices are read back from the token layout it returns.
     """
-    from caption_debias.train.augment import debias_text
+    from caption_debias.augment import debias_text
 
     ids = [np.array([i + 1], dtype=np.int64) for i in range(k)]
     out, fallback = debias_text(ids, summary_mask, rng, k + 2, opts, sot=_MARK_SOT, eot=_MARK_EOT)

@@ -1,7 +1,6 @@
 """`urls`: an img2dataset-ready URL list from prepared shards, and the exact img2dataset command.
 
-img2dataset overwrites a column named `key` with its own 9-digit sample id, so our key travels in
-`caption_key` (passed with --save_additional_columns) and comes back in each KEY.json to join on.
+The list's columns, and why the key travels as `caption_key`: caption_debias/img2dataset_columns.py.
 """
 
 from __future__ import annotations
@@ -12,10 +11,8 @@ from typing import Any
 
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
+from caption_debias.img2dataset_columns import CAPTION_COLUMN, KEY_COLUMN, URL_COLUMN
 
-KEY_COLUMN = "caption_key"
-URL_COLUMN = "url"
-CAPTION_COLUMN = "caption"
 URL_PATTERN = r"^[A-Za-z][A-Za-z0-9+.-]*://"  # readers.common.is_url, as a regex pyarrow can apply per batch
 
 

@@ -1,6 +1,6 @@
 """Long-CLIP positional-embedding stretching (77 -> 248) and the frozen/trainable split.
 
-Knowledge-preserved stretching (method.md): positions 0..keep-1 are copied; each old
+Long-CLIP's knowledge-preserved stretching: positions 0..keep-1 are copied; each old
 position i in keep..n-2 becomes 4 new positions, blends of i and i+1 with weights
 1, 3/4, 1/2, 1/4 on i; the last 4 new positions are extrapolated from n-2 and n-1.
 A frozen copy serves positions < keep, a trainable copy positions >= keep: done with a

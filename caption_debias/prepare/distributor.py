@@ -24,7 +24,7 @@ def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: int, ma
         for item in items:
             yield item.value if isinstance(item, Ready) else fn(item)
         return
-    import multiprocessing  # here, not at the top: a --workers 1 run never pays for it (~10 ms of imports)
+    import multiprocessing  # here, not at the top: a --workers 1 run never pays for its imports
     from concurrent.futures import Future, ProcessPoolExecutor
 
     ctx = multiprocessing.get_context("spawn")

@@ -12,13 +12,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from caption_debias.dataset import MANIFEST, REJECTS
+from caption_debias.dataset import MANIFEST, REJECTS, STATE_DIR
 from caption_debias.errors import UserError
 from caption_debias.locking import LOCK_FILES
 from caption_debias.prepare.writer import write_json
 
 SHARDS_DIR = "shards"
-STATE_DIR = ".prepare"
 STATE_FILE = "state.json"
 
 

@@ -1,14 +1,13 @@
 """Write the stats dict out: stats.json, report.md (+ plots/*.png), a self-contained
-report.html (PNGs embedded as base64, inline CSS, no network) and a rich terminal table."""
+report.html (built with caption_debias/html_report.py) and a rich terminal table."""
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 from pathlib import Path
 from typing import Any
 
+from caption_debias import html_report
 from caption_debias.errors import UserError
 
 MAX_PLOT_GROUPS = 8  # more groups than this make unreadable side-by-side plots
@@ -210,47 +209,8 @@ def render_markdown(stats: dict[str, Any], figure_files: dict[str, str]) -> str:
     return "\n".join(parts)
 
 
-CSS = """
-:root { --ink:#222831; --muted:#5b6470; --line:#e3e6ea; --accent:#3b6ea8; --bg:#f6f7f9; }
-* { box-sizing: border-box; }
-body { margin:0; background:var(--bg); color:var(--ink);
-  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
-main { max-width: 1240px; margin: 0 auto; padding: 28px 28px 60px; }
-h1 { font-size: 28px; margin: 0 0 4px; }
-h2 { font-size: 19px; margin: 34px 0 12px; border-bottom: 2px solid var(--line); padding-bottom: 6px; }
-.sub { color: var(--muted); margin: 0 0 20px; font-size: 14px; }
-code { background:#eceff3; padding:1px 5px; border-radius:4px; font-size: 13px; }
-.cards { display:grid; grid-template-columns: repeat(auto-fit, minmax(170px, 1fr)); gap:14px; }
-.card { background:#fff; border:1px solid var(--line); border-radius:10px; padding:14px 16px; }
-.card .v { font-size: 26px; font-weight: 700; color: var(--accent); }
-.card .k { color: var(--muted); font-size: 13px; }
-.plots { display:grid; grid-template-columns: repeat(auto-fit, minmax(540px, 1fr)); gap:16px; }
-figure { margin:0; background:#fff; border:1px solid var(--line); border-radius:10px; padding:12px; }
-figure.wide { grid-column: 1 / -1; }
-figure img { width:100%; height:auto; display:block; }
-table { border-collapse: collapse; background:#fff; border:1px solid var(--line); border-radius:10px;
-  overflow:hidden; width:100%; font-size: 14px; }
-th, td { padding: 7px 12px; border-bottom: 1px solid var(--line); text-align: right; }
-th:first-child, td:first-child { text-align: left; }
-thead th { background:#eef2f7; font-weight:600; }
-tbody tr:nth-child(even) { background:#fafbfc; }
-.note { color: var(--muted); font-size: 13px; }
-.warn { background:#fff6e0; border:1px solid #f0d58a; border-radius:8px; padding:8px 12px; margin: 0 0 14px; }
-"""
-
-
-def _html_table(header: list[str], rows: list[list[str]], left: bool = False) -> str:
-    e = html.escape
-    align = ' style="text-align:left"' if left else ""
-    head = "".join(f"<th{align if i else ''}>{e(h)}</th>" for i, h in enumerate(header))
-    body = "".join(
-        "<tr>" + "".join(f"<td{align if i else ''}>{e(c)}</td>" for i, c in enumerate(r)) + "</tr>" for r in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def render_html(stats: dict[str, Any], figures: dict[str, bytes]) -> str:
-    e = html.escape
+    e = html_report.esc
     groups = _table_groups(stats)
     tp = stats["tokens_per_caption"]
     cards = [
@@ -264,46 +224,40 @@ def render_html(stats: dict[str, Any], figures: dict[str, bytes]) -> str:
         (_num(stats["sentences_per_caption"]["median"]), "median sentences per caption"),
         (_pct(stats["opening_summary_rate"]), "open with a summary"),
     ]
-    card_html = "".join(
-        f'<div class="card"><div class="v">{e(v)}</div><div class="k">{e(k)}</div></div>' for v, k in cards
-    )
-    plots = []
-    for name, png in figures.items():
-        wide = ' class="wide"' if name == "opening_phrases" and len(comparison_groups(stats)) > 1 else ""
-        data = base64.b64encode(png).decode("ascii")
-        plots.append(f'<figure{wide}><img alt="{e(FIGURE_TITLES[name])}" src="data:image/png;base64,{data}"></figure>')
+    wide_phrases = len(comparison_groups(stats)) > 1
+    plots = [
+        html_report.figure(png, FIGURE_TITLES[name], wide=name == "opening_phrases" and wide_phrases)
+        for name, png in figures.items()
+    ]
     rejects = (
-        _html_table(["reason", "records"], [[r, f"{n:,}"] for r, n in stats["rejects_by_reason"].items()])
+        html_report.table(["reason", "records"], [[r, f"{n:,}"] for r, n in stats["rejects_by_reason"].items()])
         if stats["rejects_by_reason"]
-        else '<p class="note">No rejects recorded in the manifest.</p>'
+        else html_report.note("No rejects recorded in the manifest.")
     )
     header, rows = summary_table(stats)
-    notes_html = "".join(f'<p class="warn">{e(n)}</p>' for n in notes(stats))
     folders = ", ".join(f"<code>{e(f)}</code>" for f in stats["folders"])
     by = f" · grouped by <b>{e(stats['by']['field'])}</b>" if "by" in stats else ""
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>caption-debias stats</title><style>{CSS}</style></head>
-<body><main>
-<h1>Dataset statistics</h1>
-<p class="sub">{folders}{by}</p>
-{notes_html}<div class="cards">{card_html}</div>
-<h2>Plots</h2>
-<div class="plots">{"".join(plots)}</div>
-<h2>Figures</h2>
-{_html_table(header, rows)}
-<p class="note">Tokens are CLIP BPE tokens. Caption lengths include the start and end tokens
+    figures_note = f"""Tokens are CLIP BPE tokens. Caption lengths include the start and end tokens
 (CLIP reads 77, Long-CLIP 248); first-sentence lengths do not. A summary sentence is one the
 prepare step flagged in <code>summary_mask</code>; a one-sentence caption counts as opening only.
-Prepared with {e(_prepared_line(stats))}.</p>
+Prepared with {e(_prepared_line(stats))}."""
+    phrases_note = (
+        f"The first {stats['options']['phrase_words']} lowercased words of the first sentence, punctuation dropped."
+    )
+    body = f"""<h1>Dataset statistics</h1>
+<p class="sub">{folders}{by}</p>
+{"".join(html_report.warn(n) for n in notes(stats))}{html_report.cards(cards)}
+<h2>Plots</h2>
+{html_report.figures(plots)}
+<h2>Figures</h2>
+{html_report.table(header, rows)}
+{html_report.note(figures_note)}
 <h2>Top opening phrases</h2>
-{_html_table(*_phrase_rows(stats, groups), left=True)}
-<p class="note">The first {stats["options"]["phrase_words"]} lowercased words of the first sentence, punctuation dropped.</p>
+{html_report.table(*_phrase_rows(stats, groups), align_left=True)}
+{html_report.note(phrases_note)}
 <h2>Rejects by reason</h2>
-{rejects}
-</main></body></html>
-"""
+{rejects}"""
+    return html_report.page("caption-debias stats", body)
 
 
 def write_report(stats: dict[str, Any], report_dir: str | Path) -> dict[str, Path]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -16,51 +16,68 @@ from caption_debias.errors import UserError
 
 RECIPES = ("debias", "longclip", "clip", "short")
 PRECISIONS = ("amp", "bf16", "fp32")
+DROP_RULES = ("first", "detected")
+
+
+def option(default: Any, help: str) -> Any:
+    """A TrainConfig field with its --help text; `caption-debias train` reads both from here."""
+    return field(default=default, metadata={"help": help})
 
 
 @dataclass
 class TrainConfig:
-    data: str = ""  # prepared folder
-    out: str = ""  # run folder
-    image_root: str | None = None
-    model: str = "ViT-B-16"
-    pretrained: str | None = None
-    recipe: str = "debias"
-    split: str | None = None  # train only on rows of this split
-    epochs: int | None = None  # default 1 when max_steps is not given
-    max_steps: int | None = None
-    batch_size: int = 256  # global (all ranks together), as in the paper
-    lr: float = 1e-6
-    weight_decay: float = 0.01
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-8
-    warmup_steps: int = 200
-    grad_clip: float | None = 1.0  # max global grad norm; None or 0 turns it off
-    lambda_short: float = 0.1  # debias: lambda_s * short + (1 - lambda_s) * long
-    pca_dim: int = 32
-    keep_positions: int = 20
-    context_length: int = 248
-    drop_summary: str = "first"  # first | detected
-    no_drop_summary: bool = False
-    no_subsample: bool = False
-    no_pad: bool = False
-    label_smoothing: float = 0.1
-    precision: str = "amp"
-    workers: int = 0
-    seed: int = 0
-    resume: bool = False
-    strict: bool = False  # stop on a missing/corrupt image instead of skipping it
-    checkpoint_every: int = 1000
-    keep_checkpoints: int = 2  # most recent checkpoints kept (0 keeps all)
-    log_every: int = 10
-    group_key: str | None = None  # meta key: batches made of whole groups sharing it
-    group_size: int = 4
-    cache_images: bool = False  # keep decoded images in memory (small sets, workers=0)
-    trim_padding: bool = True  # cut each text batch after its latest EOT (same features, less compute)
-    device: str = "auto"  # auto | cpu | cuda | cuda:N
-    tensorboard: bool = True
-    quiet: bool = False
+    data: str | None = option(None, "Prepared folder (output of `caption-debias prepare`); may come from --config.")
+    out: str | None = option(None, "Run folder: config.json, metrics.jsonl, checkpoints/, tensorboard/.")
+    image_root: str | None = option(None, "Folder the shards' `image` paths are relative to.")
+    model: str = option(
+        "ViT-B-16",
+        "open_clip model name (or `tiny`), local-dir:DIR, hf-hub:ORG/REPO, a checkpoint file, or a run folder.",
+    )
+    pretrained: str | None = option(
+        None, "Pretrained tag (e.g. openai) or checkpoint file; for a checkpoint-file --model, its architecture name."
+    )
+    recipe: str = option("debias", f"{' | '.join(RECIPES)} (`short`: stage-1 one-sentence pretraining).")
+    split: str | None = option(None, "Train only on rows of this split.")
+    epochs: int | None = option(None, "Passes over the data (default 1 unless --max-steps is given).")
+    max_steps: int | None = option(
+        None, "Optimizer steps; 0 writes the starting (stretched, untrained) model as the checkpoint."
+    )
+    batch_size: int = option(256, "Global batch size (all processes together), as in the paper.")
+    lr: float = option(1e-6, "Peak learning rate (AdamW).")
+    weight_decay: float = option(0.01, "AdamW weight decay (not on gains, biases, logit scale).")
+    beta1: float = option(0.9, "AdamW beta1.")
+    beta2: float = option(0.999, "AdamW beta2.")
+    eps: float = option(1e-8, "AdamW epsilon.")
+    warmup_steps: int = option(200, "Linear warm-up steps before the cosine decay to 0.")
+    grad_clip: float | None = option(1.0, "Clip the global gradient norm to this (0 turns it off).")
+    lambda_short: float = option(
+        0.1, "debias: weight of the augmented-caption loss (lambda_s * short + (1 - lambda_s) * long)."
+    )
+    pca_dim: int = option(32, "Primary components kept of the per-device batch of image features.")
+    keep_positions: int = option(20, "Text positions kept as they are (and frozen) when stretching.")
+    context_length: int = option(248, "Text context after stretching (248 = Long-CLIP).")
+    drop_summary: str = option("first", "debias: drop the first sentence (paper) or the `detected` summary sentences.")
+    no_drop_summary: bool = option(False, "Ablation: keep the summary in the augmented caption.")
+    no_subsample: bool = option(False, "Ablation: keep every remaining sentence, in order.")
+    no_pad: bool = option(False, "Ablation: no pads moved after the start token.")
+    label_smoothing: float = option(0.1, "Label smoothing of the contrastive loss (not used by `short`).")
+    precision: str = option("amp", f"{' | '.join(PRECISIONS)} (amp: fp16 autocast, CUDA only).")
+    workers: int = option(0, "DataLoader worker processes (0: load in the main process).")
+    seed: int = option(0, "Seed of the data order, the augmentations and random initialisation.")
+    resume: bool = option(False, "Continue the run in --out from its latest checkpoint.")
+    strict: bool = option(False, "Stop at the first missing or corrupt image instead of skipping it.")
+    checkpoint_every: int = option(1000, "Save a checkpoint every N steps (and at the end).")
+    keep_checkpoints: int = option(2, "Most recent checkpoints kept (0 keeps all).")
+    log_every: int = option(10, "Write a metrics.jsonl line every N steps.")
+    group_key: str | None = option(
+        None, "Key in each row's meta: batches hold whole groups sharing it (hard negatives)."
+    )
+    group_size: int = option(4, "Rows per group in a batch with --group-key.")
+    cache_images: bool = option(False, "Keep decoded images in memory (small sets, --workers 0).")
+    trim_padding: bool = option(True, "Cut each text batch after its latest end token: same features, less compute.")
+    device: str = option("auto", "auto | cpu | cuda | cuda:N (torchrun picks cuda:LOCAL_RANK).")
+    tensorboard: bool = option(True, "Write TensorBoard logs to RUN/tensorboard.")
+    quiet: bool = option(False, "No progress bar or notes.")
 
     def validate(self) -> "TrainConfig":
         if not self.data:
@@ -71,8 +88,8 @@ class TrainConfig:
             raise UserError(f"--recipe {self.recipe!r}: choose from {', '.join(RECIPES)}")
         if self.precision not in PRECISIONS:
             raise UserError(f"--precision {self.precision!r}: choose from {', '.join(PRECISIONS)}")
-        if self.drop_summary not in ("first", "detected"):
-            raise UserError(f"--drop-summary {self.drop_summary!r}: choose first or detected")
+        if self.drop_summary not in DROP_RULES:
+            raise UserError(f"--drop-summary {self.drop_summary!r}: choose from {', '.join(DROP_RULES)}")
         if self.max_steps is not None and self.max_steps < 0:
             raise UserError("--max-steps must be >= 0")
         if self.epochs is not None and self.epochs < 1:

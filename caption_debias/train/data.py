@@ -18,16 +18,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from caption_debias import augment
 from caption_debias.errors import UserError
-from caption_debias.train import augment
+from caption_debias.train.config import RECIPES
 
 log = logging.getLogger(__name__)
 
-RECIPES = ("debias", "longclip", "clip", "short")
-
 
 class ImageSource(Protocol):
-    """Where images come from: a folder today, webdataset shards matched by key later."""
+    """Where images come from, by row key and the shard's `image` value (FolderImages reads files, tar members
+    and img2dataset downloads)."""
 
     def open(self, key: str, image: str):  # -> PIL.Image.Image (RGB)
         ...

@@ -15,7 +15,7 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from caption_debias.export.urls import KEY_COLUMN
+from caption_debias.img2dataset_columns import KEY_COLUMN
 
 
 @dataclass

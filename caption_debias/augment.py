@@ -2,7 +2,7 @@
 
 Layout: [SOT] + ids + [EOT], zero padded to the context; a caption longer than the
 context is truncated with the last kept token set to EOT (open_clip's rule).
-DeBias short text (method.md steps 3-5): drop the summary, sub-sample m ~ U{1..k-1} of the
+DeBias short text (the DeBias-CLIP paper's augmentation): drop the summary, sub-sample m ~ U{1..k-1} of the
 remaining sentences in random order, move q ~ U{0..trailing pads} pads to just after SOT.
 """
 
@@ -14,7 +14,6 @@ from typing import Sequence
 import numpy as np
 
 SOT, EOT, PAD = 49406, 49407, 0
-DROP_RULES = ("first", "detected")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,71 @@
+"""No import cycle between caption_debias's subpackages (and its top-level modules).
+
+Every `caption_debias.X` import counts, the ones inside functions too: a lazy import still
+makes X a dependency. A cycle means a shared piece belongs a floor lower.
+"""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "caption_debias"  # cli/ installs as caption_debias.cli: its own unit
+
+
+def _unit_of(path: Path) -> str:
+    """The top-level unit a source file belongs to: its subpackage, or its own module name at the root."""
+    if path.is_relative_to(ROOT / "cli"):
+        return "cli"
+    rel = path.relative_to(PACKAGE)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def _imported_units(tree: ast.AST) -> set[str]:
+    units = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = (
+                [node.module] if node.module != "caption_debias" else [f"caption_debias.{a.name}" for a in node.names]
+            )
+        else:
+            continue
+        units |= {name.split(".")[1] for name in names if name.startswith("caption_debias.")}
+    return units
+
+
+def unit_graph() -> dict[str, set[str]]:
+    """unit -> the other units it imports from."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted([*PACKAGE.rglob("*.py"), *(ROOT / "cli").rglob("*.py")]):
+        unit = _unit_of(path)
+        if unit == "__init__":
+            continue
+        deps = _imported_units(ast.parse(path.read_text("utf-8"))) - {unit, "__version__"}
+        graph.setdefault(unit, set()).update(deps)
+    return graph
+
+
+def test_no_import_cycle_between_subpackages():
+    graph = unit_graph()
+    assert {"train", "export", "text", "prepare", "readers", "cli"} <= set(graph)  # the scan sees the package
+    try:
+        order = list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as exc:
+        cycle = " -> ".join(exc.args[1])
+        raise AssertionError(f"import cycle between caption_debias units: {cycle}") from None
+    assert order.index("train") < order.index("cli")
+
+
+def test_the_scan_finds_a_cycle_when_there_is_one():
+    graph = unit_graph()
+    assert "dataset" in graph["train"]
+    graph["dataset"] = graph["dataset"] | {"train"}  # dataset importing train would close a loop
+    try:
+        list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError:
+        return
+    raise AssertionError("a planted cycle was not found")

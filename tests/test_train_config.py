@@ -1,0 +1,53 @@
+"""`caption-debias train`'s options and TrainConfig agree: one option per field, same default, same help."""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import MISSING, fields
+from pathlib import Path
+
+import pytest
+import typer
+
+from caption_debias.cli import train_cmd
+from caption_debias.cli.main import app
+from caption_debias.train.config import TrainConfig
+
+CLI_ONLY = {"config"}  # reads a file of TrainConfig values; not itself a training option
+
+
+def _train_command():
+    return typer.main.get_command(app).commands["train"]
+
+
+def test_every_field_is_an_option_with_its_default_and_help():
+    params = {p.name: p for p in _train_command().params if p.name not in CLI_ONLY}
+    config = {f.name: f for f in fields(TrainConfig)}
+    assert set(params) == set(config)
+    cli_types = typing.get_type_hints(train_cmd.train)
+    config_types = typing.get_type_hints(TrainConfig)
+    for name, f in config.items():
+        p = params[name]
+        assert f.default is not MISSING and p.default == f.default, name
+        assert p.help == f.metadata["help"] and p.help, name
+        assert p.required is False, name
+        # the CLI takes folders as Path; TrainConfig keeps them as str (it is written to config.json)
+        cli_type = typing.Optional[str] if cli_types[name] == typing.Optional[Path] else cli_types[name]
+        assert cli_type == config_types[name], (name, cli_types[name], config_types[name])
+
+
+@pytest.mark.parametrize("name", ["batch_size", "lr", "recipe", "trim_padding", "tensorboard", "grad_clip"])
+def test_a_flag_left_out_resolves_to_the_config_default(name, tmp_path, monkeypatch):
+    """What the command hands the library when nothing is given: TrainConfig()'s values."""
+    seen = {}
+
+    def fake_train(cfg):  # stops before any model is loaded: only the resolved options matter here
+        seen.update(cfg.to_dict())
+        return Path(cfg.out)
+
+    monkeypatch.setattr("caption_debias.train.loop.train", fake_train)
+    from typer.testing import CliRunner
+
+    res = CliRunner().invoke(app, ["train", str(tmp_path), "--out", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    assert seen[name] == getattr(TrainConfig(), name)
