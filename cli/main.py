@@ -22,6 +22,7 @@ from caption_debias.cli import (
     urls_cmd,
 )
 from caption_debias.errors import UserError
+from caption_debias.extras import missing_extra
 
 app = typer.Typer(
     name="caption-debias",
@@ -66,6 +67,12 @@ def main() -> None:
     except UserError as exc:
         typer.secho(f"caption-debias: error: {exc}", fg="red", err=True)
         sys.exit(exc.exit_code)
+    except ModuleNotFoundError as exc:  # an optional package (torch, spaCy, Ray, ...): name the extra
+        error = missing_extra(exc)
+        if error is None:
+            raise
+        typer.secho(f"caption-debias: error: {error}", fg="red", err=True)
+        sys.exit(error.exit_code)
     except KeyboardInterrupt:
         typer.secho("caption-debias: interrupted", fg="red", err=True)
         sys.exit(130)

@@ -11,35 +11,23 @@ is given), then
             process, alternating with today's (CPU time; min and median of --repeats x 2).
 ijson and json-stream are not dependencies; install them anywhere importable to compare, e.g.
     pip install --target /tmp/jsonlibs ijson json-stream
-    PYTHONPATH=/tmp/jsonlibs .venv/bin/python benchmarks/bench_sharegpt4v_reader.py --data /work/shared/data
-    .venv/bin/python benchmarks/bench_sharegpt4v_reader.py --data /work/shared/data --against main --repeats 4
+    PYTHONPATH=/tmp/jsonlibs .venv/bin/python benchmarks/bench_prepare_reader_sharegpt4v.py
+    .venv/bin/python benchmarks/bench_prepare_reader_sharegpt4v.py --against main --repeats 4
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-sys.path.insert(0, str(ROOT))
+from _common import add_data_option, import_at, long_captions
 
 
-def captions(data: Path | None, n: int) -> list[str]:
-    caps = []
-    if data is not None:
-        for name, fields in (("iiw400.jsonl", ("IIW", "IIW-P5B")), ("iiw_cm3600.jsonl", ("IIW-P5B",))):
-            for line in (data / name).open(encoding="utf-8"):
-                row = json.loads(line)
-                caps += [row[f] for f in fields if row.get(f)]
-    if not caps:
-        caps = [f"The image shows scene {i}. A harbour at dusk.\n\nBoats are moored. Hills rise." for i in range(97)]
+def captions(data: Path, n: int) -> list[str]:
+    caps = long_captions(data)
     return [caps[i % len(caps)] for i in range(n)]
 
 
@@ -115,17 +103,7 @@ def against(rev: str, path: Path, n: int, repeats: int, tmp: str) -> None:
     """Today's iter_array against REV's, in this process, alternating (the box's load hits both alike)."""
     from caption_debias.readers import sharegpt4v as today
 
-    source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{rev}:caption_debias/readers/sharegpt4v.py"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    old_path = Path(tmp) / "sharegpt4v_at_rev.py"
-    old_path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("sharegpt4v_at_rev", old_path)
-    old = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(old)
+    old = import_at(rev, "caption_debias.readers.sharegpt4v", Path(tmp) / "rev")
     times: dict[str, list[float]] = {"today": [], rev: []}
     for r in range(2 * repeats):
         order = [("today", today), (rev, old)] if r % 2 else [(rev, old), ("today", today)]
@@ -143,7 +121,7 @@ def against(rev: str, path: Path, n: int, repeats: int, tmp: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=None, help="calibration captions folder (else synthetic captions)")
+    add_data_option(ap)
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--repeats", type=int, default=3, help="best of N timings")
     ap.add_argument("--against", metavar="REV", help="also time iter_array as it is at this git revision")

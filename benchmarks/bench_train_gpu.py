@@ -8,8 +8,8 @@ one text batch at 77 (`short` compares with it), one at 248 (`clip`), two at 248
 (`debias`, `longclip`). Writes $OUT/gpu_throughput.json
 (or ./gpu_throughput.json) with images/s per recipe.
 
-    python benchmarks/gpu_throughput.py [--steps 50 --batch 256 --model ViT-B-16 --workers 8]
-    python benchmarks/gpu_throughput.py --smoke     # CPU check of the script: tiny model, 3 steps
+    python benchmarks/bench_train_gpu.py [--steps 50 --batch 256 --model ViT-B-16 --workers 8]
+    python benchmarks/bench_train_gpu.py --smoke     # CPU check of the script: tiny model, 3 steps
 """
 
 from __future__ import annotations
@@ -17,12 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _common  # noqa: F401  (this checkout on sys.path when it is not installed)
 
 
 def plain_step_rate(model_name: str, batch: int, steps: int, device: str, amp: bool, texts: int, context: int) -> float:
