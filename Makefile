@@ -1,4 +1,5 @@
-# Two entry points: `make demo` and `make test`. Each creates .venv when it is missing.
+# Two entry points: `make demo` and `make test`. Each creates .venv when it is missing and
+# installs everything (`.[all,test]`); `pip install caption-debias` alone is the data-only core.
 # `make lint` is the ruff gate (check + format) that CI runs before the tests.
 PYTHON ?= python3
 VENV := .venv
@@ -10,7 +11,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[test]"
+	$(BIN)/python -m pip install -q -e ".[all,test]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -2,14 +2,14 @@
 
 Writes ShareGPT4V-layout JSON arrays of N records (real long captions from the calibration
 data, repeated with fresh ids and a little noise so no two are equal), then, each in a fresh
-child process so peaks do not mix, measures the child's peak RSS (ru_maxrss) for:
+child process so peaks do not mix, measures the child's peak RSS for:
   stream:   caption_debias.prepare.run.prepare([file], out, PrepareOptions(shard_rows=R, workers=1))
   baseline: json.load(file) of the whole array, then the same text steps and one Parquet file
             (what a non-streaming implementation does)
 and prints a table of peaks, stream/baseline ratios, and each method's growth from the
 smallest to the largest input.
 
-    .venv/bin/python benchmarks/bench_prepare_memory.py --data /work/shared/data --sizes 4000 16000 64000
+    .venv/bin/python benchmarks/bench_prepare_memory.py --sizes 4000 16000 64000
 """
 
 from __future__ import annotations
@@ -18,23 +18,11 @@ import argparse
 import json
 import multiprocessing as mp
 import random
-import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-
-def load_captions(data: Path) -> list[str]:
-    caps = []
-    for name, fields in (("iiw400.jsonl", ("IIW", "IIW-P5B")), ("iiw_cm3600.jsonl", ("IIW-P5B",))):
-        with open(data / name, encoding="utf-8") as fh:
-            for line in fh:
-                row = json.loads(line)
-                caps.extend(row[f] for f in fields if isinstance(row.get(f), str) and row[f].strip())
-    return caps
+from _common import add_data_option, long_captions, peak_rss_mib
 
 
 def write_sharegpt(path: Path, n: int, captions: list[str]) -> None:
@@ -61,7 +49,7 @@ def run_stream(path: str, out: str, shard_rows: int, q) -> None:
 
     t = time.perf_counter()
     manifest = prepare([path], out, PrepareOptions(shard_rows=shard_rows, workers=1, quiet=True, overwrite=True))
-    q.put((time.perf_counter() - t, manifest["counts"]["written"], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+    q.put((time.perf_counter() - t, manifest["counts"]["written"], peak_rss_mib()))
 
 
 def run_baseline(path: str, out: str, shard_rows: int, q) -> None:
@@ -79,7 +67,7 @@ def run_baseline(path: str, out: str, shard_rows: int, q) -> None:
     ]
     table, _ = process_records(records, "fast", "detect")
     pq.write_table(table, Path(out) / "all.parquet", compression="zstd")
-    q.put((time.perf_counter() - t, len(table), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+    q.put((time.perf_counter() - t, len(table), peak_rss_mib()))
 
 
 def measure(fn, path: Path, out: Path, shard_rows: int) -> tuple[float, int, float]:
@@ -88,19 +76,19 @@ def measure(fn, path: Path, out: Path, shard_rows: int) -> tuple[float, int, flo
     out.mkdir(parents=True, exist_ok=True)
     p = ctx.Process(target=fn, args=(str(path), str(out), shard_rows, q))
     p.start()
-    elapsed, rows, maxrss_kib = q.get()
+    elapsed, rows, peak_mib = q.get()
     p.join()
-    return elapsed, rows, maxrss_kib / 1024
+    return elapsed, rows, peak_mib
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=Path("/work/shared/data"))
+    add_data_option(ap)
     ap.add_argument("--sizes", type=int, nargs="+", default=[4000, 16000, 64000])
     ap.add_argument("--shard-rows", type=int, default=2000)
     ap.add_argument("--work", type=Path, default=None)
     args = ap.parse_args()
-    captions = load_captions(args.data)
+    captions = long_captions(args.data)
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-prepare-memory-"))
     work.mkdir(parents=True, exist_ok=True)
     results = []

@@ -19,9 +19,10 @@ checkout is reported (on a shared machine the minimum is the least disturbed run
 --against REV adds two trees made with `git archive`: REV as it was, and this checkout with
 REV's caption_debias/prepare and caption_debias/readers (the same text code as this checkout,
 so its total against this checkout's is the non-text change alone, side effects such as
-garbage-collector time charged to the text steps included).
+garbage-collector time charged to the text steps included; it needs REV's prepare/ to call
+the text API as this checkout has it).
 
-    .venv/bin/python benchmarks/bench_prepare_nontext.py --rows 20000 --against 4f45e8c
+    .venv/bin/python benchmarks/bench_prepare_nontext.py --rows 20000 --against REV
     .venv/bin/python benchmarks/bench_prepare_nontext.py --repos /path/to/other/checkout .
     .venv/bin/python benchmarks/bench_prepare_nontext.py --profile   # + cProfile of the last checkout's run
 """
@@ -36,6 +37,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _common import ROOT, add_data_option, code_at, long_captions
+from bench_prepare_rate import table_captions
 
 HERE = Path(__file__).resolve()
 
@@ -56,7 +60,7 @@ def child(repo: str, table: str, out: str, profile: bool) -> None:
     from caption_debias.text.tokenize import get_tokenizer
 
     seg, tok = get_segmenter("fast"), get_tokenizer()
-    for name in ("_model", "_scorer"):  # the shipped summary model, loaded lazily
+    for name in ("_model", "_scorer", "_batch_scorer"):  # the shipped summary model, loaded lazily
         if hasattr(summary, name):
             getattr(summary, name)()
     seg.spans("A warm-up caption. It has two sentences.")
@@ -177,29 +181,20 @@ def measure(repo: Path, table: Path, out: Path, profile: bool) -> dict:
 
 def _trees(rev: str, tmp: Path) -> list[str]:
     """REV whole, and this checkout (tracked files as they are now) with REV's prepare/ and readers/."""
-    repo = HERE.parents[1]
-
-    def archive(dest: Path, treeish: str, *paths: str) -> None:
-        dest.mkdir(parents=True, exist_ok=True)
-        data = subprocess.run(
-            ["git", "-C", str(repo), "archive", treeish, *paths], capture_output=True, check=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", str(dest)], input=data, check=True)
-
-    old, mixed = tmp / f"rev-{rev}", tmp / f"text-now+non-text-{rev}"
-    archive(old, rev, "caption_debias", "schemas")
-    mixed.mkdir()
+    old = code_at(rev, tmp / f"rev-{rev}", "caption_debias", "schemas")
+    mixed = tmp / f"text-now+non-text-{rev}"
     files = subprocess.run(
-        ["git", "-C", str(repo), "ls-files", "caption_debias", "schemas"], capture_output=True, text=True, check=True
+        ["git", "-C", str(ROOT), "ls-files", "caption_debias", "schemas"], capture_output=True, text=True, check=True
     )
     for rel in files.stdout.split():
-        if (repo / rel).is_file():
-            (mixed / rel).parent.mkdir(parents=True, exist_ok=True)
-            (mixed / rel).write_bytes((repo / rel).read_bytes())
+        if (ROOT / rel).is_file():
+            dest = mixed / ("caption_debias/" + rel if rel.startswith("schemas/") else rel)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes((ROOT / rel).read_bytes())
     for sub in ("caption_debias/prepare", "caption_debias/readers"):
         for f in (mixed / sub).glob("*.py"):
             f.unlink()
-        archive(mixed, rev, sub)
+        code_at(rev, mixed, sub)
     return [str(old), str(mixed)]
 
 
@@ -207,11 +202,8 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         child(sys.argv[2], sys.argv[3], sys.argv[4], "--profile" in sys.argv)
         return
-    sys.path.insert(0, str(HERE.parent))
-    from bench_prepare_rate import load_captions, table_captions
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=Path("/work/shared/data"))
+    add_data_option(ap)
     ap.add_argument("--rows", type=int, default=20000)
     ap.add_argument("--mix", choices=("repeat", "shuffled"), default="repeat")
     ap.add_argument("--repos", nargs="+", default=[str(HERE.parents[1])], help="checkouts to time (alternating)")
@@ -222,7 +214,7 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="print a cProfile table (one extra run of the last repo)")
     args = ap.parse_args()
 
-    rows_text = table_captions(load_captions(args.data), args.rows, args.mix)
+    rows_text = table_captions(long_captions(args.data), args.rows, args.mix)
     with tempfile.TemporaryDirectory() as tmp:
         if args.against:
             args.repos = [*_trees(args.against, Path(tmp)), *args.repos]

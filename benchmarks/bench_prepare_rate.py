@@ -7,10 +7,11 @@ caption: the same sentences in a new order), then times:
             over --pysbd-rows rows spread evenly over the same table
   prepare:  caption_debias.prepare.run.prepare([table], out, PrepareOptions(format="table", workers=1))
             (read, split, detect summaries, tokenize, write Parquet + manifest)
-and prints both rates and their ratio, plus prepare's peak memory (ru_maxrss of a child
-process that only runs prepare, so the baseline does not count).
+and prints both rates and their ratio, plus prepare's peak memory (of a child process that
+only runs prepare, so the baseline does not count).
 
-    .venv/bin/python benchmarks/bench_prepare_rate.py --data /work/shared/data --rows 20000
+    .venv/bin/python benchmarks/bench_prepare_rate.py --rows 20000 --mix shuffled
+    PYTHONPATH=/path/to/other/checkout .venv/bin/python benchmarks/bench_prepare_rate.py ...   # time other code
 """
 
 from __future__ import annotations
@@ -19,21 +20,11 @@ import argparse
 import json
 import multiprocessing as mp
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-
-def load_captions(data: Path) -> list[str]:
-    caps = []
-    for name, fields in (("iiw400.jsonl", ("IIW", "IIW-P5B")), ("iiw_cm3600.jsonl", ("IIW-P5B",))):
-        for line in (data / name).open(encoding="utf-8"):
-            row = json.loads(line)
-            caps += [row[f] for f in fields if row.get(f)]
-    return caps
+from _common import add_data_option, long_captions, peak_rss_mib
 
 
 def table_captions(caps: list[str], rows: int, mix: str) -> list[str]:
@@ -83,7 +74,7 @@ def _run_prepare(table: str, out: str, segmenter: str, queue) -> None:
     dt = time.perf_counter() - t0
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime  # includes interpreter start-up and imports
-    queue.put((dt, cpu, manifest, max(own.ru_maxrss, kids.ru_maxrss) / 1024))
+    queue.put((dt, cpu, manifest, peak_rss_mib()))
 
 
 def prepare_rate(table: Path, out: Path, segmenter: str) -> tuple[float, float, dict, float]:
@@ -98,7 +89,7 @@ def prepare_rate(table: Path, out: Path, segmenter: str) -> tuple[float, float, 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=Path("/work/shared/data"), help="calibration data folder")
+    add_data_option(ap)
     ap.add_argument("--rows", type=int, default=20000, help="captions in the prepared table")
     ap.add_argument("--pysbd-rows", type=int, default=1500, help="captions timed in the pysbd loop")
     ap.add_argument("--segmenter", default="fast", help="segmenter for prepare (fast, pysbd, spacy)")
@@ -110,7 +101,7 @@ def main() -> None:
     )
     args = ap.parse_args()
 
-    caps = load_captions(args.data)
+    caps = long_captions(args.data)
     rows_text = table_captions(caps, args.rows, args.mix)
     with tempfile.TemporaryDirectory() as tmp:
         table = Path(tmp) / "captions.jsonl"
@@ -120,6 +111,9 @@ def main() -> None:
         base_wall, base_cpu = pysbd_rate(rows_text, args.pysbd_rows)
         dt, cpu, manifest, rss = prepare_rate(table, Path(tmp) / "out", args.segmenter)
     rows = args.rows
+    import caption_debias
+
+    print(f"code: {Path(caption_debias.__file__).parent}")
     print(
         f"captions: {len(caps)} real long captions, {rows} rows in the table, {len(set(rows_text))} distinct (--mix {args.mix})"
     )

@@ -5,21 +5,18 @@ fingerprints each chunk, but reuses every shard whose sidecar matches. Both runs
 process, same input (a ShareGPT4V-layout array of real long captions, as in
 bench_prepare_memory.py):
 
-    .venv/bin/python benchmarks/bench_prepare_resume.py --data /work/shared/data --records 16000
+    .venv/bin/python benchmarks/bench_prepare_resume.py --records 16000
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_prepare_memory import load_captions, write_sharegpt  # noqa: E402
+from _common import add_data_option, long_captions
+from bench_prepare_memory import write_sharegpt
 
 
 def main() -> None:
@@ -27,13 +24,13 @@ def main() -> None:
     from caption_debias.prepare.run import prepare
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=Path("/work/shared/data"))
+    add_data_option(ap)
     ap.add_argument("--records", type=int, default=16000)
     ap.add_argument("--shard-rows", type=int, default=2000)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-prepare-resume-"))
     src = work / "sharegpt4v.json"
-    write_sharegpt(src, args.records, load_captions(args.data))
+    write_sharegpt(src, args.records, long_captions(args.data))
     options = PrepareOptions(shard_rows=args.shard_rows, quiet=True)
     t = time.perf_counter()
     first = prepare([src], work / "out", options)

@@ -6,8 +6,8 @@ rejected), writes it as a JSON-lines table and as a ShareGPT4V JSON array, runs 
 each with small shards, and prints one digest per output file. With --against REV it also
 runs the same inputs through the code at git revision REV and reports every file that differs.
 
-    .venv/bin/python benchmarks/check_prepare_identity.py --data /work/shared/data
-    .venv/bin/python benchmarks/check_prepare_identity.py --data /work/shared/data --against main
+    .venv/bin/python benchmarks/check_prepare_identity.py
+    .venv/bin/python benchmarks/check_prepare_identity.py --against main
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ import os
 import random
 import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import ROOT, add_data_option, coco_joined, code_at, long_captions
 
 HARD_SPOTS = [
     "Dr. Smith stands near the U.S. flag.",
@@ -50,22 +49,8 @@ EDGE_CASES = [
 ]
 
 
-def load_calibration(data: Path) -> tuple[list[str], list[str]]:
-    caps = []
-    for name, keys in (("iiw400.jsonl", ("IIW", "IIW-P5B")), ("iiw_cm3600.jsonl", ("IIW-P5B",))):
-        for line in (data / name).open(encoding="utf-8"):
-            row = json.loads(line)
-            caps += [row[k] for k in keys if isinstance(row.get(k), str) and row[k].strip()]
-    coco = json.loads((data / "coco_captions_val2017.json").read_text("utf-8"))
-    by_image: dict[int, list[str]] = {}
-    for ann in coco["annotations"]:
-        by_image.setdefault(ann["image_id"], []).append(ann["caption"].strip())
-    joined = [" ".join(c) for _, c in sorted(by_image.items())[:2000]]
-    return caps, joined
-
-
 def build_records(data: Path) -> list[dict]:
-    caps, joined = load_calibration(data)
+    caps, joined = long_captions(data), coco_joined(data)[:2000]
     rng = random.Random(0)
     spotted = []
     for caption in caps[:600]:
@@ -139,23 +124,9 @@ def run_prepare(code_root: Path | None, fmt: str, src: Path, out: Path) -> dict[
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def export_revision(rev: str, folder: Path) -> Path:
-    """The library at `rev`, laid out as it installs (cli/ and schemas/ inside the package)."""
-    archive = folder / "rev.tar"
-    subprocess.run(["git", "-C", str(ROOT), "archive", "-o", str(archive), rev], check=True)
-    tree = folder / "rev"
-    tree.mkdir()
-    with tarfile.open(archive) as tar:
-        tar.extractall(tree, filter="data")
-    for inner in ("cli", "schemas"):
-        if (tree / inner).is_dir() and not (tree / "caption_debias" / inner).exists():
-            (tree / inner).rename(tree / "caption_debias" / inner)
-    return tree
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=Path(os.environ.get("CAPTION_DEBIAS_DATA", "/work/shared/data")))
+    add_data_option(ap)
     ap.add_argument("--against", metavar="REV", help="also run the code at this git revision and compare")
     args = ap.parse_args()
 
@@ -163,7 +134,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         inputs = write_inputs(records, tmp)
-        rev_tree = export_revision(args.against, tmp) if args.against else None
+        rev_tree = code_at(args.against, tmp / "rev") if args.against else None
         differ = 0
         for fmt, src in inputs:
             now = run_prepare(ROOT, fmt, src, tmp / f"now-{fmt}")

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 _SCALARS = {
     "string": pa.string(),
+    "binary": pa.binary(),
     "int32": pa.int32(),
     "int64": pa.int64(),
     "float32": pa.float32(),
@@ -40,6 +41,11 @@ def manifest_schema() -> dict[str, Any]:
 @lru_cache(maxsize=None)
 def reject_schema() -> dict[str, Any]:
     return _load("reject.schema.json")
+
+
+@lru_cache(maxsize=None)
+def removed_schema() -> dict[str, Any]:
+    return _load("removed.schema.json")
 
 
 SCHEMA_VERSION: int = shard_spec()["schema_version"]

@@ -39,7 +39,7 @@ def evaluate(
         None,
         "--out",
         "-o",
-        help="Write results as JSON here: {VARIANT: {t2i, i2t}} for one model on one data set, else {MODEL: {BENCHMARK: {VARIANT: ...}}}.",
+        help="Write results as JSON here: {VARIANT: {t2i, i2t, recall_rule}} for one model on one data set, else {MODEL: {BENCHMARK: {VARIANT: ...}}}.",
     ),
     batch_size: int = typer.Option(
         64, "--batch-size", min=1, help="Images per encoding batch (texts use at least 64)."
@@ -64,6 +64,11 @@ def evaluate(
     templates: str = typer.Option(
         "openai", "--templates", help="Zero-shot prompt templates: openai (80 ImageNet templates) or simple."
     ),
+    recall_rule: str = typer.Option(
+        "pessimistic",
+        "--recall-rule",
+        help="How tied scores count: pessimistic (against the query) or clip_benchmark (torch.topk, as CLIP_benchmark); named in the JSON.",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines and no table."),
 ) -> None:
     """Retrieval recall@1/5/10 both ways (and zero-shot accuracy) of one or more models."""
@@ -86,6 +91,7 @@ def evaluate(
         batch_size=batch_size,
         segmenter=segmenter,
         template_set=templates,
+        recall_rule=recall_rule,
         log=(lambda m: None) if quiet else (lambda m: console.print(m, style="dim")),
     )
     if out is not None:

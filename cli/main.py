@@ -12,9 +12,11 @@ import typer
 
 from caption_debias import __version__
 from caption_debias.cli import (
+    curate_cmd,
     demo_cmd,
     eval_cmd,
     export_cmd,
+    pack_cmd,
     prepare_cmd,
     stats_cmd,
     synth_cmd,
@@ -22,6 +24,7 @@ from caption_debias.cli import (
     urls_cmd,
 )
 from caption_debias.errors import UserError
+from caption_debias.extras import missing_extra
 
 app = typer.Typer(
     name="caption-debias",
@@ -49,6 +52,7 @@ def _root(
 
 app.command("prepare")(prepare_cmd.prepare)
 app.command("stats")(stats_cmd.stats)
+app.command("curate")(curate_cmd.curate)
 app.command("train")(train_cmd.train)
 app.command("export")(export_cmd.export)
 app.command("eval")(eval_cmd.evaluate)
@@ -57,6 +61,7 @@ app.command("synth")(synth_cmd.synth)
 app.command("demo")(demo_cmd.demo)
 app.command("urls")(urls_cmd.urls)
 app.command("export-captions")(urls_cmd.export_captions)
+app.command("pack")(pack_cmd.pack)
 
 
 def main() -> None:
@@ -66,9 +71,19 @@ def main() -> None:
     except UserError as exc:
         typer.secho(f"caption-debias: error: {exc}", fg="red", err=True)
         sys.exit(exc.exit_code)
+    except ModuleNotFoundError as exc:  # an optional package (torch, spaCy, Ray, ...): name the extra
+        error = missing_extra(exc)
+        if error is None:
+            raise
+        typer.secho(f"caption-debias: error: {error}", fg="red", err=True)
+        sys.exit(error.exit_code)
     except KeyboardInterrupt:
         typer.secho("caption-debias: interrupted", fg="red", err=True)
         sys.exit(130)
+    except OSError as exc:  # a disk or permission fault no library code turned into its own line
+        where = f"{exc.filename}: " if exc.filename else ""
+        typer.secho(f"caption-debias: error: {where}{exc.strerror or exc}", fg="red", err=True)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -163,8 +163,23 @@ def test_eval_cli_json_shapes(world, tmp_path):
     )
     assert r.exit_code == 0, r.output
     table = json.loads(one.read_text())
-    assert set(table) == {"keep", "first"} and set(table["keep"]) == {"t2i", "i2t"}
-    assert set(table["keep"]["t2i"]) == {"r1", "r5", "r10"}
+    assert set(table) == {"keep", "first"} and set(table["keep"]) == {"t2i", "i2t", "recall_rule"}
+    assert set(table["keep"]["t2i"]) == {"r1", "r5", "r10"} and table["keep"]["recall_rule"] == "pessimistic"
+    r = _cli(
+        "eval",
+        "tiny",
+        "--data",
+        str(prepared),
+        "--out",
+        str(one),
+        "--device",
+        "cpu",
+        "-q",
+        "--recall-rule",
+        "clip_benchmark",
+    )
+    assert r.exit_code == 0, r.output
+    assert json.loads(one.read_text())["keep"]["recall_rule"] == "clip_benchmark"
     many = tmp_path / "many.json"
     r = _cli("eval", "tiny", "tiny", "--data", str(prepared), "--out", str(many), "--device", "cpu")
     assert r.exit_code == 0, r.output
@@ -180,6 +195,8 @@ def test_eval_cli_bad_input_is_one_line(world, tmp_path):
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "unknown caption variant" in r.stderr
     r = _cli_process("eval", "tiny", "--benchmark", "docci", "--benchmark", "coco", "--data", str(prepared))
     assert r.returncode == 2 and "in pairs" in r.stderr and "Traceback" not in r.stderr
+    r = _cli_process("eval", "tiny", "--data", str(prepared), "--recall-rule", "argsort")
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "--recall-rule 'argsort'" in r.stderr
 
 
 def test_identical_captions_tie_and_count_as_misses(world):

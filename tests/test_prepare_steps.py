@@ -1,4 +1,4 @@
-"""process_records: whole-chunk summary scoring and tokenization write what the caption-by-caption path writes."""
+"""process_records: whole-chunk summary scoring and tokenization write what the caption-by-caption definition writes."""
 
 import datetime
 import json
@@ -8,7 +8,11 @@ import pytest
 
 from caption_debias.prepare.steps import _bools, _strings, process_records
 from caption_debias.prepare.stream import sorted_json_encoder
-from caption_debias.records import Record
+from caption_debias.records import Record, Reject, excerpt
+from caption_debias.schema import shard_arrow_schema
+from caption_debias.text import summary
+from caption_debias.text.segment import get_segmenter
+from caption_debias.text.tokenize import get_tokenizer
 
 CAPTIONS = [
     "A red bicycle leans on a fence. The bicycle has a basket. Its tires are worn.",
@@ -21,6 +25,51 @@ CAPTIONS = [
     "1. A list\n2. Of items",
     "A red car.It is parked.\u2018Quoted\u2019 text \u2014 with dashes.",  # sentences not split by whitespace
 ]
+
+
+def _reference(records, mode):
+    """The text steps caption by caption, row dicts through Table.from_pylist: what process_records
+    computes per chunk, with the summary specification (summary_scores) and encode_caption."""
+    seg, tok = get_segmenter("fast"), get_tokenizer()
+    rows, rejects = [], []
+    for key, rec in records:
+        caption = rec.caption
+        try:
+            spans = seg.spans(caption)
+            sents = [caption[s:e].strip() for s, e in spans]
+            scores = summary.summary_scores(sents)
+            ids, n = tok.encode_caption(caption, spans)
+            mask = summary.summary_mask(sents, scores, mode)
+            meta = {"source_id": rec.source_id, "input": rec.input, "location": rec.location, **rec.meta}
+            meta_json = json.dumps(meta, ensure_ascii=False, sort_keys=True, default=str)
+            meta_json.encode("utf-8")
+        except UnicodeEncodeError:
+            rejects.append(Reject(rec.input, rec.location, "undecodable bytes", excerpt(caption)))
+            continue
+        except Exception as exc:
+            reason = f"text processing failed: {type(exc).__name__}: {exc}"
+            rejects.append(Reject(rec.input, rec.location, reason, excerpt(caption)))
+            continue
+        if not sents:
+            rejects.append(Reject(rec.input, rec.location, "no sentences", excerpt(caption)))
+            continue
+        rows.append(
+            {
+                "key": key,
+                "source": rec.source,
+                "split": rec.split,
+                "image": rec.image,
+                "caption": caption,
+                "sentences": sents,
+                "sentence_spans": [{"start": s, "end": e} for s, e in spans],
+                "sentence_tokens": ids,
+                "num_tokens": n,
+                "summary_mask": mask,
+                "summary_scores": scores,
+                "meta": meta_json,
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=shard_arrow_schema()), rejects
 
 
 @pytest.mark.parametrize("mode", ["detect", "first", "none"])
@@ -57,8 +106,11 @@ def test_batched_and_per_caption_tables_are_equal(mode):
         ),
     )
     table, rejects = process_records(records, "fast", mode)
-    table2, rejects2 = process_records(records, "fast", mode, batch_scores=False)
-    assert table.equals(table2)
+    table2, rejects2 = _reference(records, mode)
+    # scores: the batch adds a sentence's word weights in another order than the specification
+    scores, scores2 = (t.column("summary_scores").combine_chunks().flatten().to_pylist() for t in (table, table2))
+    assert scores == pytest.approx(scores2, rel=0, abs=1e-6)
+    assert table.drop_columns(["summary_scores"]).equals(table2.drop_columns(["summary_scores"]))
     assert [r.to_json() for r in rejects] == [r.to_json() for r in rejects2]
     assert len(table) + len(rejects) == len(records)
     assert {r.reason for r in rejects} == {"no sentences", "undecodable bytes"}
@@ -121,3 +173,11 @@ def test_process_records_imports_neither_pandas_nor_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False False"
+
+
+def test_an_unknown_summary_mode_is_one_clear_line():
+    records = [
+        ("k", Record(source="table", input="in", location=1, source_id="0", image="x.jpg", caption="A dog.", meta={}))
+    ]
+    with pytest.raises(summary.UserError, match="unknown summary mode"):
+        process_records(records, "fast", "last")

@@ -2,12 +2,16 @@
 
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
+import regex
 
 from caption_debias.errors import UserError
-from caption_debias.text.segment import SEGMENTERS, FastSegmenter, _pysbd_abbreviations, align_sentences, get_segmenter
+from caption_debias.text.segment import SEGMENTERS, FastSegmenter, align_sentences, get_segmenter
+from caption_debias.text.segment.base import Verdict
+from caption_debias.text.segment.pysbd_rules import abbreviations, sure_boundary
 
 GOLDEN = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "golden_rules_en.json"
 
@@ -80,7 +84,7 @@ def test_abbreviation_classes_match_pysbd_behaviour():
     import pysbd
 
     seg = pysbd.Segmenter(language="en", clean=False)
-    every, never = _pysbd_abbreviations()
+    every, never = abbreviations()
     for abbr in sorted(every - never):
         if len(abbr) < 2:
             continue
@@ -107,7 +111,7 @@ def test_caps_and_number_tokens_split_as_in_pysbd():
     tokens += ["BMW", "SUV", "TV", "USA", "W188", "501", "4K", "MCM", "007"]
     sure = 0
     for tok in tokens:
-        if fast._decide_boundary(tok, False) is not True:
+        if sure_boundary(tok, False) is not True:
             continue
         sure += 1
         nxt = rng.choice(["The", "I", "I'm", "I'll", "It", "\u00c9lan", "A", "Nestled"])
@@ -117,7 +121,7 @@ def test_caps_and_number_tokens_split_as_in_pysbd():
             assert text[:end].split("\n")[-1] in [x.strip() for x in seg.segment(text)], text
     assert sure > 300
     for tok in ("DR", "NO", "UPS", "OK", "ST", "12", "5", "A", "U.S"):
-        assert fast._decide_boundary(tok, True) is not True, tok
+        assert sure_boundary(tok, True) is not True, tok
     # whole captions made of such spots: same spans as pysbd
     ref = get_segmenter("pysbd")
     for _ in range(300):
@@ -230,8 +234,6 @@ def test_plain_path_equals_detailed_path_and_pysbd():
     # path's spans without any pysbd stretch, and so pysbd's. Random captions mixing plain
     # sentences with the cases it must recognise or hand on: quotes ending in a mark,
     # line breaks (with trailing spaces), decimals, double spaces, abbreviations, initials.
-    from caption_debias.text.segment import _UNSETTLED, FastSegmenter
-
     pieces = [
         "The dog runs.",
         "A big red sign.",
@@ -285,41 +287,62 @@ def test_plain_path_equals_detailed_path_and_pysbd():
             # path does not follow, before and after the plain path; see the soup test)
             words.insert(rng.randrange(1, len(words) + 1), rng.choice(pieces))
         text = " ".join(words)
-        plain = fast._plain_spans(text)
-        if plain is not _UNSETTLED:
+        plain = fast._plain.split(text)
+        if plain.verdict is not Verdict.UNSETTLED:
             settled += 1
             stretches = fast.pysbd_stretches
-            assert plain == fast._detailed_spans(text), text
+            assert plain == fast._detailed.split(text), text
             assert fast.pysbd_stretches == stretches, text
         assert fast.spans(text) == ref.spans(text), text
     assert 100 < settled < 600, settled  # both paths are exercised
 
 
 def test_plain_path_settles_plain_captions():
-    from caption_debias.text.segment import _UNSETTLED, FastSegmenter
-
     fast = FastSegmenter()
     text = CAPTIONS[0] + ' A sign reads "OPEN." The shop is 3.5 m wide.\nIt is 08:45.  The end. '
-    assert fast._plain_spans(text) is not _UNSETTLED
+    assert fast._plain.split(text).verdict is not Verdict.UNSETTLED
     assert [text[s:e] for s, e in fast.spans(text)][-3:] == ["The shop is 3.5 m wide.", "It is 08:45.", "The end."]
-    assert fast._plain_spans("A sign. Dr. Smith waves.") is _UNSETTLED  # an abbreviation: the detailed path
+    assert (
+        fast._plain.split("A sign. Dr. Smith waves.").verdict is Verdict.UNSETTLED
+    )  # an abbreviation: the detailed path
+
+
+# The plain definitions of pysbd_rules' list-item searches, which start at the period /
+# parenthesis so that the search jumps ahead.
+# "1) item", "a) item", "iv) item", "(x)": pysbd splits list items even without a period.
+_LIST_MARKER = regex.compile(r"(?:^|\s)[\p{L}\p{N}]{1,3}\)|\((?:[a-z]|[ivx]{2,4})\)")
+_LIST_ITEM_TOKEN = re.compile(r"\d{1,2}|[A-Za-z]|[ivxIVX]{2,4}")
+
+
+def _list_item_periods(text: str) -> list[int]:
+    """Periods of whitespace-delimited "1." / "a." / "iv." followed by whitespace."""
+    out = []
+    i = text.find(".")
+    while i >= 0:
+        if i + 1 < len(text) and text[i + 1].isspace():
+            j = i - 1
+            while j >= 0 and i - j <= 5 and not text[j].isspace():
+                j -= 1
+            if (j < 0 or text[j].isspace()) and _LIST_ITEM_TOKEN.fullmatch(text, j + 1, i):
+                out.append(i)
+        i = text.find(".", i + 1)
+    return out
 
 
 def test_prefix_searches_equal_their_definitions():
-    # _LIST_ITEM_PERIOD and _LIST_MARKER_CLOSE start at the period / parenthesis so that
-    # the search jumps ahead; they must find a match exactly when the originals do.
-    from caption_debias.text.segment import _LIST_ITEM_PERIOD, _LIST_MARKER, _LIST_MARKER_CLOSE, _list_item_periods
+    # LIST_ITEM_PERIOD and LIST_MARKER_CLOSE must find a match exactly when the definitions above do.
+    from caption_debias.text.segment.pysbd_rules import LIST_ITEM_PERIOD, LIST_MARKER_CLOSE
 
     rng = random.Random(17)
     alphabet = list("ab1iIvVxX.() \n\t\xa0\u2028Z9\u0663\u00b2\u00e9")
     for _ in range(20000):
         t = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
-        assert bool(_list_item_periods(t)) == (_LIST_ITEM_PERIOD.search(t) is not None), repr(t)
-        assert (_LIST_MARKER.search(t) is None) == (_LIST_MARKER_CLOSE.search(t) is None), repr(t)
+        assert bool(_list_item_periods(t)) == (LIST_ITEM_PERIOD.search(t) is not None), repr(t)
+        assert (_LIST_MARKER.search(t) is None) == (LIST_MARKER_CLOSE.search(t) is None), repr(t)
 
 
 def test_pysbd_cache_gives_fresh_answers():
-    from caption_debias.text import segment
+    from caption_debias.text.segment import pysbd_segmenter as segment
 
     seg = segment.PysbdSegmenter()
     texts = [

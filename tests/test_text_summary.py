@@ -73,7 +73,7 @@ def test_fast_scorer_equals_feature_dot_product():
     weights = summary._model()["weights"]
     for caption in _all_captions():
         sents = _sentences(caption)
-        assert raw_scores(sents) == pytest.approx(raw_scores(sents, weights), abs=1e-9)
+        assert summary._batch_scorer().raw([sents]) == pytest.approx(raw_scores(sents, weights), abs=1e-9)
 
 
 def test_mask_modes():

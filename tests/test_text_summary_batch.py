@@ -46,10 +46,10 @@ def test_batch_scores_match_per_caption_scores():
 def test_batch_scores_survive_a_vocabulary_reset(monkeypatch):
     captions = [_sentences(c) for style in CAPTIONS.values() for c in style]
     monkeypatch.setattr(summary._Vocab, "_LIMIT", 50)  # forces clearing between and within calls
-    scorer = summary._BatchScorer(summary._scorer())
+    scorer = summary._BatchScorer(summary._Weights(summary._model()))
     for caption in captions:
         raw = scorer.raw([caption])
-        assert raw == pytest.approx(summary._scorer().raw(caption), rel=0, abs=1e-12)
+        assert raw == pytest.approx(summary.raw_scores(caption), rel=0, abs=1e-12)
     assert len(scorer.vocab) <= 50 + max(len(" ".join(c).split()) for c in captions)
 
 

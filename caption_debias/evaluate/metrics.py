@@ -3,9 +3,11 @@
 Images may have several captions: a text-to-image query has exactly one right image; an
 image-to-text query is a hit when ANY of its captions ranks within the top K.
 
-Ties are counted against the query (pessimistic): the rank of the right answer is the
-number of wrong candidates scoring >= it. So a constant similarity scores 0 instead of
-depending on how a sort happens to break ties, and results never depend on item order.
+Ties are counted against the query (pessimistic, the default rule): the rank of the right
+answer is the number of wrong candidates scoring >= it. So a constant similarity scores 0
+instead of depending on how a sort happens to break ties, and results never depend on item
+order. The `clip_benchmark` rule instead takes each query's torch.topk(K) as CLIP_benchmark's
+`recall_at_k` does (ties broken by torch.topk), for figures comparable with tables it made.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Sequence
 import torch
 
 KS: tuple[int, ...] = (1, 5, 10)
+RULES = ("pessimistic", "clip_benchmark")
 
 
 def text_to_image_ranks(sim: torch.Tensor, text_image: torch.Tensor) -> torch.Tensor:
@@ -41,13 +44,16 @@ def retrieval_recall(
     text_image: Sequence[int] | torch.Tensor,
     ks: Sequence[int] = KS,
     chunk: int = 4096,
+    rule: str = "pessimistic",
 ) -> dict[str, dict[str, float]]:
     """{'t2i': {'r1','r5','r10'}, 'i2t': {...}} in percent.
 
     sim: [n_texts, n_images] similarity; text_image[t] is the index of text t's image.
     One pass over row chunks, no transposed copies, so a COCO-sized matrix (25k x 5k) needs
-    only a chunk of booleans beyond the matrix itself.
+    only a chunk of booleans beyond the matrix itself. rule: one of RULES (module docstring).
     """
+    if rule not in RULES:
+        raise ValueError(f"unknown recall rule {rule!r} (choose from {', '.join(RULES)})")
     if sim.dim() != 2:
         raise ValueError("sim must be a [texts, images] matrix")
     n_texts, n_images = sim.shape
@@ -58,6 +64,9 @@ def retrieval_recall(
         raise ValueError("text_image index out of range")
     if bool((torch.bincount(ti, minlength=n_images) == 0).any()):
         raise ValueError("every image needs at least one caption")
+    if rule == "clip_benchmark":
+        t2i, i2t = topk_hits(sim, ti, ks, chunk)
+        return {"t2i": _percent(t2i), "i2t": _percent(i2t)}
 
     # Image-to-text: an image's rank is how many other images' captions score >= its best own one.
     own = own_scores(sim, ti)
@@ -73,3 +82,36 @@ def retrieval_recall(
     own_at_or_above.scatter_add_(0, ti, (own >= best_own[ti]).long())  # the best one, plus own ties with it
     i2t = at_or_above - own_at_or_above
     return {"t2i": recall_from_ranks(torch.cat(t2i_parts), ks), "i2t": recall_from_ranks(i2t, ks)}
+
+
+def topk_hits(
+    sim: torch.Tensor, text_image: torch.Tensor, ks: Sequence[int] = KS, chunk: int = 4096
+) -> tuple[dict[int, torch.Tensor], dict[int, torch.Tensor]]:
+    """Per-query hits under CLIP_benchmark's rule: ({K: t2i hits [T]}, {K: i2t hits [I]}).
+
+    As its `recall_at_k`: a separate torch.topk(K) per K over each query's row (images: rows of
+    the transposed view, as it slices `scores.T`); a hit when a right item is among the K.
+    Among tied scores torch.topk decides, so with ties the result can depend on item order and
+    device, which is why this is not the default. K larger than the candidates counts all.
+    """
+    n_texts, n_images = sim.shape
+    t2i: dict[int, list[torch.Tensor]] = {k: [] for k in ks}
+    i2t: dict[int, list[torch.Tensor]] = {k: [] for k in ks}
+    for s in range(0, n_texts, chunk):
+        rows, own = sim[s : s + chunk], text_image[s : s + chunk].view(-1, 1)
+        for k in ks:
+            t2i[k].append((torch.topk(rows, min(k, n_images), dim=1).indices == own).any(dim=1))
+    by_image = sim.t()
+    for s in range(0, n_images, chunk):
+        rows = by_image[s : s + chunk]
+        images = torch.arange(s, s + rows.shape[0], device=sim.device).view(-1, 1)
+        for k in ks:
+            top = torch.topk(rows, min(k, n_texts), dim=1).indices
+            i2t[k].append((text_image[top] == images).any(dim=1))
+    return {k: torch.cat(v) for k, v in t2i.items()}, {k: torch.cat(v) for k, v in i2t.items()}
+
+
+def _percent(hits: dict[int, torch.Tensor]) -> dict[str, float]:
+    if any(h.numel() == 0 for h in hits.values()):
+        raise ValueError("no queries")
+    return {f"r{k}": 100.0 * float(h.sum()) / h.numel() for k, h in hits.items()}

@@ -127,6 +127,7 @@ def run_retrieval(
     batch_size: int = 64,
     image_features=None,
     workers: int | None = None,
+    recall_rule: str = "pessimistic",
 ) -> RetrievalRun:
     import torch
 
@@ -147,15 +148,21 @@ def run_retrieval(
         where = {t: i for i, t in enumerate(unique)}
         unique_features = encode_texts(loaded, unique, max(batch_size, 64))
         text_features = unique_features[torch.as_tensor([where[t] for t in texts], device=unique_features.device)]
-        table[variant] = retrieval_recall(text_features @ image_features.t(), text_image)
+        table[variant] = retrieval_recall(text_features @ image_features.t(), text_image, rule=recall_rule)
     return RetrievalRun(table, short_counts(data.captions, variants), data.n_images, len(data.captions), image_features)
 
 
 def evaluate(
-    model, data, variants: Sequence[str] = ("keep",), batch_size: int = 64, image_root: str | Path | None = None
+    model,
+    data,
+    variants: Sequence[str] = ("keep",),
+    batch_size: int = 64,
+    image_root: str | Path | None = None,
+    recall_rule: str = "pessimistic",
 ) -> dict:
     """{VARIANT: {"t2i": {"r1","r5","r10"}, "i2t": {...}}} in percent for one model on one data set.
 
     data: RetrievalData (see benchmarks.load_benchmark), a prepared folder, or (folder, image root).
+    recall_rule: "pessimistic" (ties count against the query) or "clip_benchmark" (metrics.RULES).
     """
-    return run_retrieval(model, as_data(data, image_root), variants, batch_size).table
+    return run_retrieval(model, as_data(data, image_root), variants, batch_size, recall_rule=recall_rule).table

@@ -91,13 +91,17 @@ def run_eval(
     batch_size: int = 64,
     segmenter: str = "fast",
     template_set: str = "openai",
+    recall_rule: str = "pessimistic",
     log: Callable[[str], None] = lambda _m: None,
 ) -> dict[str, dict[str, Any]]:
-    """{model label: {data label: {variant: {t2i, i2t}} or zero-shot {top1, top5, ...}}}."""
+    """{model label: {data label: {variant: {t2i, i2t, recall_rule}} or zero-shot {top1, top5, ...}}}."""
+    from caption_debias.evaluate.metrics import RULES
     from caption_debias.evaluate.retrieval import run_retrieval
     from caption_debias.evaluate.zeroshot import zeroshot
     from caption_debias.model.load import load_model
 
+    if recall_rule not in RULES:
+        raise UserError(f"--recall-rule {recall_rule!r}: choose from {', '.join(RULES)}")
     device = resolve_device(device)
     datasets = {}
     for ds in data_specs:
@@ -115,8 +119,9 @@ def run_eval(
             if isinstance(d, Path):
                 results[label][name] = zeroshot(loaded, d, template_set, batch_size)
             else:
-                run = run_retrieval(loaded, d, variants, batch_size)
-                results[label][name] = run.table
+                run = run_retrieval(loaded, d, variants, batch_size, recall_rule=recall_rule)
+                # The rule travels with every figure, so a JSON file says how it was counted.
+                results[label][name] = {v: {**r, "recall_rule": recall_rule} for v, r in run.table.items()}
                 short = {v: n for v, n in run.short.items() if n}
                 if short:
                     log(f"{label} / {name}: captions with too few sentences for a variant: {short}")
@@ -147,15 +152,20 @@ def run_probe(
     batch_size: int = 64,
     segmenter: str = "fast",
 ) -> dict[str, Any]:
+    from contextlib import nullcontext
+
     from caption_debias.evaluate.probe import probe
+    from caption_debias.locking import folder_lock
     from caption_debias.model.load import load_model
 
     if data_spec.benchmark == ZEROSHOT:
         raise UserError("probe needs captions: give a prepared folder or a retrieval benchmark, not imagefolder")
-    device = resolve_device(device)
-    data = load_data(data_spec, segmenter)
-    models = {
-        label: load_model(spec, pretrained, context_length, device=device)
-        for label, spec in zip(model_labels(model_specs), model_specs)
-    }
-    return probe(models, data, report_dir, batch_size=batch_size)
+    # one writer per report folder, for the whole run
+    with folder_lock(report_dir, "probe") if report_dir is not None else nullcontext():
+        device = resolve_device(device)
+        data = load_data(data_spec, segmenter)
+        models = {
+            label: load_model(spec, pretrained, context_length, device=device)
+            for label, spec in zip(model_labels(model_specs), model_specs)
+        }
+        return probe(models, data, report_dir, batch_size=batch_size)

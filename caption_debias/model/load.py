@@ -75,20 +75,34 @@ def register_shipped_configs() -> None:
                 open_clip.add_model_config(Path(path))
 
 
+# Lines of torch's weights-only refusal that explain torch, not the file.
+_TORCH_BOILERPLATE = ("Weights only load failed", "Please file an issue", "Check the documentation")
+
+
+def unreadable(what: str, exc: BaseException) -> UserError:
+    """One line for a model file that cannot be read weights-only: Python objects in it, or torn / foreign."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if isinstance(exc, pickle.UnpicklingError) and any("GLOBAL" in line for line in lines):
+        detail = next(line for line in lines if "GLOBAL" in line)
+        return UserError(
+            f"{what}: refusing to unpickle it: it holds Python objects, not only tensors ({detail}); "
+            "save the weights as a state dict of tensors or as safetensors"
+        )
+    detail = " ".join(line for line in lines if not line.startswith(_TORCH_BOILERPLATE))[:200]
+    detail = f"{type(exc).__name__}: {detail}" if detail and isinstance(exc, KeyError) else detail
+    return UserError(
+        f"{what}: not a readable checkpoint: cut off, or not a torch or safetensors file ({detail or type(exc).__name__})"
+    )
+
+
 def _read_state_dict(path: Path) -> dict[str, torch.Tensor]:
     """Weights-only read of a checkpoint file (safetensors or torch zip), 'module.' prefixes removed."""
     from open_clip.factory import load_state_dict
 
     try:
         return load_state_dict(str(path), device="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else "not a plain tensor file"
-        raise UserError(
-            f"{path}: refusing to unpickle arbitrary objects ({first}); save it as a state dict or safetensors"
-        ) from None
-    except (RuntimeError, OSError, ValueError, EOFError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserError(f"{path}: not a readable checkpoint ({first})") from None
+    except Exception as exc:  # a file of any shape: whatever the parser trips on is one line
+        raise unreadable(str(path), exc) from None
 
 
 def _context_in(state: dict[str, torch.Tensor]) -> int | None:
@@ -153,17 +167,17 @@ def read_run_checkpoint(path: Path) -> dict[str, Any]:
 
 
 def newest_readable_checkpoint(
-    run: Path, skipped: Callable[[Path, str], None] | None = None
+    run: Path, skipped: Callable[[Path, UserError], None] | None = None
 ) -> tuple[Path, dict[str, Any]] | None:
-    """(path, payload) of the newest checkpoint of `run` that reads whole; each damaged newer one
-    (cut off by a full disk, a half-synced copy, ...) is passed to `skipped` with the reason."""
+    """(path, payload) of the newest checkpoint of `run` that reads whole, weights-only; each
+    newer one that does not (cut off by a full disk, a half-copied file, Python objects in it)
+    is passed to `skipped` with its one-line reason."""
     for path in sorted((run / CHECKPOINT_DIR).glob("step_*.pt"), reverse=True):
         try:
             return path, read_run_checkpoint(path)
         except Exception as exc:  # any damage: this file is passed over, an older one may be whole
             if skipped is not None:
-                lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-                skipped(path, lines[0][:200] if lines else type(exc).__name__)
+                skipped(path, unreadable(str(path), exc))
     return None
 
 
@@ -178,12 +192,15 @@ def _load_run(run: Path, device: str, spec: str) -> LoadedModel:
     if latest_checkpoint(run) is None:
         raise UserError(f"{run}: no checkpoint in {run / CHECKPOINT_DIR} yet")
 
-    def skipped(path: Path, why: str) -> None:
-        print(f"caption-debias: skipping damaged checkpoint {path} ({why})", file=sys.stderr, flush=True)
+    skipped: list[UserError] = []
 
-    found = newest_readable_checkpoint(run, skipped)
+    def skip(path: Path, error: UserError) -> None:
+        skipped.append(error)
+        print(f"caption-debias: skipping damaged checkpoint {error}", file=sys.stderr, flush=True)
+
+    found = newest_readable_checkpoint(run, skip)
     if found is None:
-        raise UserError(f"{run}: no readable checkpoint in {run / CHECKPOINT_DIR} (every one is damaged)")
+        raise skipped[0]  # every checkpoint unreadable: the newest one's reason, in one line
     ckpt, payload = found
     model, pre_train, pre_val = open_clip.create_model_and_transforms(f"local-dir:{run}", load_weights=False)
     model.load_state_dict(merged_state_dict(payload["model"]), strict=True)
@@ -217,6 +234,8 @@ def load_model(
             model, pre_train, pre_val = open_clip.create_model_and_transforms(spec)
         except (FileNotFoundError, ValueError, RuntimeError) as exc:
             raise UserError(f"cannot load {spec}: {str(exc).splitlines()[0]}") from None
+        except Exception as exc:  # its weights file: Python objects in a .bin, torn safetensors, ...
+            raise unreadable(f"cannot load {spec}", exc) from None
         return _finish(model, pre_train, pre_val, spec, spec, spec, device, {"source": spec})
     if path.is_dir():
         return _load_run(path, device, spec)

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
+from caption_debias.stats.curation import curation_stats
 
 BY_FIELDS = ("source", "split")
 CLIP_CONTEXT = 77  # CLIP's text context, start and end tokens included
@@ -321,6 +322,9 @@ def compute_stats(
         if entry["records"] != ds.rows:  # counts must reconcile with the manifest
             raise UserError(f"{ds.folder}: shards hold {entry['records']} rows but the manifest lists {ds.rows}")
         entry["manifest_counts"] = _manifest_counts(ds)
+        curation = curation_stats(ds)  # curated folders only: funnel, image coverage, image sizes
+        if curation is not None:
+            entry["curation"] = curation
         entry["prepared_with"] = {
             "segmenter": (ds.manifest.get("segmenter") or {}).get("name"),
             "summary": (ds.manifest.get("summary") or {}).get("mode"),

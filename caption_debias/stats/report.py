@@ -9,6 +9,7 @@ from typing import Any
 
 from caption_debias import html_report
 from caption_debias.errors import UserError
+from caption_debias.stats import curation
 
 MAX_PLOT_GROUPS = 8  # more groups than this make unreadable side-by-side plots
 
@@ -205,7 +206,9 @@ def render_markdown(stats: dict[str, Any], figure_files: dict[str, str]) -> str:
         "",
     ]
     for name, path in figure_files.items():
-        parts += [f"![{FIGURE_TITLES[name]}]({path})", ""]
+        if name in FIGURE_TITLES:
+            parts += [f"![{FIGURE_TITLES[name]}]({path})", ""]
+    parts += curation.markdown_section(stats, {n: p for n, p in figure_files.items() if n in curation.FIGURE_TITLES})
     return "\n".join(parts)
 
 
@@ -228,6 +231,7 @@ def render_html(stats: dict[str, Any], figures: dict[str, bytes]) -> str:
     plots = [
         html_report.figure(png, FIGURE_TITLES[name], wide=name == "opening_phrases" and wide_phrases)
         for name, png in figures.items()
+        if name in FIGURE_TITLES  # the curation figures have their own section
     ]
     rejects = (
         html_report.table(["reason", "records"], [[r, f"{n:,}"] for r, n in stats["rejects_by_reason"].items()])
@@ -256,23 +260,32 @@ Prepared with {e(_prepared_line(stats))}."""
 {html_report.table(*_phrase_rows(stats, groups), align_left=True)}
 {html_report.note(phrases_note)}
 <h2>Rejects by reason</h2>
-{rejects}"""
+{rejects}
+{curation.html_section(stats, {n: p for n, p in figures.items() if n in curation.FIGURE_TITLES})}"""
     return html_report.page("caption-debias stats", body)
 
 
 def write_report(stats: dict[str, Any], report_dir: str | Path) -> dict[str, Path]:
-    """Write stats.json, report.md, plots/*.png and report.html into report_dir."""
-    from caption_debias.stats.plots import all_figures
+    """Write stats.json, report.md, plots/*.png and report.html into report_dir (locked while written)."""
+    from caption_debias.locking import folder_lock
 
     out = Path(report_dir)
-    try:
-        (out / "plots").mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"{out}: cannot create the report folder ({exc.strerror})") from None
+    with folder_lock(out, "stats"):
+        try:
+            (out / "plots").mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"{out}: cannot create the report folder ({exc.strerror})") from None
+        return _write_report(stats, out)
+
+
+def _write_report(stats: dict[str, Any], out: Path) -> dict[str, Path]:
+    from caption_debias.stats.plots import all_figures
+
     groups = comparison_groups(stats)
     if len(groups) > MAX_PLOT_GROUPS:
         groups = groups[:MAX_PLOT_GROUPS]  # the tables still list every group
     figures = all_figures(groups)
+    figures.update(curation.figures(stats))
     files = {"stats": out / "stats.json", "markdown": out / "report.md", "html": out / "report.html"}
     files["stats"].write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     figure_files = {}

@@ -1,5 +1,5 @@
 """Arrow -> numpy without pandas: Array.to_numpy() and pa.array() import pandas on first use
-(~0.3 s CPU and ~35 MiB in every prepare process), so the text steps read buffers directly."""
+(a start-up cost in time and memory in every prepare process), so the text steps read buffers directly."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Free labels: in real long captions the opening sentence is the summary. A condit
 logit (softmax over the sentences of one caption) learns weights that put the opening
 sentence on top using only position-free features (summary.sentence_features); a
 two-parameter logistic fit then maps raw scores to [0, 1]. Held-out figures come from
-k-fold cross-validation by image key (benchmarks/bench_summary.py).
+k-fold cross-validation by image key (benchmarks/bench_text_summary.py).
 
     python -m caption_debias.text.summary_train --data /work/shared/data \
         --out caption_debias/assets/summary_model.json

@@ -1,24 +1,25 @@
 """CLIP BPE tokenizer, id-for-id identical to open_clip's SimpleTokenizer, without torch.
 
-open_clip's tokenizer module imports torch at import time; `prepare` must not pay for
-that, so this module re-implements the same algorithm (ftfy + double html.unescape +
-whitespace clean + lowercase, the same split regex, the same BPE merges) on open_clip's
-own vocabulary file, found without importing open_clip. Cleaning, splitting and the
-caches are Python; the BPE merges of a word not seen before run in Hugging Face
-`tokenizers` (Rust), built at run time from that file.
+open_clip's tokenizer module imports torch at import time, and the data tools install
+without either, so this module re-implements the same algorithm (ftfy + double
+html.unescape + whitespace clean + lowercase, the same split regex, the same BPE merges)
+on the same vocabulary file, shipped in caption_debias/assets (OpenAI CLIP's, MIT; see
+bpe_simple_vocab_16e6.LICENSE there). Cleaning, splitting and the caches are Python; the
+BPE merges of a word not seen before run in Hugging Face `tokenizers` (Rust), built at
+run time from that file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import html
-import importlib.util
 import itertools
-import os
 import re as _stdre
 import unicodedata
 import zlib
 from functools import lru_cache
+from importlib import resources
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -30,23 +31,21 @@ from caption_debias.errors import UserError
 from caption_debias.text.arrays import int_values
 
 VOCAB_FILE = "bpe_simple_vocab_16e6.txt.gz"
-_MAX_CACHED_CHUNKS = 1_000_000  # ~100 MB at most; cleared when full
+_MAX_CACHED_CHUNKS = 1_000_000  # the chunk cache: ~100 MB at most; cleared when full
 SPECIAL_TOKENS = ("<start_of_text>", "<end_of_text>")
 
-# Texts made only of printable ASCII and plain whitespace, without '&', come out of
-# ftfy.fix_text and html.unescape unchanged, so they skip both (ftfy is ~1 ms a call).
-_PLAIN_ASCII = _stdre.compile(r"[\x20-\x25\x27-\x7e\t\n\r]*")
-# Adding curly quotes, dashes and no-break spaces, ftfy's only change is uncurl_quotes
-# (ftfy.chardata SINGLE_QUOTE_RE / DOUBLE_QUOTE_RE); with no Latin-1 letters there is no
-# mojibake for fix_encoding to undo. The tests compare this path with ftfy on random text.
+# Printable ASCII and plain whitespace without '&', plus curly quotes, dashes and no-break
+# spaces: ftfy's only change there is uncurl_quotes (ftfy.chardata SINGLE_QUOTE_RE /
+# DOUBLE_QUOTE_RE), with no Latin-1 letters for fix_encoding to undo, and html.unescape
+# changes nothing. The tests compare this with ftfy on random text.
 _PLAIN_TYPOGRAPHIC = _stdre.compile(r"[\x20-\x25\x27-\x7e\t\n\r\u02bc\u2018-\u201f\u2013\u2014\xa0]*")
+_PLAIN_ASCII = _stdre.compile(r"[\x20-\x25\x27-\x7e\t\n\r]*")  # the same on ASCII text, where this class is faster
 _UNCURL_PAIRS = (*((c, "'") for c in "\u02bc\u2018\u2019\u201a\u201b"), *((c, '"') for c in "\u201c\u201d\u201e\u201f"))
-_UNCURL = str.maketrans(dict(_UNCURL_PAIRS))
 _UNCURL_CHARS = frozenset(c for c, _ in _UNCURL_PAIRS)
 
 
 def _uncurl(text: str) -> str:
-    """text.translate(_UNCURL), with str.replace: translate looks every character up in a dict (~45 us a long caption)."""
+    """ftfy's uncurl_quotes; str.replace per quote, since str.translate looks up every character."""
     for c, r in _UNCURL_PAIRS:
         if c in text:
             text = text.replace(c, r)
@@ -66,8 +65,7 @@ _NON_ASCII_RUN = _stdre.compile(r"[^\x00-\x7f]+")
 
 def _maybe_bad(text: str) -> bool:
     """False only where ftfy.badness.is_bad(text) is False, at a fraction of its cost on
-    mostly-ASCII text (is_bad is one search of a 37-branch regex at every position, ~0.2 ms
-    on a caption). Every branch of BADNESS_RE holds a character or class that matches no
+    mostly-ASCII text (is_bad searches a 37-branch regex at every position). Every branch of BADNESS_RE holds a character or class that matches no
     ASCII character, and no match is longer than 7 characters (both tested on the installed
     ftfy), so every match lies within 8 characters of a run of non-ASCII characters; the stretches are searched
     joined by spaces, which can only add matches (so can the anchored '^[ÃÂ][ ]' branch at
@@ -89,7 +87,7 @@ def _maybe_bad(text: str) -> bool:
 def _plain_char(ch: str) -> bool:
     """Whether every step of ftfy.fix_text but fix_encoding (which only acts on text that
     ftfy.badness.is_bad flags) leaves `ch` alone wherever it stands, or, for curly quotes,
-    only uncurls it (_UNCURL): the steps that act on single characters (C1 controls,
+    only uncurls it (_uncurl): the steps that act on single characters (C1 controls,
     ligatures, width, uncurl, line breaks, surrogates, control characters) through a
     table or one-character pattern, checked on `ch` itself; the others need characters
     excluded here (ESC for terminal escapes, '&' handled by the caller for HTML); NFC
@@ -127,7 +125,7 @@ def _plain_char(ch: str) -> bool:
 
 def _ftfy_free(text: str) -> str | None:
     """`text` as ftfy.fix_text and the double html.unescape leave it, when that provably
-    equals text.translate(_UNCURL), on the whole text and on every whitespace-delimited
+    equals _uncurl(text), on the whole text and on every whitespace-delimited
     piece of it alike (so on each sentence); else None (the text needs ftfy itself).
 
     Every character passes _plain_char; no '&' starts an entity; and ftfy.badness.is_bad
@@ -154,6 +152,50 @@ def _ftfy_free(text: str) -> str | None:
     return uncurled
 
 
+def _simply_cleaned(text: str) -> bool:
+    """Whether cleaning `text` at most uncurls quotes and lower-casing it changes only A-Z:
+    what encode_sentences handles in numpy."""
+    return (_PLAIN_ASCII if text.isascii() else _PLAIN_TYPOGRAPHIC).fullmatch(text) is not None
+
+
+def _locally_cleaned(text: str) -> str | None:
+    """`text` as ftfy.fix_text and the double html.unescape leave it when they act on each
+    character alone, so on the whole text and on every whitespace-separated piece alike;
+    None when it needs ftfy itself."""
+    if _simply_cleaned(text):
+        return text if text.isascii() else _uncurl(text)
+    return _ftfy_free(text)
+
+
+def _sentences_tile(caption: str, spans: list[tuple[int, int]]) -> bool:
+    """Whether only whitespace lies before the first sentence and after the last, and
+    whitespace follows every sentence but the last: pre-tokens never cross whitespace, so
+    the caption's ids are then its sentences' ids end to end (checked without slicing)."""
+    if not spans:
+        return caption.isspace() or not caption
+    it = iter(spans)
+    s, e = next(it)
+    if s and not caption[:s].isspace():
+        return False
+    for s, e2 in it:
+        if not (e < s and caption[e : e + 1].isspace()):
+            return False
+        e = e2
+    return e >= len(caption) or caption[e:].isspace()
+
+
+class LocalCaption(NamedTuple):
+    """How a chunk encoder tokenizes one caption (`ClipTokenizer.local_caption`)."""
+
+    batched: bool  # its sentences' ids come from encode_sentences; else tokenize it with encode_caption
+    tiled: bool = False  # batched, and its sentences tile it: its length is theirs + 2
+    num_tokens: int = 0  # batched and not tiled: its length in tokens, start and end included
+
+
+NEEDS_FTFY = LocalCaption(batched=False)
+TILED = LocalCaption(batched=True, tiled=True)
+
+
 def _bytes_to_unicode() -> dict[int, str]:
     # Same reversible byte -> printable-character table as OpenAI CLIP / open_clip.
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
@@ -168,15 +210,11 @@ def _bytes_to_unicode() -> dict[int, str]:
 
 
 def find_vocab_path() -> str:
-    """open_clip's BPE merges file, located without importing open_clip (which imports torch)."""
-    spec = importlib.util.find_spec("open_clip")
-    if spec is None or not spec.submodule_search_locations:
-        raise UserError("open_clip is not installed: the CLIP vocabulary (bpe_simple_vocab_16e6.txt.gz) comes with it")
-    for loc in spec.submodule_search_locations:
-        path = os.path.join(loc, VOCAB_FILE)
-        if os.path.isfile(path):
-            return path
-    raise UserError(f"open_clip is installed but {VOCAB_FILE} is missing from it")
+    """The shipped CLIP BPE merges file (caption_debias/assets)."""
+    path = resources.files("caption_debias").joinpath("assets", VOCAB_FILE)
+    if not path.is_file():
+        raise UserError(f"caption_debias/assets/{VOCAB_FILE} is missing: reinstall the package")
+    return str(path)
 
 
 class ClipTokenizer:
@@ -185,7 +223,7 @@ class ClipTokenizer:
     def __init__(self, vocab_path: str | None = None):
         self.vocab_path = vocab_path or find_vocab_path()
         with open(self.vocab_path, "rb") as f:
-            raw = zlib.decompress(f.read(), 16 + zlib.MAX_WBITS)  # gunzip in one call (gzip.open().read() streams)
+            raw = zlib.decompress(f.read(), 16 + zlib.MAX_WBITS)  # gunzip in one call
         self._vocab_sha256 = hashlib.sha256(raw).hexdigest()
         lines = raw.decode("utf-8").split("\n")[1 : 49152 - 256 - 2 + 1]
         # each line is "first second": one flat split and pairs (as m.split() gives), not a split per line
@@ -202,9 +240,7 @@ class ClipTokenizer:
         vocab = vocab + [v + "</w>" for v in vocab]
         vocab += merged
         vocab.extend(SPECIAL_TOKENS)
-        encoder = dict(
-            zip(vocab, range(len(vocab)))
-        )  # = {tok: i for i, tok in enumerate(vocab)} (the last index wins in both)
+        encoder = dict(zip(vocab, range(len(vocab))))  # the last index of a repeated token wins, as in open_clip
         # open_clip's merges as CLIPTokenizerFast configures them ("</w>" on a word's last
         # symbol, no prefix on the others); only `tokenize` of one word is ever called, which
         # never uses the tokenizers thread pool, so prepare's forked workers stay single-threaded.
@@ -229,19 +265,12 @@ class ClipTokenizer:
     @staticmethod
     def clean(text: str) -> str:
         """open_clip's 'lower' clean: ftfy, html.unescape twice, collapse whitespace, lowercase."""
-        if text.isascii() and _PLAIN_ASCII.fullmatch(text) is not None:
-            pass
-        elif _PLAIN_TYPOGRAPHIC.fullmatch(text) is not None:
-            text = _uncurl(text)
-        else:
-            plain = _ftfy_free(text)
-            if plain is not None:
-                text = plain
-            else:
-                import ftfy  # imported on first need (~35 ms)
+        cleaned = _locally_cleaned(text)
+        if cleaned is None:
+            import ftfy  # imported on first need: most captions never need it
 
-                text = html.unescape(html.unescape(ftfy.fix_text(text)))
-        return " ".join(text.split()).lower()
+            cleaned = html.unescape(html.unescape(ftfy.fix_text(text)))
+        return " ".join(cleaned.split()).lower()
 
     # -- BPE ----------------------------------------------------------------------------
     def _word(self, piece: str) -> tuple[int, ...]:
@@ -293,74 +322,42 @@ class ClipTokenizer:
     def encode_caption(self, caption: str, spans: list[tuple[int, int]]) -> tuple[list[list[int]], int]:
         """(ids of each sentence caption[s:e], caption length in tokens with start and end).
 
-        The caption's ids are its sentences' ids end to end whenever cleaning is local to
-        each character (no ftfy needed) and whitespace separates the sentences, since
-        pre-tokens never cross whitespace; then the caption is not tokenized a second
-        time. Otherwise it is.
+        When cleaning is local to each character and the sentences tile the caption, the
+        caption's ids are its sentences' ids end to end and it is not tokenized a second time.
         """
-        ascii_local = caption.isascii() and _PLAIN_ASCII.fullmatch(caption) is not None
-        if ascii_local:
-            text = caption
-        elif _PLAIN_TYPOGRAPHIC.fullmatch(caption) is not None:
-            text = _uncurl(caption)
-        else:
-            text = _ftfy_free(caption)  # ftfy provably uncurls only, on the caption and each sentence alike
+        text = _locally_cleaned(caption)
         if text is not None:
-            # cleaning is local to each character: clean the sentences as slices of the caption's
-            # cleaned text (_UNCURL maps characters one to one, so the spans still hold after it;
-            # lower-casing never makes or removes whitespace)
+            # clean the sentences as slices of the caption's cleaned text (_uncurl maps
+            # characters one to one, so the spans still hold; lower-casing never makes or
+            # removes whitespace)
             encode_chunks = self._encode_chunks
             sentence_ids = [encode_chunks(text[s:e].lower().split()) for s, e in spans]
-            if (
-                all(caption[e:s2][:1].isspace() for (_, e), (s2, _) in zip(spans, spans[1:]))
-                and (not caption[: spans[0][0]].strip() if spans else not caption.strip())
-                and (not spans or not caption[spans[-1][1] :].strip())
-            ):
+            if _sentences_tile(caption, spans):
                 return sentence_ids, sum(map(len, sentence_ids)) + 2
             return sentence_ids, len(self._encode_cleaned(" ".join(text.split()).lower())) + 2
         sentence_ids = [self.encode(caption[s:e]) for s, e in spans]
         return sentence_ids, len(self.encode(caption)) + 2
 
-    def local_caption(self, caption: str, spans: list[tuple[int, int]]) -> int | None:
-        """How a chunk encoder handles `caption` (split into `spans`), without tokenizing it.
-
-        None: cleaning it needs ftfy; use `encode_caption`. Otherwise its sentences'
-        cleaning is local to each character, so `encode_sentences` gives their ids, and the
-        return value is 0 when the caption's token count is the sum of those plus 2
-        (whitespace separates the sentences, as in `encode_caption`), else that count itself
-        (the caption tokenized whole, which `encode_caption` does too).
-        """
-        if (
-            not (caption.isascii() and _PLAIN_ASCII.fullmatch(caption) is not None)
-            and _PLAIN_TYPOGRAPHIC.fullmatch(caption) is None
-        ):
-            return None
-        if spans:
-            # the checks of encode_caption, without a slice of the text between sentences:
-            # nothing but whitespace before the first and after the last sentence, and
-            # whitespace right after every sentence but the last
-            it = iter(spans)
-            s, e = next(it)
-            if s and not caption[:s].isspace():
-                return len(self.encode(caption)) + 2
-            for s, e2 in it:
-                if not (e < s and caption[e : e + 1].isspace()):
-                    return len(self.encode(caption)) + 2
-                e = e2
-            if e < len(caption) and not caption[e:].isspace():
-                return len(self.encode(caption)) + 2
-            return 0
-        return 0 if not caption.strip() else len(self.encode(caption)) + 2
+    def local_caption(self, caption: str, spans: list[tuple[int, int]]) -> LocalCaption:
+        """How a chunk encoder tokenizes `caption` (split into `spans`): NEEDS_FTFY (use
+        `encode_caption`), TILED (`encode_sentences` gives its sentences' ids, and its length
+        is theirs + 2), or batched with its length counted here (the caption tokenized whole,
+        as `encode_caption` does too)."""
+        if not _simply_cleaned(caption):
+            return NEEDS_FTFY
+        if _sentences_tile(caption, spans):
+            return TILED
+        return LocalCaption(batched=True, num_tokens=len(self.encode(caption)) + 2)
 
     def encode_sentences(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Ids of many texts whose cleaning is local to each character (sentences of captions
-        for which `local_caption` is not None): all ids end to end (int32), and how many
+        that `local_caption` batches): all ids end to end (int32), and how many
         each text has (int64). The same ids as `encode` of each text, sharing its caches.
 
         Arrow splits the texts on whitespace and dictionary-encodes the chunks, so only
         distinct chunks ("sky.", "it's") touch Python and the chunk cache, and gathers
         their ids (`take`). Texts go _SENTENCES_PER_PASS at a time, which bounds the
-        temporary arrays (~25 MB a pass on long captions).
+        temporary arrays.
         """
         ids, counts = [], []
         for i in range(0, len(sentences), _SENTENCES_PER_PASS):
@@ -374,12 +371,8 @@ class ClipTokenizer:
     def _encode_local(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
         n = len(sentences)
         text = "\0".join(sentences)  # NUL is never in such text: it marks where each one ends
-        if (
-            not text.isascii()
-        ):  # caption.translate(_UNCURL) of encode_caption; str.replace is ~30x faster on a long text
-            for c, r in _UNCURL_PAIRS:
-                if c in text:
-                    text = text.replace(c, r)
+        if not text.isascii():
+            text = _uncurl(text)
         data = np.frombuffer(text.encode("utf-8"), np.uint8)
         del text
         # lower-case: only A-Z change (multi-byte characters hold no ASCII bytes, and the
@@ -430,5 +423,5 @@ class ClipTokenizer:
 
 @lru_cache(maxsize=1)
 def get_tokenizer() -> ClipTokenizer:
-    """The shared tokenizer (loading the 49k merges takes ~0.2 s, so it is built once)."""
+    """The shared tokenizer (built once: it loads 49k merges)."""
     return ClipTokenizer()

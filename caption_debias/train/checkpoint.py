@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from caption_debias.errors import UserError
-from caption_debias.model.load import CHECKPOINT_DIR, newest_readable_checkpoint, read_run_checkpoint
+from caption_debias.model.load import CHECKPOINT_DIR, newest_readable_checkpoint, read_run_checkpoint, unreadable
 
 DAMAGED_SUFFIX = ".damaged"
 
@@ -94,10 +94,8 @@ def read_for_resume(file: str) -> dict[str, Any]:
         return read_run_checkpoint(Path(file))
     except FileNotFoundError:
         raise UserError(f"--resume {file}: no such checkpoint file") from None
-    except Exception as exc:
-        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-        why = lines[0][:200] if lines else type(exc).__name__
-        raise UserError(f"--resume {file}: not a readable caption-debias checkpoint ({why})") from None
+    except Exception as exc:  # torn, foreign, or Python objects in it: one line saying which
+        raise unreadable(f"--resume {file}", exc) from None
 
 
 def newest_for_resume(run: Path, set_aside: bool) -> dict[str, Any] | None:
@@ -108,11 +106,11 @@ def newest_for_resume(run: Path, set_aside: bool) -> dict[str, Any] | None:
     `eval`; the run goes on, exactly, from the one before it. Other ranks read after rank 0.
     """
 
-    def skipped(path: Path, why: str) -> None:
+    def skipped(path: Path, why: UserError) -> None:
         aside = path.with_name(path.name + DAMAGED_SUFFIX)
         os.replace(path, aside)
         print(
-            f"caption-debias: skipping damaged checkpoint {path} ({why}); moved to {aside.name}",
+            f"caption-debias: skipping damaged checkpoint {why}; moved to {aside.name}",
             file=sys.stderr,
             flush=True,
         )

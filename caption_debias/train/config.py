@@ -35,14 +35,19 @@ def option(default: Any, help: str) -> Any:
 
 @dataclass
 class TrainConfig:
-    data: str | None = option(None, "Prepared folder (output of `caption-debias prepare`); may come from --config.")
+    data: str | None = option(
+        None,
+        "Prepared folder (output of `caption-debias prepare`) or packed folder (`caption-debias pack`); may come from --config.",
+    )
     out: str | None = option(None, "Run folder: config.json, metrics.jsonl, checkpoints/, tensorboard/.")
     logs: str | None = option(None, "open_clip_train style: the run folder is LOGS/NAME (instead of --out).")
     name: str | None = option(
         None,
         "With --logs: the run's name (default: date, model, lr, batch, workers and precision, as open_clip_train).",
     )
-    image_root: str | None = option(None, "Folder the shards' `image` paths are relative to.")
+    image_root: str | None = option(
+        None, "Folder the shards' `image` paths are relative to (not used for a packed folder)."
+    )
     model: str = option(
         "ViT-B-16",
         "open_clip model name (or `tiny`), local-dir:DIR, hf-hub:ORG/REPO, a checkpoint file, or a run folder.",

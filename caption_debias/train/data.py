@@ -167,9 +167,7 @@ def open_prepared(data: str | Path, allow_incomplete: bool = False):
     """The prepared folder; one whose manifest says complete: false only with `allow_incomplete`."""
     from caption_debias.dataset import PreparedDataset
 
-    if allow_incomplete:
-        return PreparedDataset.open(data, allow_incomplete=True)
-    return PreparedDataset.open(data)
+    return PreparedDataset.open(data, allow_incomplete=allow_incomplete)
 
 
 def load_rows(

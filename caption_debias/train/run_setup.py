@@ -34,6 +34,7 @@ from caption_debias.train.data import (
     open_prepared,
 )
 from caption_debias.train.distributed import barrier, device_for
+from caption_debias.train.packed_source import is_packed, load_packed
 
 METRICS = "metrics.jsonl"
 LN100 = math.log(100.0)  # open_clip's bound on the logit scale: scale <= 100
@@ -135,7 +136,7 @@ def set_up(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> RunSetup
             "model_info": loaded.info,
             "device": str(device),
             "precision": precision.canonical(cfg.precision),
-            "data_complete": rows.complete,
+            "data_complete": getattr(rows, "complete", True),
             **meaning,
         }
         write_run_files(run, cfg, resolved, loaded, start)
@@ -168,23 +169,29 @@ def configure_model(model: torch.nn.Module, cfg: TrainConfig) -> None:
 
 def check_inputs(
     cfg: TrainConfig, run: Path, world: int, global_batch: int, rank: int
-) -> tuple[FolderImages, dict[str, Any]]:
-    """Everything that can be refused before the (slow) model load; returns the image source
-    and what the run's paths and data mean (stored in config.json, compared on resume)."""
+) -> tuple[FolderImages | None, dict[str, Any]]:
+    """Everything that can be refused before the (slow) model load. Returns the image source of
+    a prepared folder (None for a packed folder, `caption-debias pack`, whose tars hold the
+    images) and what the run's paths and data mean (stored in config.json, compared on resume)."""
     if global_batch < 2:
         raise UserError(
             f"global batch {global_batch} (--batch-size x processes x --accum-freq) must be >= 2: "
             "a contrastive loss needs negatives"
         )
-    if cfg.image_root is None:
-        raise UserError("--image-root is required (the folder the shards' `image` paths are relative to)")
-    images = FolderImages(cfg.image_root)
-    ds = open_prepared(cfg.data, cfg.allow_incomplete)
-    if ds.manifest.get("complete") is False:
-        say(f"{cfg.data}: incomplete prepared folder, training anyway (--allow-incomplete)", rank, cfg.quiet)
+    if is_packed(cfg.data):
+        from caption_debias.pack.folder import PackedFolder
+
+        images, manifest = None, PackedFolder(cfg.data).manifest
+    else:
+        if cfg.image_root is None:
+            raise UserError("--image-root is required (the folder the shards' `image` paths are relative to)")
+        images = FolderImages(cfg.image_root)
+        manifest = open_prepared(cfg.data, cfg.allow_incomplete).manifest
+        if manifest.get("complete") is False:
+            say(f"{cfg.data}: incomplete prepared folder, training anyway (--allow-incomplete)", rank, cfg.quiet)
     if cfg.resume is None and latest_checkpoint(run) is not None:
         raise UserError(f"{run} already has checkpoints; pass --resume latest to continue it or choose a new --out")
-    meaning = run_meaning(cfg, ds.manifest, global_batch)
+    meaning = run_meaning(cfg, manifest, global_batch)
     if rank == 0:
         for tmp in checkpoint.remove_stale_temporaries(run):
             say(f"removed {tmp.name}, a checkpoint a stopped run had not finished writing", rank, cfg.quiet)
@@ -210,11 +217,12 @@ def _real(path: str | None) -> str | None:
 
 
 def data_fingerprint(manifest: dict[str, Any]) -> str | None:
-    """sha256 over the shards' (path, rows, sha256): the same data wherever the folder lies."""
-    shards = manifest.get("shards") or []
+    """sha256 over the shards' (or a packed folder's tars') (path, rows, sha256): the same data
+    wherever the folder lies."""
+    shards = manifest.get("shards") or manifest.get("tars") or []
     if not shards or not all(isinstance(s, dict) and s.get("sha256") for s in shards):
         return None
-    listed = sorted((str(s["path"]), int(s.get("rows", 0)), str(s["sha256"])) for s in shards)
+    listed = sorted((str(s["path"]), int(s.get("rows", s.get("samples", 0))), str(s["sha256"])) for s in shards)
     return hashlib.sha256(json.dumps(listed).encode()).hexdigest()
 
 
@@ -295,12 +303,19 @@ def prepare_model(cfg: TrainConfig, rank: int) -> tuple[LoadedModel, bool]:
 
 
 def training_data(
-    cfg: TrainConfig, loaded: LoadedModel, images: FolderImages, rank: int, global_batch: int
+    cfg: TrainConfig, loaded: LoadedModel, images: FolderImages | None, rank: int, global_batch: int
 ) -> tuple[TrainRows, BatchPlan, TrainSamples]:
     """The rows with their token ids, the batch order, and the (epoch, row) -> sample dataset."""
-    rows = load_rows(cfg.data, loaded.tokenizer, cfg.split, cfg.group_key, cfg.allow_incomplete)
+    if images is None:  # a packed folder: rows, ids and images from its tars
+        rows, images = load_packed(cfg.data, loaded.tokenizer, cfg.split, cfg.group_key)
+        retokenized = "sentences are re-tokenized as each sample is read"
+        if cfg.image_root is not None:
+            say(f"{cfg.data} is a packed folder: its tars hold the images, --image-root is not used", rank, cfg.quiet)
+    else:
+        rows = load_rows(cfg.data, loaded.tokenizer, cfg.split, cfg.group_key, cfg.allow_incomplete)
+        retokenized = "captions were re-tokenized once at load"
     if rows.retokenized:
-        say("the model's tokenizer differs from the shards': captions were re-tokenized once at load", rank, cfg.quiet)
+        say(f"the model's tokenizer differs from the shards': {retokenized}", rank, cfg.quiet)
     if rows.groups is not None and cfg.batch_size % cfg.group_size:
         raise UserError(
             f"--batch-size {cfg.batch_size} (per process) must be a multiple of --group-size {cfg.group_size}"

@@ -4,35 +4,32 @@ For each fold, the model is fitted on the other folds (by image key) and scored 
 one; every figure is over held-out captions only. Also reports the shipped model's
 closing-summary and middle-sentence flag rates in natural order, and scoring speed.
 
-    .venv/bin/python benchmarks/bench_summary.py --data /work/shared/data [--folds 5]
+    .venv/bin/python benchmarks/bench_text_summary.py [--folds 5]
 
---speed [--base REV] instead times what prepare runs per caption (summary_scores_batch over
-the whole list, then summary_mask per caption) on the real captions split by the `fast`
-segmenter, for this tree and for caption_debias/text/summary.py at git revision REV (loaded
-from `git show` into a temporary module), interleaved, best of --repeats, in CPU time
-(time.process_time); checks that both give the same float64 scores and masks, and reports
-each one's peak memory on one numpy pass (tracemalloc + Arrow's memory pool):
+--speed [--base REV] instead times what prepare runs (summary_scores_flat and
+summary_mask_batch over all sentences of the real captions, split by the `fast` segmenter),
+for this tree and for caption_debias.text.summary as of git revision REV (imported beside
+it), interleaved, best of --repeats, in CPU time (time.process_time); checks that both give
+the same float64 scores and masks, and reports each one's peak memory on one numpy pass
+(tracemalloc + Arrow's memory pool):
 
-    .venv/bin/python benchmarks/bench_summary.py --speed [--base 4f45e8c] [--repeats 9]
+    .venv/bin/python benchmarks/bench_text_summary.py --speed [--base main] [--repeats 9]
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import random
 import re
-import subprocess
-import sys
 import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import add_data_option, import_at, long_captions
 
-from caption_debias.text import summary  # noqa: E402
-from caption_debias.text.summary_train import fit, fold_of, load_calibration, split_captions  # noqa: E402
+from caption_debias.text import summary
+from caption_debias.text.summary_train import fit, fold_of, load_calibration, split_captions
 
 OVERALL = re.compile(r"^(overall|the overall)\b", re.I)
 
@@ -43,35 +40,24 @@ def top1_is_opening(scores: list[float]) -> bool:
     return scores[0] == best and scores.count(best) == 1
 
 
-def _module_at(rev: str):
-    """caption_debias/text/summary.py as of git revision `rev`, imported as a separate module."""
-    root = Path(__file__).resolve().parents[1]
-    src = subprocess.run(
-        ["git", "show", f"{rev}:caption_debias/text/summary.py"], cwd=root, check=True, capture_output=True, text=True
-    ).stdout
-    path = Path(tempfile.mkdtemp()) / f"summary_{rev}.py"
-    path.write_text(src, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location(f"summary_{rev}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def speed(data: Path, base: str, repeats: int) -> None:
     import tracemalloc
 
     import pyarrow as pa
-    from bench_prepare_rate import load_captions
 
     from caption_debias.text.segment import get_segmenter
 
     seg = get_segmenter("fast")
-    rows = [[c[s:e].strip() for s, e in seg.spans(c)] for c in load_captions(data)]  # as prepare's steps do
-    mods = {f"base {base}": _module_at(base), "this tree": summary}
+    rows = [[c[s:e].strip() for s, e in seg.spans(c)] for c in long_captions(data)]  # as prepare's steps do
+    sentences, counts = [x for r in rows for x in r], [len(r) for r in rows]
+    mods = {
+        f"base {base}": import_at(base, "caption_debias.text.summary", Path(tempfile.mkdtemp())),
+        "this tree": summary,
+    }
 
     def run(mod) -> tuple[list, list]:
-        scores = mod.summary_scores_batch(rows)
-        return scores, [mod.summary_mask(s, sc, "detect") for s, sc in zip(rows, scores)]
+        scores = mod.summary_scores_flat(sentences, counts)
+        return scores.tolist(), mod.summary_mask_batch(sentences, counts, scores, "detect").tolist()
 
     results = {name: run(mod) for name, mod in mods.items()}  # also warms each one's vocabulary
     (a, ma), (b, mb) = results.values()
@@ -102,17 +88,16 @@ def speed(data: Path, base: str, repeats: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=Path("/work/shared/data"), help="calibration data folder")
+    add_data_option(ap)
     ap.add_argument("--folds", type=int, default=5, help="cross-validation folds (by image key)")
     ap.add_argument("--l2", type=float, default=1.0, help="L2 penalty passed to the fit")
     ap.add_argument("--min-df", type=int, default=5, help="word features kept when seen in this many captions")
     ap.add_argument("--synth", type=int, default=400, help="synthetic shape-world captions scored out of domain")
     ap.add_argument("--speed", action="store_true", help="only time scoring + mask against --base, per caption")
-    ap.add_argument("--base", default="4f45e8c", help="git revision whose summary.py --speed compares against")
+    ap.add_argument("--base", default="main", help="git revision whose summary module --speed compares against")
     ap.add_argument("--repeats", type=int, default=9, help="--speed: timing repeats (best is kept)")
     args = ap.parse_args()
     if args.speed:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
         speed(args.data, args.base, args.repeats)
         return
 

@@ -6,11 +6,10 @@ joined) whose sentence list equals pysbd's, the same on captions with hard spots
 inserted at random ("Dr. Smith", "U.S.", "3.5 m", '"Stop." The', "...", ...), how many
 captions the fast path sent whole to pysbd, and CPU time per caption.
 
-    .venv/bin/python benchmarks/bench_segmenter.py --data /work/shared/data
-    .venv/bin/python benchmarks/bench_segmenter.py --compare 4f45e8c   # CPU before/after, same run
+    .venv/bin/python benchmarks/bench_text_segment.py
+    .venv/bin/python benchmarks/bench_text_segment.py --compare main   # CPU before/after, same run
 
---compare REV loads caption_debias/text/segment.py as of git revision REV into a temporary
-module and times its `fast` segmenter against the working tree's on the real long captions
+--compare REV imports the segmenter as of git revision REV beside this tree's and times its `fast` segmenter against the working tree's on the real long captions
 (best of --repeats, CPU time), with the time spent inside pysbd and the hand-off counts, and
 checks that both give the same spans on every set.
 """
@@ -18,18 +17,15 @@ checks that both give the same spans on every set.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import random
-import subprocess
-import sys
+import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import add_data_option, coco_joined, import_at, long_caption_sets
 
-from caption_debias.text.segment import FastSegmenter, get_segmenter  # noqa: E402
+from caption_debias.text.segment import FastSegmenter, get_segmenter
 
 HERE = Path(__file__).resolve().parent
 INSERTS = [
@@ -60,19 +56,7 @@ INSERTS = [
 
 
 def load(data: Path) -> dict[str, list[str]]:
-    sets: dict[str, list[str]] = defaultdict(list)
-    for name, fields in (("iiw400.jsonl", ("IIW", "IIW-P5B")), ("iiw_cm3600.jsonl", ("IIW-P5B",))):
-        for line in (data / name).open(encoding="utf-8"):
-            row = json.loads(line)
-            for f in fields:
-                if row.get(f):
-                    sets[f"{name}:{f}"].append(row[f])
-    coco = json.loads((data / "coco_captions_val2017.json").read_text(encoding="utf-8"))
-    by_image: dict[int, list[str]] = defaultdict(list)
-    for a in coco["annotations"]:
-        by_image[a["image_id"]].append(a["caption"])
-    sets["coco:5 joined"] = [" ".join(v) for v in by_image.values()]
-    return sets
+    return {**long_caption_sets(data), "coco:5 joined": coco_joined(data)}
 
 
 def perturbed(captions: list[str], n: int, seed: int) -> list[str]:
@@ -84,18 +68,6 @@ def perturbed(captions: list[str], n: int, seed: int) -> list[str]:
             words.insert(rng.randrange(len(words)), rng.choice(INSERTS))
         out.append(" ".join(words))
     return out
-
-
-def old_module(rev: str):
-    """caption_debias/text/segment.py at git revision `rev`, as a fresh module."""
-    root = Path(__file__).resolve().parents[1]
-    src = subprocess.run(
-        ["git", "show", f"{rev}:caption_debias/text/segment.py"], cwd=root, capture_output=True, text=True, check=True
-    ).stdout
-    spec = importlib.util.spec_from_loader(f"segment_{rev}", loader=None)
-    mod = importlib.util.module_from_spec(spec)
-    exec(compile(src, f"segment.py@{rev}", "exec"), mod.__dict__)
-    return mod
 
 
 def timed_run(seg, caps: list[str], repeats: int) -> tuple[float, float, int, int]:
@@ -127,7 +99,7 @@ def timed_run(seg, caps: list[str], repeats: int) -> tuple[float, float, int, in
 
 
 def compare(rev: str, sets: dict[str, list[str]], long_caps: list[str], repeats: int) -> None:
-    old = old_module(rev)
+    old = import_at(rev, "caption_debias.text.segment", Path(tempfile.mkdtemp()))
     segs = {f"{rev}": old.FastSegmenter(), "working tree": FastSegmenter()}
     for seg in segs.values():  # warm caches and regex compilation
         for c in long_caps:
@@ -140,9 +112,8 @@ def compare(rev: str, sets: dict[str, list[str]], long_caps: list[str], repeats:
         total, in_pysbd, whole, stretches = timed_run(seg, long_caps, repeats)
         n = len(long_caps)
         plain = ""
-        if hasattr(seg, "_plain_spans"):  # captions the plain path settles (no loop per mark)
-            unsettled = seg._plain_spans.__func__.__globals__["_UNSETTLED"]
-            plain = f" plain={sum(seg._plain_spans(c) is not unsettled for c in long_caps)}"
+        if hasattr(seg, "_plain"):  # captions the plain path settles (no loop per mark)
+            plain = f" plain={sum(seg._plain.split(c).verdict == 'settled' for c in long_caps)}"
         print(
             f"  {label:14s} {1e6 * total / n:6.1f} us  (scan {1e6 * (total - in_pysbd) / n:5.1f} us, "
             f"pysbd {1e6 * in_pysbd / n:5.1f} us)  whole={whole} stretches={stretches}{plain}"
@@ -156,7 +127,7 @@ def compare(rev: str, sets: dict[str, list[str]], long_caps: list[str], repeats:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=Path("/work/shared/data"), help="calibration data folder")
+    add_data_option(ap)
     ap.add_argument("--perturbed", type=int, default=3000, help="captions with inserted hard spots")
     ap.add_argument("--spacy", action="store_true", help="also score the spacy segmenter")
     ap.add_argument(

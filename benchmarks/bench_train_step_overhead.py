@@ -11,7 +11,7 @@ default --trim-padding (text batches cut after their latest EOT: a speed-up, not
 Both alternate `--repeats` times; medians are reported. On a shared CPU the noise is
 large: read the ratio, not the absolute times.
 
-    .venv/bin/python benchmarks/bench_step_overhead.py [--model tiny --batch 64 --steps 30 --recipes debias,clip,short]
+    .venv/bin/python benchmarks/bench_train_step_overhead.py [--model tiny --batch 64 --steps 30 --recipes debias,clip,short]
 """
 
 from __future__ import annotations
@@ -19,12 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _common  # noqa: F401  (this checkout on sys.path when it is not installed)
 
 WINDOW = 10
 

@@ -6,33 +6,27 @@ Baseline (what a loader without stored ids does, like Long-CLIP's): split each c
 into sentences, sample, join and run open_clip's tokenizer on both texts every step.
 Ours: caption_debias.train.data.TrainSamples text building from the stored ids + stack.
 
-    .venv/bin/python benchmarks/bench_text_path.py --data /work/shared/data [--batch 256 --steps 20]
+    .venv/bin/python benchmarks/bench_train_text_path.py [--batch 256 --steps 20]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import add_data_option, long_caption_sets
 
 
 def prepared_from_iiw(data: Path, tmp: Path) -> Path:
     from caption_debias.prepare.options import PrepareOptions
     from caption_debias.prepare.run import prepare
 
-    rows = []
-    for i, line in enumerate((data / "iiw_cm3600.jsonl").read_text("utf-8").splitlines()):
-        rec = json.loads(line)
-        caption = rec.get("IIW-P5B") or rec.get("IIW")
-        if caption:
-            rows.append({"key": f"cm{i}", "image": f"img{i}.jpg", "caption": caption})
+    captions = long_caption_sets(data)["iiw_cm3600.jsonl:IIW-P5B"]
+    rows = [{"key": f"cm{i}", "image": f"img{i}.jpg", "caption": c} for i, c in enumerate(captions)]
     table = tmp / "captions.jsonl"
     table.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
     prepare([table], tmp / "prepared", PrepareOptions(format="table", quiet=True))
@@ -68,7 +62,7 @@ def ours_step(samples, batch):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=Path("/work/shared/data"))
+    add_data_option(ap)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--steps", type=int, default=20)
     args = ap.parse_args()

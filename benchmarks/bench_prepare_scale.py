@@ -1,14 +1,14 @@
 """prepare on a URL set: the driver's reading rate vs the text steps, local pool vs Ray Data engine.
 
 Builds a Recap-DataComp-style Parquet (url, re_caption, org_caption, key) of --rows rows from the
-real long captions in /work/shared/data (ImageInWords), then times, each on the same input:
+real long captions of the calibration data (ImageInWords), then times, each on the same input:
   stream      the driver alone: reader + key assignment + chunking (what --engine ray keeps local)
   local-1     prepare --engine local --workers 1            (baseline)
   local-N     prepare --engine local --workers N
   ray-N       prepare --engine ray on a local Ray runtime with N CPUs (started by the run itself)
 and checks that all prepare runs wrote byte-identical shards. Prints one JSON line per run.
 
-  .venv/bin/python benchmarks/bench_scale.py --rows 20000 --workers 2 --work /tmp/scale-bench
+  .venv/bin/python benchmarks/bench_prepare_scale.py --rows 20000 --workers 2 --work /tmp/scale-bench
 """
 
 from __future__ import annotations
@@ -20,23 +20,14 @@ import shutil
 import time
 from pathlib import Path
 
-DATA = Path("/work/shared/data")
+from _common import add_data_option, long_captions
 
 
-def captions() -> list[str]:
-    out = []
-    for name in ("iiw400.jsonl", "iiw_cm3600.jsonl"):
-        for line in (DATA / name).read_text("utf-8").splitlines():
-            row = json.loads(line)
-            out += [row[k] for k in ("IIW", "IIW-P5B") if isinstance(row.get(k), str) and row[k].strip()]
-    return out
-
-
-def make_input(path: Path, rows: int) -> None:
+def make_input(path: Path, rows: int, data: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pool = captions()
+    pool = long_captions(data)
     caps = list(itertools.islice(itertools.cycle(pool), rows))
     pq.write_table(
         pa.table(
@@ -81,7 +72,8 @@ def time_prepare(path: Path, out: Path, name: str, shard_rows: int, **kw) -> dic
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_data_option(ap)
     ap.add_argument("--rows", type=int, default=20000)
     ap.add_argument("--shard-rows", type=int, default=2000)
     ap.add_argument("--workers", type=int, default=2)
@@ -89,7 +81,7 @@ def main() -> None:
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     src = args.work / "recap.parquet"
-    make_input(src, args.rows)
+    make_input(src, args.rows, args.data)
 
     from caption_debias.text.segment import get_segmenter
     from caption_debias.text.tokenize import get_tokenizer

@@ -2,18 +2,23 @@
 row-chunk implementation (metrics.retrieval_recall) against a transposed, masked baseline
 (the first version: per image chunk, an own-caption mask and a masked copy of the columns).
 
-Usage: .venv/bin/python benchmarks/eval_metric_bench.py
+Usage: .venv/bin/python benchmarks/bench_eval_metric.py
 Each implementation runs in a fresh subprocess; memory is the peak RSS above the matrix.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent  # for the child's `import _common`
 
 CHILD = r"""
-import json, resource, sys, time, torch
+import json, sys, time, torch
+from _common import peak_rss_mib
 from caption_debias.evaluate.metrics import recall_from_ranks, retrieval_recall, text_to_image_ranks
 torch.set_num_threads(1)
 torch.manual_seed(0)
@@ -32,15 +37,16 @@ def baseline(sim, ti, chunk=4096):
     return {"t2i": recall_from_ranks(t2i), "i2t": recall_from_ranks(torch.cat(parts))}
 
 fn = baseline if sys.argv[1] == "baseline" else retrieval_recall
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = peak_rss_mib()
 t = time.perf_counter()
 result = fn(sim, ti)
-print(json.dumps({"s": time.perf_counter() - t, "extra_mib": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024, "result": result}))
+print(json.dumps({"s": time.perf_counter() - t, "extra_mib": peak_rss_mib() - before, "result": result}))
 """
 
 
 def run(which: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, which], capture_output=True, text=True, check=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run([sys.executable, "-c", CHILD, which], capture_output=True, text=True, check=True, env=env)
     return json.loads(out.stdout)
 
 

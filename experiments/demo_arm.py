@@ -4,7 +4,7 @@ What docs/demo.md's tuning table was measured with: the demo's stage-1 run and w
 fixed, one arm is retrained with another lr / batching / lambda_s, and evaluated on the
 demo's test world (keep / remove / move). One torch thread, so two arms can run side by side.
 
-    .venv/bin/python benchmarks/demo_arm.py --demo demo-out --arm debias --lr 2e-3 --random-batches --out /tmp/arm
+    .venv/bin/python experiments/demo_arm.py --demo demo-out --arm debias --lr 2e-3 --random-batches --out /tmp/arm
 """
 
 from __future__ import annotations

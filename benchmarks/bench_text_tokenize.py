@@ -14,19 +14,16 @@ On the real long captions (split with the `fast` segmenter first, not timed), on
 cold = first pass of a fresh instance over the captions (every new word goes through BPE),
 warm = the next pass (caches full). CPU time (time.process_time), best of --repeats.
 
-    .venv/bin/python benchmarks/bench_tokenize.py --data /work/shared/data
+    .venv/bin/python benchmarks/bench_text_tokenize.py
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import add_data_option, long_captions
 
 
 def python_bpe_tokenizer():
@@ -98,16 +95,14 @@ def best_of(fn, repeats: int) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=Path("/work/shared/data"))
+    add_data_option(ap)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-
-    from bench_prepare_rate import load_captions
 
     from caption_debias.text.segment import get_segmenter
     from caption_debias.text.tokenize import ClipTokenizer
 
-    caps = load_captions(args.data)
+    caps = long_captions(args.data)
     seg = get_segmenter("fast")
     pairs = [(c, seg.spans(c)) for c in caps]
     n = len(pairs)

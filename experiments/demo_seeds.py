@@ -1,8 +1,8 @@
 """Per-seed table of the demo's target: run `caption-debias demo` for several seeds (or read
 finished runs) and print the markdown table that docs/demo.md shows.
 
-    .venv/bin/python benchmarks/demo_seeds.py --seeds 0 1 2 --quick --root demo-seeds
-    .venv/bin/python benchmarks/demo_seeds.py --read demo-seeds/seed0 demo-seeds/seed1 ...
+    .venv/bin/python experiments/demo_seeds.py --seeds 0 1 2 --quick --root demo-seeds
+    .venv/bin/python experiments/demo_seeds.py --read demo-seeds/seed0 demo-seeds/seed1 ...
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Eval/probe speed: images encoded once per model vs once per caption variant (the naive way),
 and the cost of reading attention weights (need_weights) against a plain text pass.
 
-Usage: .venv/bin/python benchmarks/eval_bench.py [--images 256] [--model tiny] [--repeats 3]
+Usage: .venv/bin/python benchmarks/bench_eval.py [--images 256] [--model tiny] [--repeats 3]
 Prints one JSON line; figures go in docs/benchmarks.md (## eval).
 """
 

@@ -1,7 +1,7 @@
 """Time and peak memory of `caption-debias stats` on a large generated prepared folder.
 
 Builds a pool of really prepared rows (prepare() on the ImageInWords captions of
-/work/shared/data when present, else on generated captions), samples N rows from it into
+the calibration data when present, else on generated captions), samples N rows from it into
 Parquet shards written like prepare's (zstd, 8,192-row groups; no dictionary pages, so
 repeated pool rows cost what unique rows would), then runs in fresh subprocesses:
 
@@ -12,13 +12,14 @@ repeated pool rows cost what unique rows would), then runs in fresh subprocesses
 
 and prints wall time and peak RSS of each, with lazy/eager ratios.
 
-    .venv/bin/python benchmarks/stats_bench.py --rows 1250000 --work /tmp/stats-bench [--reuse]
+    .venv/bin/python benchmarks/bench_stats.py --rows 1250000 --work /tmp/stats-bench [--reuse]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -26,11 +27,16 @@ import sys
 import time
 from pathlib import Path
 
+from _common import LONG_CAPTION_FILES, add_data_option, long_captions
+
+HERE = Path(__file__).resolve().parent  # for the child's `import _common`
+
 SHARD_ROWS = 50_000
 COLUMNS = ["source", "split", "caption", "sentence_spans", "num_tokens", "sentence_tokens", "summary_mask"]
 
 CHILD = r"""
 import json, resource, sys, time
+from _common import peak_rss_mib
 mode, folder, report = sys.argv[1], sys.argv[2], sys.argv[3]
 t0 = time.perf_counter()
 from caption_debias.stats.compute import compute_stats, StatsOptions
@@ -55,25 +61,15 @@ else:
     write_report(stats, report)
     records = stats["records"]
 usage = resource.getrusage(resource.RUSAGE_SELF)
-# VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the forking parent across exec
-hwm_kib = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
 print(json.dumps({"mode": mode, "seconds": time.perf_counter() - t0, "cpu_seconds": usage.ru_utime + usage.ru_stime,
-                  "peak_mib": hwm_kib / 1024, "records": records}))
+                  "peak_mib": peak_rss_mib(), "records": records}))
 """
 
 
-def pool_captions(limit: int) -> list[str]:
+def pool_captions(limit: int, data: Path) -> list[str]:
     """Real long captions when the calibration data is around; generated ones otherwise."""
-    data = Path("/work/shared/data")
-    captions: list[str] = []
-    for name in ("iiw400.jsonl", "iiw_cm3600.jsonl"):
-        path = data / name
-        if path.is_file():
-            for line in path.open(encoding="utf-8"):
-                row = json.loads(line)
-                captions += [row[k] for k in ("IIW", "IIW-P5B") if isinstance(row.get(k), str) and row[k].strip()]
-    if captions:
-        return captions[:limit]
+    if all((data / name).is_file() for name, _ in LONG_CAPTION_FILES):
+        return long_captions(data)[:limit]
     rng = random.Random(0)
     things = ["a red bus", "two dogs", "an old bridge", "a bowl of fruit", "a crowded market", "a lighthouse"]
     details = [
@@ -91,25 +87,25 @@ def pool_captions(limit: int) -> list[str]:
     ]
 
 
-def build_pool(work: Path, size: int):
+def build_pool(work: Path, size: int, data: Path):
     from caption_debias.dataset import PreparedDataset
     from caption_debias.prepare.options import PrepareOptions
     from caption_debias.prepare.run import prepare
 
     src = work / "pool.jsonl"
     with src.open("w", encoding="utf-8") as fh:
-        for i, caption in enumerate(pool_captions(size)):
+        for i, caption in enumerate(pool_captions(size, data)):
             fh.write(json.dumps({"image": f"{i}.jpg", "caption": caption, "key": str(i)}) + "\n")
     prepare([src], work / "pool", PrepareOptions(format="table", quiet=True, overwrite=True))
     return PreparedDataset.open(work / "pool").read()
 
 
-def build_big(work: Path, rows: int) -> Path:
+def build_big(work: Path, rows: int, data: Path) -> Path:
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pool = build_pool(work, 5_000)
+    pool = build_pool(work, 5_000, data)
     out = work / "big"
     shutil.rmtree(out, ignore_errors=True)
     (out / "shards").mkdir(parents=True)
@@ -141,7 +137,10 @@ def build_big(work: Path, rows: int) -> Path:
 
 def run_child(mode: str, folder: Path, report: Path) -> dict:
     code = f"COLUMNS = {COLUMNS!r}\n" + CHILD
-    proc = subprocess.run([sys.executable, "-c", code, mode, str(folder), str(report)], capture_output=True, text=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, mode, str(folder), str(report)], capture_output=True, text=True, env=env
+    )
     if proc.returncode:
         sys.exit(f"{mode} run failed:\n{proc.stderr}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -149,6 +148,7 @@ def run_child(mode: str, folder: Path, report: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_data_option(parser)
     parser.add_argument("--rows", type=int, default=1_250_000, help="rows in the generated prepared folder")
     parser.add_argument("--work", type=Path, default=Path("/tmp/stats-bench"), help="scratch folder")
     parser.add_argument("--reuse", action="store_true", help="reuse WORK/big when it has --rows rows")
@@ -164,7 +164,7 @@ def main() -> None:
         and manifest.is_file()
         and sum(s["rows"] for s in json.loads(manifest.read_text())["shards"]) == args.rows
     ):
-        big = build_big(args.work, args.rows)
+        big = build_big(args.work, args.rows, args.data)
     size = sum(p.stat().st_size for p in (big / "shards").iterdir())
     print(f"generated {args.rows:,} rows, {size / 2**20:,.0f} MiB of shards in {time.perf_counter() - t0:.0f} s")
 

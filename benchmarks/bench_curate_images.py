@@ -1,0 +1,93 @@
+"""Image facts: curate's path against a plain loop that fully decodes each image with PIL.
+
+Writes N synthetic JPEGs with ShareGPT4V-like sizes (sides 1024-2048 px, quality 90), then
+times on the same files:
+  baseline: open + full decode (Image.load) + imagehash.phash + hashlib.sha256 of the bytes
+  curate:   caption_debias.curate.images.image_facts (header size, JPEG draft decoding to >= 128 px
+            greyscale, phash, sha256), one thread, and image_facts_batch on 4 threads
+and prints files/s and the ratio. Also checks the two paths' perceptual hashes agree (Hamming).
+
+    .venv/bin/python benchmarks/bench_curate_images.py --n 60 --dir /tmp/bench-images
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def make_images(folder: Path, n: int) -> list[Path]:
+    import numpy as np
+    from PIL import Image, ImageDraw, ImageFilter
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(n):
+        path = folder / f"img{i:04d}.jpg"
+        paths.append(path)
+        if path.exists():
+            continue
+        r = random.Random(i)
+        w, h = r.randint(1024, 2048), r.randint(1024, 2048)
+        im = Image.new("RGB", (w, h), tuple(r.randrange(256) for _ in range(3)))
+        d = ImageDraw.Draw(im)
+        for _ in range(30):
+            x, y, s = r.randrange(w), r.randrange(h), r.randrange(50, 600)
+            d.ellipse((x, y, x + s, y + s * 0.7), fill=tuple(r.randrange(256) for _ in range(3)))
+        noise = np.random.default_rng(i).integers(-10, 10, (h, w, 3))
+        arr = (np.asarray(im.filter(ImageFilter.GaussianBlur(2))).astype(np.int16) + noise).clip(0, 255)
+        Image.fromarray(arr.astype(np.uint8)).save(path, quality=90)
+    return paths
+
+
+def baseline(path: Path) -> tuple[int, int, str, str]:
+    import imagehash
+    from PIL import Image
+
+    data = path.read_bytes()
+    with Image.open(path) as im:
+        im.load()
+        return im.size[0], im.size[1], str(imagehash.phash(im)), hashlib.sha256(data).hexdigest()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=60)
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/bench-images"))
+    ap.add_argument("--repeats", type=int, default=2)
+    args = ap.parse_args()
+    from caption_debias.curate import images
+
+    paths = make_images(args.dir, args.n)
+    mb = sum(p.stat().st_size for p in paths) / 1e6
+    print(f"{len(paths)} JPEGs, {mb:.1f} MB, sides 1024-2048 px")
+
+    def best(fn) -> float:
+        times = []
+        for _ in range(args.repeats):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+        return min(times)
+
+    t_base = best(lambda: [baseline(p) for p in paths])
+    t_one = best(lambda: [images.image_facts(p) for p in paths])
+    t_four = best(lambda: images.image_facts_batch(paths, 4))
+    print(f"baseline full decode + phash + sha256: {len(paths) / t_base:8.1f} files/s")
+    print(f"curate image_facts, 1 thread:          {len(paths) / t_one:8.1f} files/s  ({t_base / t_one:.1f}x)")
+    print(f"curate image_facts_batch, 4 threads:   {len(paths) / t_four:8.1f} files/s  ({t_base / t_four:.1f}x)")
+    dist = []
+    for p in paths:
+        full = int(baseline(p)[2], 16)
+        dist.append(images.hamming(full, images.image_facts(p).phash))
+    print(f"phash draft vs full decode: Hamming max {max(dist)}, mean {sum(dist) / len(dist):.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Evaluation sets as signals: `--decontaminate NAME=PATH` read by the eval loaders themselves.
+
+NAME is any `eval --benchmark` name and PATH its public layout (evaluate/benchmarks.py), so
+curate removes exactly the images and captions `eval` would score. `sharegpt4v-1k` is the
+first 1,000 records of a ShareGPT4V captioner file; its images are looked up under
+curate's --image-root (the training images), as they are the same files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from caption_debias.curate import images as img
+from caption_debias.curate import minhash
+from caption_debias.curate.signals import caption_hash
+
+
+@dataclass
+class EvalSignals:
+    """Every eval item of every set, as arrays (items are images and captions, labelled)."""
+
+    image_labels: list[str] = field(default_factory=list)  # "NAME:path"
+    image_sha256: list[bytes] = field(default_factory=list)
+    image_phash: list[int] = field(default_factory=list)
+    caption_labels: list[str] = field(default_factory=list)  # "NAME:caption N"
+    caption_hashes: list[bytes] = field(default_factory=list)
+    signatures: np.ndarray = field(default_factory=lambda: np.zeros((0, minhash.NUM_PERM), np.uint32))
+    bands: np.ndarray = field(default_factory=lambda: np.zeros((0, minhash.LSH_BANDS), np.uint64))
+    sets: list[dict[str, Any]] = field(default_factory=list)  # for the manifest
+
+
+def _uses_training_root(name: str) -> bool:
+    return name.startswith("sharegpt4v-1k")
+
+
+def load(specs: list[str], image_root: str | None, threads: int = 4) -> EvalSignals:
+    from caption_debias.evaluate.benchmarks import load_benchmark
+    from caption_debias.text.tokenize import get_tokenizer
+
+    tokenizer = get_tokenizer()
+    ev = EvalSignals()
+    all_tokens: list[list[int]] = []
+    for spec in specs:
+        name, _, path = spec.partition("=")
+        root = image_root if (_uses_training_root(name) and image_root) else None
+        data = load_benchmark(name, path, root)
+        facts = img.image_facts_batch([Path(p) for p in data.images], threads) if image_root is not None else []
+        found = 0
+        for p, f in zip(data.images, facts):
+            if f.status == img.OK:
+                found += 1
+                ev.image_labels.append(f"{name}:{p}")
+                ev.image_sha256.append(f.sha256)
+                ev.image_phash.append(f.phash)
+        for i, sentences in enumerate(data.captions):
+            ev.caption_labels.append(f"{name}:caption {i}")
+            ev.caption_hashes.append(caption_hash(" ".join(sentences)))
+            all_tokens.append([t for s in sentences for t in tokenizer.encode(s)])
+        ev.sets.append(
+            {
+                "name": name,
+                "path": path,
+                "definition": data.definition,
+                "images": data.n_images,
+                "images_compared": found,
+                "captions": len(data.captions),
+            }
+        )
+    if all_tokens:
+        lengths = np.array([len(t) for t in all_tokens], np.int64)
+        offsets = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        flat = np.fromiter((t for ts in all_tokens for t in ts), np.int32, int(offsets[-1]))
+        hashes, h_off = minhash.shingle_hashes(flat, offsets)
+        ev.signatures = minhash.signatures(hashes, h_off)
+        ev.bands = minhash.band_keys(ev.signatures)
+    return ev

@@ -1,0 +1,381 @@
+"""The global step: every row's reason, decided in funnel order over the whole run.
+
+Row-local reasons (image facts, quality signals) are thresholds on the signal columns.
+Eval overlap compares every surviving row with the eval items (joins on exact hashes, on
+perceptual-hash blocks and on LSH band keys; candidates verified). The duplicate reasons
+follow the rule "removed when it matches an earlier row that is kept", which is sequential:
+`reference_duplicates` states it as a loop over every row, `duplicates` computes the same
+answer by first finding, with polars group-bys, the rows that share an exact key, a
+perceptual-hash block or an LSH band with another surviving row (everything else is kept
+without a look), then running that loop over those rows only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from caption_debias.curate import images as img
+from caption_debias.curate import minhash, quality
+from caption_debias.curate.options import LSH_BANDS, PHASH_DISTANCE, REASONS, CurateOptions
+from caption_debias.curate.signals import band_name
+
+CODE = {r: i for i, r in enumerate(REASONS)}
+KEPT = -1
+# 64-bit perceptual hashes within PHASH_DISTANCE share at least one of PHASH_DISTANCE + 1 blocks
+# exactly (pigeonhole): the blocks are the buckets, every candidate is then checked in full.
+_BLOCKS = PHASH_DISTANCE + 1
+_BLOCK_BITS = [64 // _BLOCKS + (1 if b < 64 % _BLOCKS else 0) for b in range(_BLOCKS)]
+_BLOCK_SHIFT = np.cumsum([0] + _BLOCK_BITS[:-1]).tolist()
+
+
+def phash_blocks(phash: np.ndarray) -> list[np.ndarray]:
+    return [(phash >> np.uint64(s)) & np.uint64((1 << b) - 1) for s, b in zip(_BLOCK_SHIFT, _BLOCK_BITS)]
+
+
+@dataclass
+class Decisions:
+    reason: np.ndarray  # int8 per row: index into REASONS, or KEPT
+    detail: dict[int, dict[str, Any]] = field(default_factory=dict)  # order -> detail (removed rows)
+    ref: dict[int, int] = field(default_factory=dict)  # order -> order of the kept row it duplicates
+    duplicate_count: np.ndarray | None = None  # int32 per row
+
+
+# ---------------------------------------------------------------- the duplicate loop
+
+
+@dataclass
+class DupRow:
+    """What the duplicate loop knows of one row (the specification's input)."""
+
+    order: int
+    image_key: bytes | None  # sha256 of the file, or the image path's hash without --image-root
+    phash: int | None
+    caption_hash: bytes
+    signature: np.ndarray | None  # None: no tokens
+    bands: np.ndarray | None  # LSH band keys of the signature
+
+
+def _best(matches: list[tuple]) -> tuple | None:
+    return min(matches) if matches else None
+
+
+def reference_duplicates(
+    rows: list[DupRow], threshold: float, duplicate_images: bool, image_by: str
+) -> dict[int, tuple[str, int, dict]]:
+    """Specification: rows in input order; each is compared with every kept row before it
+    (captions: every kept row that shares an LSH band with it, the candidates MinHash LSH gives).
+
+    Returns order -> (reason, matched order, detail) for the removed rows.
+    """
+    kept: list[DupRow] = []
+    removed: dict[int, tuple[str, int, dict]] = {}
+    for r in rows:
+        hit = None
+        if duplicate_images and r.image_key is not None:
+            same = [k.order for k in kept if k.image_key == r.image_key]
+            if same:
+                hit = ("duplicate_image", same[0], {"by": image_by, "similarity": 1.0})
+            elif r.phash is not None:
+                near = _best(
+                    [
+                        (img.hamming(r.phash, k.phash), k.order)
+                        for k in kept
+                        if k.phash is not None and img.hamming(r.phash, k.phash) <= PHASH_DISTANCE
+                    ]
+                )
+                if near:
+                    hit = ("duplicate_image", near[1], _phash_detail(near[0]))
+        if hit is None:
+            same = [k.order for k in kept if k.caption_hash == r.caption_hash]
+            if same:
+                hit = ("duplicate_caption", same[0], {"by": "caption text", "similarity": 1.0})
+        if hit is None and r.signature is not None:
+            near = _best(
+                [
+                    (-j, k.order)
+                    for k in kept
+                    if k.signature is not None
+                    and bool(np.any(k.bands == r.bands))  # an LSH candidate: shares a band
+                    and (j := minhash.estimate(r.signature, k.signature)) >= threshold
+                ]
+            )
+            if near:
+                hit = ("near_duplicate_caption", near[1], {"by": "caption minhash", "similarity": -near[0]})
+        if hit is None:
+            kept.append(r)
+        else:
+            removed[r.order] = hit
+    return removed
+
+
+def _phash_detail(distance: int) -> dict[str, Any]:
+    return {"by": "image phash", "hamming": int(distance), "similarity": round(1 - distance / 64, 4)}
+
+
+# ---------------------------------------------------------------- helpers over signal files
+
+
+class SignalTable:
+    """The run's signal files read column by column (polars), rows indexed by global order."""
+
+    def __init__(self, files: list[Path], n_rows: int):
+        self.files = [str(f) for f in files]
+        self.n = n_rows
+
+    def scan(self):
+        import polars as pl
+
+        return pl.scan_parquet(self.files)
+
+    def column(self, name: str):
+        import polars as pl
+
+        if not self.files:
+            return pl.Series(name, [])
+        s = self.scan().select(name).collect().to_series()
+        assert len(s) == self.n, (name, len(s), self.n)
+        return s
+
+    def rows_where(self, orders: np.ndarray, columns: list[str]):
+        """The given rows (sorted by order) with these columns."""
+        import polars as pl
+
+        if len(orders) == 0 or not self.files:
+            return None
+        wanted = pl.Series("order", np.unique(orders).astype(np.int64))
+        return self.scan().filter(pl.col("order").is_in(wanted.implode())).select(["order", *columns]).collect()
+
+    def signatures(self, orders: np.ndarray) -> dict[int, np.ndarray]:
+        df = self.rows_where(orders, ["signature"])
+        if df is None:
+            return {}
+        return {int(o): np.frombuffer(s, np.uint32) for o, s in zip(df["order"].to_list(), df["signature"].to_list())}
+
+
+def _np(series, dtype=None, fill=None) -> np.ndarray:
+    if fill is not None:
+        series = series.fill_null(fill)
+    arr = series.to_numpy()
+    return arr.astype(dtype) if dtype is not None else arr
+
+
+SHARED_COLUMNS_PER_SCAN = 4  # key columns flagged per scan of the signal files (bounds the scan's memory)
+
+
+def local_shared_keys(table: "SignalTable", columns: list[str]) -> dict:
+    """Per column, (order, key) of every row whose value occurs in more than one row (polars).
+
+    One lazy scan flags several columns at once (`is_duplicated`, a hash pass each, run in
+    parallel); only the flagged rows' keys are kept.
+    """
+    import polars as pl
+
+    out = {}
+    for i in range(0, len(columns), SHARED_COLUMNS_PER_SCAN):
+        group = columns[i : i + SHARED_COLUMNS_PER_SCAN]
+        flagged = (
+            table.scan()
+            .select("order", *[pl.when(pl.col(c).is_duplicated()).then(pl.col(c)).alias(c) for c in group])
+            .filter(pl.any_horizontal([pl.col(c).is_not_null() for c in group]))
+            .collect()
+        )
+        for c in group:
+            out[c] = flagged.select("order", pl.col(c).alias("key")).drop_nulls("key")
+    return out
+
+
+def _buckets(shared, alive_mask: np.ndarray, family: int):
+    """(order, family, bucket) of the rows still alive that share a key with another alive row."""
+    import polars as pl
+
+    df = shared.filter(pl.Series(alive_mask[shared["order"].to_numpy()]))
+    df = df.filter(pl.len().over("key") >= 2)
+    return df.select(
+        "order", pl.lit(family, pl.Int16).alias("family"), pl.col("key").rank("dense").cast(pl.Int64).alias("bucket")
+    )
+
+
+# ---------------------------------------------------------------- the decisions
+
+
+def decide(
+    table: SignalTable, options: CurateOptions, ev=None, images: bool = False, shared_keys=local_shared_keys
+) -> Decisions:
+    """Every row's reason. `shared_keys(table, column)` finds rows with a repeated key (polars; Ray Data with --engine ray)."""
+    n = table.n
+    reason = np.full(n, KEPT, np.int8)
+    d = Decisions(reason, duplicate_count=np.zeros(n, np.int32))
+    if n == 0:  # inputs without rows (every record was a prepare reject): nothing to decide
+        return d
+
+    def remove(mask: np.ndarray, name: str) -> None:
+        reason[mask & (reason == KEPT)] = CODE[name]
+
+    # Row-local reasons carry no detail here: the write step reads it from the row's own signals.
+    if images:
+        status = _np(table.column("image_status"), np.int8)
+        remove(status == img.MISSING, "image_missing")
+        remove(status == img.UNREADABLE, "image_unreadable")
+        width = _np(table.column("image_width"), np.int64, 0)
+        height = _np(table.column("image_height"), np.int64, 0)
+        remove((status == img.OK) & (np.minimum(width, height) < options.min_image_side), "image_too_small")
+        del status, width, height
+    if ev is not None:
+        _eval_overlap(table, ev, reason, d, images, options.near_duplicate_threshold)
+    rep = _np(table.column("caption_repetition"), np.float32)
+    rsent = _np(table.column("caption_repeated_sentences"), np.int32)
+    remove(quality.is_repetitive(rep, rsent), "repetitive_caption")
+    del rep, rsent
+    remove(_np(table.column("caption_truncated"), bool), "truncated_caption")
+    _duplicates(table, options, reason, d, images, shared_keys)
+    counts = np.zeros(n, np.int32)
+    if d.ref:
+        np.add.at(counts, np.fromiter(d.ref.values(), np.int64, len(d.ref)), 1)
+    d.duplicate_count = counts
+    return d
+
+
+def _eval_overlap(table: SignalTable, ev, reason: np.ndarray, d: Decisions, images: bool, threshold: float) -> None:
+    import polars as pl
+
+    alive = np.flatnonzero(reason == KEPT)
+    found: dict[int, dict[str, Any]] = {}
+
+    def note(o: int, detail: dict[str, Any], rank: tuple) -> None:
+        old = found.get(o)
+        if old is None or rank < old["_rank"]:
+            found[o] = {**detail, "_rank": rank}
+
+    if images and ev.image_sha256:
+        sha = table.column("image_sha256")
+        train = pl.DataFrame({"order": np.arange(table.n), "sha": sha})[alive]
+        evdf = pl.DataFrame({"sha": pl.Series(ev.image_sha256, dtype=pl.Binary), "e": np.arange(len(ev.image_sha256))})
+        for o, e in train.join(evdf, on="sha").select("order", "e").iter_rows():
+            note(o, {"match": ev.image_labels[e], "by": "image sha256", "similarity": 1.0}, (0, 0, e))
+        del sha, train
+        ph = table.column("image_phash")
+        valid = ~_np(ph.is_null(), bool)
+        rows = alive[valid[alive]]
+        phash = _np(ph, np.uint64, 0)[rows]
+        ev_phash = np.array(ev.image_phash, np.uint64)
+        for tb, eb in zip(phash_blocks(phash), phash_blocks(ev_phash)):
+            pairs = pl.DataFrame({"i": np.arange(len(rows)), "b": tb}).join(
+                pl.DataFrame({"e": np.arange(len(ev_phash)), "b": eb}), on="b"
+            )
+            if pairs.height:
+                i, e = pairs["i"].to_numpy(), pairs["e"].to_numpy()
+                dist = np.bitwise_count(phash[i] ^ ev_phash[e])
+                for ii, ee, dd in zip(
+                    i[dist <= PHASH_DISTANCE], e[dist <= PHASH_DISTANCE], dist[dist <= PHASH_DISTANCE]
+                ):
+                    note(int(rows[ii]), {"match": ev.image_labels[ee], **_phash_detail(int(dd))}, (1, int(dd), int(ee)))
+    if ev.caption_hashes:
+        ch = table.column("caption_hash")
+        train = pl.DataFrame({"order": np.arange(table.n), "h": ch})[alive]
+        evdf = pl.DataFrame(
+            {"h": pl.Series(ev.caption_hashes, dtype=pl.Binary), "e": np.arange(len(ev.caption_hashes))}
+        )
+        for o, e in train.join(evdf, on="h").select("order", "e").iter_rows():
+            note(o, {"match": ev.caption_labels[e], "by": "caption text", "similarity": 1.0}, (2, 0, e))
+        del ch, train
+        cand = []
+        for b in range(LSH_BANDS):
+            col = table.column(band_name(b))
+            train = pl.DataFrame({"order": np.arange(table.n), "k": col})[alive].drop_nulls("k")
+            evdf = pl.DataFrame({"k": ev.bands[:, b], "e": np.arange(len(ev.bands))})
+            cand.append(train.join(evdf, on="k").select("order", "e"))
+        pairs = pl.concat(cand).unique().sort("order", "e")
+        if pairs.height:
+            sigs = table.signatures(pairs["order"].to_numpy())
+            for o, e in pairs.iter_rows():
+                j = minhash.estimate(sigs[o], ev.signatures[e])
+                if j >= threshold:
+                    note(o, {"match": ev.caption_labels[e], "by": "caption minhash", "similarity": j}, (3, -j, e))
+    for o in sorted(found):
+        detail = found[o]
+        detail.pop("_rank")
+        reason[o] = CODE["eval_overlap"]
+        d.detail[o] = detail
+
+
+def _duplicates(
+    table: SignalTable, options: CurateOptions, reason: np.ndarray, d: Decisions, images: bool, shared_keys
+) -> None:
+    import polars as pl
+
+    alive_mask = reason == KEPT
+    duplicate_images = not options.keep_duplicate_images
+    # families: 0 image key, 1..BLOCKS phash blocks, BLOCKS+1 caption hash, then one per band
+    parts = []
+    phash = None
+    bands = [band_name(b) for b in range(LSH_BANDS)]
+    shared = shared_keys(table, (["image_key"] if duplicate_images else []) + ["caption_hash", *bands])
+    if duplicate_images:
+        parts.append(_buckets(shared.pop("image_key"), alive_mask, 0))
+        if images:
+            ph = table.column("image_phash")
+            valid = ~_np(ph.is_null(), bool)
+            phash_all = _np(ph, np.uint64, 0)
+            rows = np.flatnonzero(alive_mask & valid)
+            for b, block in enumerate(phash_blocks(phash_all[rows])):
+                same_block = pl.DataFrame({"order": rows, "key": block}).filter(pl.len().over("key") >= 2)
+                parts.append(_buckets(same_block, alive_mask, 1 + b))
+            phash = {int(o): int(phash_all[o]) for o in rows.tolist()}
+            del phash_all
+    parts.append(_buckets(shared.pop("caption_hash"), alive_mask, _BLOCKS + 1))
+    for b, name in enumerate(bands):
+        parts.append(_buckets(shared.pop(name), alive_mask, _BLOCKS + 2 + b))
+    involved = pl.concat(parts).sort("order", "family")
+    if involved.height == 0:
+        return
+    orders = involved["order"].to_numpy()
+    band_orders = orders[involved["family"].to_numpy() >= _BLOCKS + 2]
+    sigs = table.signatures(band_orders)
+    image_by = "image sha256" if images else "image path"
+    threshold = options.near_duplicate_threshold
+    kept_in: dict[tuple[int, int], list[int]] = {}  # (family, bucket) -> kept orders
+    row_buckets: dict[int, list[tuple[int, int]]] = {}
+    for o, f, bkt in involved.iter_rows():
+        row_buckets.setdefault(o, []).append((f, bkt))
+    for o in sorted(row_buckets):
+        buckets = row_buckets[o]
+        hit = None
+        if duplicate_images:
+            for f, bkt in buckets:
+                if f == 0 and kept_in.get((f, bkt)):
+                    hit = ("duplicate_image", kept_in[(f, bkt)][0], {"by": image_by, "similarity": 1.0})
+                    break
+            if hit is None and phash is not None and o in phash:
+                cands = {k for f, bkt in buckets if 1 <= f <= _BLOCKS for k in kept_in.get((f, bkt), ())}
+                near = _best(
+                    [
+                        (img.hamming(phash[o], phash[k]), k)
+                        for k in cands
+                        if img.hamming(phash[o], phash[k]) <= PHASH_DISTANCE
+                    ]
+                )
+                if near:
+                    hit = ("duplicate_image", near[1], _phash_detail(near[0]))
+        if hit is None:
+            for f, bkt in buckets:
+                if f == _BLOCKS + 1 and kept_in.get((f, bkt)):
+                    hit = ("duplicate_caption", kept_in[(f, bkt)][0], {"by": "caption text", "similarity": 1.0})
+                    break
+        if hit is None and o in sigs:
+            cands = {k for f, bkt in buckets if f >= _BLOCKS + 2 for k in kept_in.get((f, bkt), ())}
+            sig = sigs[o]
+            near = _best([(-j, k) for k in cands if (j := minhash.estimate(sig, sigs[k])) >= threshold])
+            if near:
+                hit = ("near_duplicate_caption", near[1], {"by": "caption minhash", "similarity": -near[0]})
+        if hit is None:
+            for key in buckets:
+                kept_in.setdefault(key, []).append(o)
+        else:
+            name, ref, detail = hit
+            reason[o] = CODE[name]
+            d.ref[o] = ref
+            d.detail[o] = detail

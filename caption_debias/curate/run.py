@@ -1,0 +1,273 @@
+"""curate(): input folders -> signals (parallel) -> decisions (global) -> curated shards (parallel) -> manifest.
+
+Resumable like prepare: every finished shard of each parallel step leaves a sidecar with a
+fingerprint of what it was made from; a rerun with the same inputs and options reuses each
+one that matches. The decisions are recomputed from the signal files on every run (cheap,
+and they depend on every row, so nothing partial of them is ever trusted).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from caption_debias.curate import dedup, signals, writer
+from caption_debias.curate.inputs import Inputs, open_inputs
+from caption_debias.curate.options import CurateOptions
+from caption_debias.dataset import MANIFEST
+from caption_debias.errors import UserError
+from caption_debias.locking import LOCK_FILES, folder_lock
+from caption_debias.prepare.distributor import Ready, ordered_map
+from caption_debias.prepare.writer import write_json, write_text
+
+REMOVED = "removed.jsonl"
+SHARDS_DIR = "shards"
+STATE_DIR = ".curate"
+STATE_FILE = "state.json"
+
+
+def _mapper(options: CurateOptions) -> Callable:
+    """The local process pool, or Ray Data tasks running the same step functions (--engine ray)."""
+    if options.engine == "ray":
+        from functools import partial
+
+        from caption_debias.prepare.ray_engine import ray_ordered_map
+
+        return partial(ray_ordered_map, address=options.ray_address)
+    return ordered_map
+
+
+def start(out: Path, shaping: dict[str, Any], overwrite: bool) -> bool:
+    """Prepare OUT for a run; True when it resumes an earlier run with the same inputs and options."""
+    ours = {MANIFEST, REMOVED, SHARDS_DIR, STATE_DIR} | set(LOCK_FILES)
+    state_path = out / STATE_DIR / STATE_FILE
+    others = sorted(p.name for p in out.iterdir() if p.name not in ours)
+    if overwrite or (not state_path.is_file() and not others):
+        for name in (MANIFEST, REMOVED, SHARDS_DIR, STATE_DIR):
+            p = out / name
+            if p.is_dir():
+                shutil.rmtree(p)
+            elif p.exists():
+                p.unlink()
+    elif state_path.is_file():
+        try:
+            before = json.loads(state_path.read_text("utf-8")).get("shaping")
+        except ValueError:
+            before = None
+        if before != shaping:
+            changed = sorted(k for k in set(before or {}) | set(shaping) if (before or {}).get(k) != shaping.get(k))
+            raise UserError(
+                f"{out} was curated from other inputs or with other options ({', '.join(changed) or 'unreadable state'}); "
+                "use the same ones to resume, or --overwrite to start over"
+            )
+        (out / SHARDS_DIR).mkdir(exist_ok=True)
+        return True
+    else:
+        raise UserError(
+            f"--out {out}: folder is not empty and holds no curate run ({', '.join(others[:3])}); "
+            "use an empty folder or --overwrite"
+        )
+    for sub in (signals.SIGNALS_DIR, writer.WRITE_DIR):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    (out / SHARDS_DIR).mkdir(exist_ok=True)
+    write_json({"shaping": shaping}, state_path)
+    return False
+
+
+def _signal_tasks(inputs: Inputs, out: Path, options: CurateOptions, resumed: bool, reused: Counter) -> Iterator[Any]:
+    for s in inputs.shards:
+        fp = signals.fingerprint(s.sha256, s.start, options.image_root)
+        side = _load_signal_sidecar(out, s.index, fp) if resumed else None
+        if side is not None:
+            reused["signals"] += 1
+            yield Ready(side)
+        else:
+            yield {
+                "index": s.index,
+                "path": s.path,
+                "rows": s.rows,
+                "start": s.start,
+                "out": str(out),
+                "fingerprint": fp,
+                "image_root": options.image_root,
+                "image_threads": options.image_threads,
+            }
+
+
+def _load_signal_sidecar(out: Path, index: int, fp: str) -> dict[str, Any] | None:
+    try:
+        side = json.loads(signals.sidecar_path(out, index).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    path = signals.signals_path(out, index)
+    if side.get("fingerprint") != fp or not path.is_file() or path.stat().st_size != side.get("bytes"):
+        return None
+    return side
+
+
+def _write_tasks(
+    inputs: Inputs, out: Path, options: CurateOptions, decisions: dict, sides: list, resumed: bool, reused: Counter
+) -> Iterator[Any]:
+    for s, sig_side in zip(inputs.shards, sides):
+        removed, dup = decisions["removed"].get(s.index, {}), decisions["duplicate_count"].get(s.index, {})
+        task = {
+            "index": s.index,
+            "path": s.path,
+            "folder": s.folder,
+            "rows": s.rows,
+            "sha256": s.sha256,
+            "signals": str(signals.signals_path(out, s.index)),
+            "signals_sha256": sig_side["sha256"],
+            "removed": {str(k): v for k, v in removed.items()},
+            "duplicate_count": {str(k): v for k, v in dup.items()},
+            "image_root": options.image_root,
+            "embed": options.embed_images,
+            "out": str(out),
+        }
+        task["fingerprint"] = writer.fingerprint(task)
+        side = writer.load_sidecar(out, s.index, task["fingerprint"]) if resumed else None
+        if side is not None:
+            reused["shards"] += 1
+            yield Ready(side)
+        else:
+            yield task
+
+
+def _decide(inputs: Inputs, out: Path, options: CurateOptions, ev) -> tuple[dict, dedup.Decisions]:
+    """Decisions per shard: {index: {local row: [reason code, detail]}}, plus duplicate counts."""
+    import numpy as np
+
+    table = dedup.SignalTable([signals.signals_path(out, s.index) for s in inputs.shards], inputs.rows)
+    shared = dedup.local_shared_keys
+    if options.engine == "ray":
+        from caption_debias.curate.ray_engine import ray_shared_keys
+
+        shared = ray_shared_keys
+    d = dedup.decide(table, options, ev, images=options.image_root is not None, shared_keys=shared)
+    refs = np.fromiter(set(d.ref.values()), np.int64)
+    keys = table.rows_where(refs, ["key"]) if len(refs) else None
+    key_of = dict(zip(keys["order"].to_list(), keys["key"].to_list())) if keys is not None else {}
+    starts = np.array([s.start for s in inputs.shards], np.int64)
+    removed: dict[int, dict[int, list]] = {}
+    for o in np.flatnonzero(d.reason != dedup.KEPT).tolist():
+        shard = int(np.searchsorted(starts, o, side="right") - 1)
+        detail = dict(d.detail.get(o, {}))
+        if o in d.ref:
+            detail = {"match": key_of[d.ref[o]], **detail}
+        removed.setdefault(shard, {})[o - int(starts[shard])] = [int(d.reason[o]), detail]
+    dup: dict[int, dict[int, int]] = {}
+    for o in np.flatnonzero(d.duplicate_count).tolist():
+        shard = int(np.searchsorted(starts, o, side="right") - 1)
+        dup.setdefault(shard, {})[o - int(starts[shard])] = int(d.duplicate_count[o])
+    return {"removed": removed, "duplicate_count": dup}, d
+
+
+def _merge_coverage(sides: list[dict]) -> dict[str, Any] | None:
+    if all(s.get("coverage") is None for s in sides):
+        return None
+    merged: dict[str, dict[str, Any]] = {}
+    for side in sides:
+        for folder, cov in (side.get("coverage") or {}).items():
+            m = merged.setdefault(
+                folder, {"present": 0, "missing": 0, "unreadable": 0, "not_checked": 0, "examples": {}}
+            )
+            for status, n in cov["counts"].items():
+                m[status] += n
+            for status, paths in cov["examples"].items():
+                ex = m["examples"].setdefault(status, [])
+                ex.extend(paths[: signals.EXAMPLES - len(ex)])
+    return dict(sorted(merged.items()))
+
+
+def _cleanup(out: Path, shard_paths: set[str]) -> None:
+    """Drop shards an earlier run wrote that this run did not (and temp files of a killed run)."""
+    for p in (out / SHARDS_DIR).glob("part-*.parquet"):
+        if f"{SHARDS_DIR}/{p.name}" not in shard_paths:
+            p.unlink()
+    for folder in (out, out / SHARDS_DIR, out / signals.SIGNALS_DIR, out / writer.WRITE_DIR):
+        for tmp in folder.glob(".*.tmp-*"):
+            tmp.unlink()
+
+
+def curate(inputs: list[str | Path], out: str | Path, options: CurateOptions | None = None) -> dict[str, Any]:
+    """Curate the prepared (or curated) folders `inputs` into `out`; returns the manifest."""
+    options = options or CurateOptions()
+    options.validate()
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: exists and is not a folder")
+    with folder_lock(out, "curate"):
+        if options.engine == "ray":
+            from caption_debias.curate.ray_engine import ray_runtime
+
+            with ray_runtime(options.ray_address, options.workers):
+                return _curate(inputs, out, options)
+        return _curate(inputs, out, options)
+
+
+def _curate(given: list[str | Path], out: Path, options: CurateOptions) -> dict[str, Any]:
+    from caption_debias.curate import manifest as manifest_mod
+    from caption_debias.curate.summary import print_summary
+
+    started = time.monotonic()
+    inputs = open_inputs(given, out)
+    shaping = {
+        "inputs": [f["path"] for f in inputs.folders],
+        "input_manifests": [f["manifest_sha256"] for f in inputs.folders],
+        **options.output_shaping(),
+    }
+    resumed = start(out, shaping, options.overwrite)
+    (out / MANIFEST).unlink(missing_ok=True)  # only a finished run has a manifest
+    ev = None
+    if options.decontaminate:
+        from caption_debias.curate import decontaminate
+
+        ev = decontaminate.load(options.decontaminate, options.image_root, options.image_threads)
+    reused: Counter = Counter()
+    mapper = _mapper(options)
+    in_flight = options.max_in_flight * options.workers
+    sig_sides = list(
+        mapper(signals.compute, _signal_tasks(inputs, out, options, resumed, reused), options.workers, in_flight)
+    )
+    decisions, _ = _decide(inputs, out, options, ev)
+    write_sides = mapper(
+        writer.write,
+        _write_tasks(inputs, out, options, decisions, sig_sides, resumed, reused),
+        options.workers,
+        in_flight,
+    )
+    shards, reasons = [], Counter()
+    per_folder: dict[str, Counter] = {f["path"]: Counter() for f in inputs.folders}
+    partial = out / STATE_DIR / "removed.jsonl.partial"
+    with open(partial, "w", encoding="utf-8") as fh:
+        for s, side in zip(inputs.shards, write_sides):
+            per_folder[s.folder]["read"] += side["read"]
+            per_folder[s.folder]["written"] += side["rows"]
+            for line in side["removed"]:
+                reasons[line["reason"]] += 1
+                per_folder[s.folder]["removed"] += 1
+                fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+            if side["path"] is not None:
+                shards.append({"path": side["path"], "rows": side["rows"], "sha256": side["sha256"]})
+    _cleanup(out, {s["path"] for s in shards})
+    with open(partial, encoding="utf-8") as lines:  # removed.jsonl appears whole or not at all
+        write_text(lines, out / REMOVED)
+    partial.unlink()
+    manifest = manifest_mod.build(
+        inputs=inputs,
+        per_folder=per_folder,
+        shards=shards,
+        reasons=reasons,
+        options=options,
+        coverage=_merge_coverage(sig_sides),
+        eval_sets=ev.sets if ev is not None else [],
+        elapsed_s=time.monotonic() - started,
+    )
+    write_json(manifest, out / MANIFEST)
+    if not options.quiet:
+        print_summary(manifest, str(out), reused)
+    return manifest

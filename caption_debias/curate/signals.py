@@ -1,0 +1,180 @@
+"""The map step: one input shard -> one signals file of per-row facts (no decisions yet).
+
+Runs in a worker (process pool or Ray task). Writes OUT/.curate/signals/part-NNNNN.parquet
+atomically and returns a small sidecar (rows, image coverage, fingerprint) that is also
+saved for resume. Every value here depends on the row alone, so the shard can be redone in
+any order on any worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from caption_debias.curate import images as img
+from caption_debias.curate import minhash, quality
+from caption_debias.curate.options import LSH_BANDS, NUM_PERM
+from caption_debias.prepare.writer import write_json, write_shard
+
+SIGNALS_VERSION = 1  # bump when a signal's definition changes: old signal files are then redone
+SIGNALS_DIR = ".curate/signals"
+INPUT_COLUMNS = ["key", "image", "caption", "sentence_tokens"]
+EXAMPLES = 3  # example paths per coverage group and status
+
+
+def band_name(band: int) -> str:
+    return f"band_{band:02d}"
+
+
+def signals_path(out: Path, index: int) -> Path:
+    return out / SIGNALS_DIR / f"part-{index:05d}.parquet"
+
+
+def sidecar_path(out: Path, index: int) -> Path:
+    return out / SIGNALS_DIR / f"part-{index:05d}.json"
+
+
+def fingerprint(shard_sha256: str, start: int, image_root: str | None) -> str:
+    text = f"{SIGNALS_VERSION}|{shard_sha256}|{start}|{image_root}|{NUM_PERM}|{LSH_BANDS}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def caption_hash(caption: str) -> bytes:
+    """Specification: 128-bit hash of the caption after whitespace and case normalisation (exact duplicates)."""
+    import xxhash
+
+    return xxhash.xxh3_128_digest(" ".join(caption.lower().split()).encode("utf-8", "surrogatepass"))
+
+
+def caption_hashes(captions: pa.Array) -> list[bytes]:
+    """caption_hash of every caption (Python's split/join is as fast as Arrow's kernels here)."""
+    return [caption_hash(c) for c in captions.to_pylist()]
+
+
+def path_hash(image: str) -> int:
+    import xxhash
+
+    return xxhash.xxh3_64_intdigest(image.encode("utf-8", "surrogatepass"))
+
+
+def _u64(values: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
+    mask = None if valid is None else ~valid
+    return pa.array(values.astype(np.uint64), pa.uint64(), mask=mask)
+
+
+def caption_signals(table: pa.Table) -> dict[str, Any]:
+    """Text signals of every row: quality columns, caption hash, MinHash signature and band keys."""
+    captions = table.column("caption").to_pylist()
+    st = table.column("sentence_tokens").combine_chunks()
+    q = quality.signals_batch(st, captions)
+    return {**q, **dedup_signals(table)}
+
+
+def dedup_signals(table: pa.Table) -> dict[str, Any]:
+    """The duplicate-finding signals of every row: caption hash, MinHash signature, band keys."""
+    st = table.column("sentence_tokens").combine_chunks()
+    tokens, row_off, _, _ = quality.row_tokens(st)
+    hashes, h_off = minhash.shingle_hashes(tokens, row_off)
+    sigs = minhash.signatures(hashes, h_off)
+    has_shingles = np.diff(h_off) > 0
+    return {
+        "caption_hash": caption_hashes(table.column("caption").combine_chunks()),
+        "signatures": sigs,
+        "bands": minhash.band_keys(sigs) if len(sigs) else np.zeros((0, LSH_BANDS), np.uint64),
+        "has_shingles": has_shingles,
+    }
+
+
+TEXT_BATCH = 4096  # rows per caption-signal batch: the numpy intermediates are ~10 arrays of all tokens
+
+
+def _batched_caption_signals(table: pa.Table) -> dict[str, Any]:
+    """caption_signals over slices of the shard, concatenated (worker memory bounded whatever the shard size)."""
+    parts = [caption_signals(table.slice(i, TEXT_BATCH)) for i in range(0, max(table.num_rows, 1), TEXT_BATCH)]
+    if len(parts) == 1:
+        return parts[0]
+    out: dict[str, Any] = {}
+    for k in parts[0]:
+        if isinstance(parts[0][k], list):
+            out[k] = [x for p in parts for x in p[k]]
+        else:
+            out[k] = np.concatenate([p[k] for p in parts])
+    return out
+
+
+def _coverage(images: list[str], facts: list[img.ImageFacts]) -> dict[str, dict[str, Any]]:
+    groups: dict[str, dict[str, Any]] = {}
+    for image, f in zip(images, facts):
+        g = groups.setdefault(img.top_folder(image), {"counts": Counter(), "examples": {}})
+        status = img.STATUS_NAMES[f.status]
+        g["counts"][status] += 1
+        if f.status in (img.MISSING, img.UNREADABLE):
+            ex = g["examples"].setdefault(status, [])
+            if len(ex) < EXAMPLES:
+                ex.append(image)
+    return {k: {"counts": dict(v["counts"]), "examples": v["examples"]} for k, v in sorted(groups.items())}
+
+
+def image_signals(images: list[str], image_root: str, threads: int) -> tuple[list[img.ImageFacts], dict]:
+    root = Path(image_root)
+    paths = [None if img.is_url(i) else root / i for i in images]
+    facts = img.image_facts_batch(paths, threads)
+    return facts, _coverage(images, facts)
+
+
+def compute(task: dict[str, Any]) -> dict[str, Any]:
+    """Worker: the signals of one input shard. Returns the sidecar."""
+    out = Path(task["out"])
+    table = pq.read_table(task["path"], columns=INPUT_COLUMNS)
+    n = table.num_rows
+    if n != task["rows"]:
+        from caption_debias.errors import UserError
+
+        raise UserError(f"{task['path']}: holds {n} rows but its manifest says {task['rows']}")
+    images = table.column("image").to_pylist()
+    cols: dict[str, pa.Array] = {
+        "order": pa.array(np.arange(task["start"], task["start"] + n, dtype=np.int64)),
+        "key": table.column("key").combine_chunks(),
+    }
+    image_key = [b"p" + path_hash(i).to_bytes(8, "little") for i in images]  # the same path is the same image
+    coverage = None
+    if task["image_root"] is not None:
+        facts, coverage = image_signals(images, task["image_root"], task["image_threads"])
+        image_key = [f.sha256 if f.status == img.OK else k for f, k in zip(facts, image_key)]
+        ok = np.array([f.status == img.OK for f in facts], bool)
+        cols["image_status"] = pa.array(np.array([f.status for f in facts], np.int8))
+        cols["image_width"] = pa.array([f.width for f in facts], pa.int32())
+        cols["image_height"] = pa.array([f.height for f in facts], pa.int32())
+        cols["image_sha256"] = pa.array([f.sha256 if f.status == img.OK else None for f in facts], pa.binary(32))
+        cols["image_phash"] = _u64(np.array([f.phash or 0 for f in facts], np.uint64), ok)
+        cols["image_error"] = pa.array([f.error for f in facts], pa.string())
+    cols["image_key"] = pa.array(image_key, pa.binary())
+    text = _batched_caption_signals(table)
+    cols["caption_hash"] = pa.array(text["caption_hash"], pa.binary(16))
+    cols["caption_repetition"] = pa.array(text["caption_repetition"], pa.float32())
+    cols["caption_repeated_sentences"] = pa.array(text["caption_repeated_sentences"], pa.int32())
+    cols["caption_truncated"] = pa.array(text["caption_truncated"], pa.bool_())
+    for b in range(LSH_BANDS):
+        cols[band_name(b)] = _u64(text["bands"][:, b] if n else np.zeros(0, np.uint64), text["has_shingles"])
+    sig_bytes = np.ascontiguousarray(text["signatures"], np.uint32).tobytes()
+    cols["signature"] = pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(NUM_PERM * 4), n, [None, pa.py_buffer(sig_bytes)]
+    )
+    signals = pa.table(cols)
+    rel = signals_path(out, task["index"])
+    side = {
+        "index": task["index"],
+        "fingerprint": task["fingerprint"],
+        "rows": n,
+        "sha256": write_shard(signals, rel),
+        "bytes": rel.stat().st_size,
+        "coverage": coverage,
+    }
+    write_json(side, sidecar_path(out, task["index"]))
+    return side

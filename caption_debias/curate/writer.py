@@ -1,0 +1,178 @@
+"""The write step: one input shard -> its kept rows, with the image and signal columns, as a curated shard.
+
+Runs in a worker. The text columns are copied from the input shard untouched (Arrow
+`take`), so a kept row's caption, sentences and token ids stay byte for byte the same.
+Removed rows become removed.jsonl lines, returned in the sidecar and written in order by
+the driver. With --embed-images the image files are read again here, a row group at a time,
+so memory stays bounded however large the images are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from caption_debias.curate.options import REASONS
+from caption_debias.prepare import state
+from caption_debias.prepare.writer import atomic_output, sha256_file, write_json, write_shard
+from caption_debias.records import excerpt
+from caption_debias.schema import shard_arrow_schema
+
+WRITE_DIR = ".curate/write"
+EMBED_ROW_GROUP = 256  # rows per Parquet row group with --embed-images (bounds worker memory)
+IMAGE_COLUMNS = ["image_width", "image_height", "image_sha256", "image_phash"]
+SIGNAL_COLUMNS = ["caption_repetition", "caption_repeated_sentences", "caption_truncated"]
+
+
+def sidecar_path(out: Path, index: int) -> Path:
+    return out / WRITE_DIR / f"part-{index:05d}.json"
+
+
+def fingerprint(task: dict[str, Any]) -> str:
+    blob = json.dumps(
+        {k: task[k] for k in ("sha256", "signals_sha256", "removed", "duplicate_count", "image_root", "embed")},
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _hex(values: list[bytes | None]) -> pa.Array:
+    return pa.array([v.hex() if v is not None else None for v in values], pa.string())
+
+
+def _phash_hex(col: pa.ChunkedArray) -> pa.Array:
+    return pa.array([f"{v:016x}" if v is not None else None for v in col.to_pylist()], pa.string())
+
+
+def row_detail(reason: str, signals: pa.Table, i: int) -> dict[str, Any]:
+    """The detail of a row-local reason, read from the row's own signals."""
+
+    def value(name: str):
+        return signals.column(name)[i].as_py()
+
+    if reason == "image_unreadable":
+        return {"error": value("image_error")}
+    if reason == "image_too_small":
+        return {"width": value("image_width"), "height": value("image_height")}
+    if reason == "repetitive_caption":
+        return {
+            "caption_repetition": round(value("caption_repetition"), 4),
+            "caption_repeated_sentences": value("caption_repeated_sentences"),
+        }
+    if reason == "truncated_caption":
+        return {"caption_truncated": True}
+    return {}
+
+
+def build_table(task: dict[str, Any]) -> tuple[pa.Table, list[dict[str, Any]]]:
+    """The kept rows with every schema column, and the removed.jsonl lines of this shard."""
+    schema = shard_arrow_schema()
+    table = pq.read_table(task["path"])
+    signals = pq.read_table(task["signals"])
+    n = table.num_rows
+    removed_at = {int(i): r for i, r in task["removed"].items()}  # local row -> [reason code, detail]
+    keep = np.ones(n, bool)
+    keep[list(removed_at)] = False
+    lines = []
+    if removed_at:
+        keys = table.column("key").to_pylist()
+        images = table.column("image").to_pylist()
+        captions = table.column("caption").to_pylist()
+        for i in sorted(removed_at):
+            code, detail = removed_at[i]
+            detail = detail or row_detail(REASONS[code], signals, i)
+            line = {"key": keys[i], "reason": REASONS[code], "detail": detail, "image": images[i]}
+            line["caption"] = excerpt(captions[i])
+            line["input"] = task["folder"]
+            lines.append(line)
+    idx = pa.array(np.flatnonzero(keep))
+    kept = table.take(idx)
+    sig = signals.take(idx)
+    columns = {}
+    for field in schema:
+        name = field.name
+        if name in SIGNAL_COLUMNS:
+            columns[name] = sig.column(name).cast(field.type)
+        elif name == "duplicate_count":
+            counts = np.zeros(n, np.int32)
+            for i, c in task["duplicate_count"].items():
+                counts[int(i)] = c
+            columns[name] = pa.array(counts[keep], pa.int32())
+        elif name in IMAGE_COLUMNS and task["image_root"] is not None:
+            if name == "image_sha256":
+                columns[name] = _hex(sig.column("image_sha256").to_pylist())
+            elif name == "image_phash":
+                columns[name] = _phash_hex(sig.column("image_phash"))
+            else:
+                columns[name] = sig.column(name).cast(field.type)
+        elif name in kept.column_names:
+            columns[name] = kept.column(name).cast(field.type)
+        else:  # a prepared shard of an older schema, or image columns this run does not compute
+            columns[name] = pa.nulls(len(kept), field.type)
+    arrays = [c if isinstance(c, pa.ChunkedArray) else pa.chunked_array([c]) for c in columns.values()]
+    return pa.Table.from_arrays(arrays, schema=schema), lines
+
+
+def _write_embedded(table: pa.Table, path: Path, image_root: str) -> str:
+    """Write `table` with image_bytes filled, EMBED_ROW_GROUP rows at a time (atomic, like write_shard)."""
+    root = Path(image_root)
+    col = table.schema.get_field_index("image_bytes")
+    with atomic_output(path) as tmp:
+        with pq.ParquetWriter(tmp, table.schema, compression="zstd") as writer:
+            for start in range(0, table.num_rows, EMBED_ROW_GROUP):
+                part = table.slice(start, EMBED_ROW_GROUP)
+                blobs = []
+                for image in part.column("image").to_pylist():
+                    try:
+                        blobs.append((root / image).read_bytes() if "://" not in image else None)
+                    except OSError:
+                        blobs.append(None)  # gone since the signals were taken: null, not a failed run
+                part = part.set_column(col, table.schema.field(col), pa.array(blobs, pa.binary()))
+                writer.write_table(part)
+        digest = sha256_file(tmp)
+    return digest
+
+
+def write(task: dict[str, Any]) -> dict[str, Any]:
+    """Worker: the curated shard of one input shard. Returns the sidecar."""
+    out = Path(task["out"])
+    table, lines = build_table(task)
+    side: dict[str, Any] = {
+        "index": task["index"],
+        "fingerprint": task["fingerprint"],
+        "rows": table.num_rows,
+        "read": task["rows"],
+        "path": None,
+        "sha256": None,
+        "bytes": None,
+        "removed": lines,
+    }
+    if table.num_rows:
+        rel = state.shard_name(task["index"])
+        if task["embed"]:
+            digest = _write_embedded(table, out / rel, task["image_root"])
+        else:
+            digest = write_shard(table, out / rel)
+        side.update(path=rel, sha256=digest, bytes=(out / rel).stat().st_size)
+    write_json(side, sidecar_path(out, task["index"]))
+    return side
+
+
+def load_sidecar(out: Path, index: int, fp: str) -> dict[str, Any] | None:
+    try:
+        side = json.loads(sidecar_path(out, index).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    if side.get("fingerprint") != fp:
+        return None
+    if side.get("path") is not None:
+        shard = out / side["path"]
+        if not shard.is_file() or shard.stat().st_size != side.get("bytes"):
+            return None
+    return side

@@ -1,0 +1,207 @@
+"""pack(): prepared rows -> chunks of --samples-per-shard rows -> one tar per chunk in workers -> manifest.
+
+Chunk boundaries depend only on the input and --samples-per-shard (a row whose image fails
+leaves its tar one sample shorter), so every tar is a function of its rows: the bytes do not
+depend on --workers or the engine, and a rerun reuses each finished tar whose sidecar matches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from caption_debias import __version__
+from caption_debias.dataset import MANIFEST as PREPARED_MANIFEST
+from caption_debias.dataset import PreparedDataset
+from caption_debias.errors import UserError
+from caption_debias.locking import folder_lock
+from caption_debias.pack import state
+from caption_debias.pack.images import IMAGE_MISSING, IMAGE_UNREADABLE, resizer_version
+from caption_debias.pack.options import PackOptions
+from caption_debias.pack.tars import COLUMNS, TarTask, pack_tar, tar_name
+from caption_debias.prepare.distributor import Ready, ordered_map
+from caption_debias.prepare.writer import write_json, write_text
+
+
+def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = None) -> dict[str, Any]:
+    """Pack the prepared (or curated) folder `prepared` into webdataset tars in `out`; returns the manifest."""
+    options = (options or PackOptions()).validate()
+    started = time.monotonic()
+    ds = PreparedDataset.open(prepared)
+    out = Path(out)
+    if out.resolve() == ds.folder.resolve():
+        raise UserError("--out must be another folder than the prepared input")
+    with folder_lock(out, "pack"):
+        return _pack(ds, str(prepared), out, options, started)
+
+
+def _chunks(ds: PreparedDataset, options: PackOptions) -> Iterator[list[dict[str, Any]]]:
+    """Rows in input order (only --split's, when given), cut every --samples-per-shard rows."""
+    chunk: list[dict[str, Any]] = []
+    for batch in ds.iter_batches(COLUMNS):
+        for row in batch.to_pylist():
+            if options.split is not None and row["split"] != options.split:
+                continue
+            chunk.append(row)
+            if len(chunk) == options.samples_per_shard:
+                yield chunk
+                chunk = []
+    if chunk:
+        yield chunk
+
+
+def _fingerprint(shaping: dict[str, Any], index: int, rows: list[dict[str, Any]]) -> str:
+    ident = {"shaping": shaping, "index": index, "rows": len(rows), "first": rows[0]["key"], "last": rows[-1]["key"]}
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _mapper(options: PackOptions):
+    """The local process pool, or Ray Data tasks running the same pack_tar (--engine ray)."""
+    if options.engine == "ray":
+        from functools import partial
+
+        from caption_debias.prepare.ray_engine import ray_ordered_map
+
+        return partial(ray_ordered_map, address=options.ray_address)
+    return ordered_map
+
+
+def _pack(ds: PreparedDataset, given: str, out: Path, options: PackOptions, started: float) -> dict[str, Any]:
+    input_digest = hashlib.sha256((ds.folder / PREPARED_MANIFEST).read_bytes()).hexdigest()
+    shaping = {"input_manifest_sha256": input_digest, **options.output_shaping()}
+    resumed = state.start(out, shaping, options.overwrite)
+    reused = 0
+
+    def tasks() -> Iterator[Any]:
+        nonlocal reused
+        for index, rows in enumerate(_chunks(ds, options)):
+            fingerprint = _fingerprint(shaping, index, rows)
+            side = state.load_sidecar(out, index, fingerprint) if resumed else None
+            if side is not None:
+                reused += 1
+                yield Ready(side)
+            else:
+                yield TarTask(index, rows, str(out), options, fingerprint)
+
+    tars: list[dict[str, Any]] = []
+    reasons: Counter = Counter()
+    read = 0
+    progress = _Progress(options.quiet, None if options.split else ds.rows)
+    removed_tmp = out / state.STATE_DIR / f"{state.REMOVED}.partial"
+    try:
+        with open(removed_tmp, "w", encoding="utf-8") as removed_fh:
+            for side in _mapper(options)(pack_tar, tasks(), options.workers, options.max_in_flight * options.workers):
+                read += side["rows"]
+                for entry in side["removed"]:
+                    reasons[entry["reason"]] += 1
+                    removed_fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
+                tars.append({k: side[k] for k in ("path", "samples", "rows", "sha256", "bytes")})
+                progress.update(read, len(tars))
+    finally:
+        progress.close()
+    if not tars:
+        removed_tmp.unlink(missing_ok=True)
+        raise UserError(f"{given}: no rows to pack" + (f" in split {options.split!r}" if options.split else ""))
+    state.remove_beyond(out, len(tars))
+    with open(removed_tmp, encoding="utf-8") as lines:  # removed.jsonl appears whole or not at all
+        write_text(lines, out / state.REMOVED)
+    removed_tmp.unlink()
+    write_json({t["path"]: t["samples"] for t in tars}, out / state.SIZES)
+
+    written = sum(t["samples"] for t in tars)
+    assert read == written + sum(reasons.values())  # counts must reconcile
+    manifest = {
+        "kind": state.KIND,
+        "format": "webdataset",
+        "complete": True,
+        "counts": {
+            "read": read,
+            "written": written,
+            "removed": read - written,
+            "removed_by_reason": {r: reasons[r] for r in sorted(reasons, key=lambda r: (-reasons[r], r))},
+        },
+        "tars": tars,
+        "train_data": train_data_pattern(len(tars)),
+        "input": {"path": given, "manifest_sha256": input_digest, "rows": ds.rows},
+        "image": {
+            "format": "jpg",
+            "image_size": options.image_size,
+            "resize_mode": options.resize_mode,
+            "encode_quality": options.encode_quality,
+            "resizer": resizer_version(),
+        },
+        "sample": {"names": "NNNNN + row position in the tar's chunk", "members": ["jpg", "json", "txt"]},
+        "options": options.to_dict(),
+        # What made the token ids in KEY.json (train checks it against the model's tokenizer).
+        "tokenizer": ds.manifest.get("tokenizer"),
+        "segmenter": ds.manifest.get("segmenter"),
+        "summary": ds.manifest.get("summary"),
+        "toolkit_version": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "elapsed_s": round(time.monotonic() - started, 3),
+    }
+    write_json(manifest, out / state.MANIFEST)
+    if not options.quiet:
+        _summary(manifest, out, reused)
+    return manifest
+
+
+def train_data_pattern(n_tars: int) -> str:
+    """The brace pattern open_clip_train's --train-data expands to every tar (relative to the folder)."""
+    return f"{{{tar_name(0)[:-4]}..{tar_name(n_tars - 1)[:-4]}}}.tar"
+
+
+class _Progress:
+    """Rows and tars as tars finish: a rich bar on a terminal only (silent in pipes and with --quiet)."""
+
+    def __init__(self, quiet: bool, total: int | None):
+        self.bar = None
+        if not quiet and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(
+                TextColumn("[bold]pack[/]"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("rows · {task.fields[tars]} tars"),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            self.task = self.bar.add_task("pack", total=total, tars=0)
+            self.bar.start()
+
+    def update(self, rows: int, tars: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=rows, tars=tars)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+def _summary(manifest: dict[str, Any], out: Path, reused: int) -> None:
+    from rich.console import Console
+
+    console = Console(stderr=True, highlight=False)
+    c = manifest["counts"]
+    elapsed = manifest["elapsed_s"] or 0.0
+    rate = c["read"] / elapsed if elapsed > 0 else 0.0
+    again = f" ({reused} reused from an earlier run)" if reused else ""
+    console.print(f"[bold]pack[/] -> {out}: {len(manifest['tars'])} tars{again}, {elapsed:.1f} s, {rate:,.0f} rows/s")
+    console.print(f"  rows read {c['read']:,}, samples written {c['written']:,}, removed {c['removed']:,}")
+    for reason in (IMAGE_MISSING, IMAGE_UNREADABLE):
+        if c["removed_by_reason"].get(reason):
+            console.print(f"  {reason}: {c['removed_by_reason'][reason]:,}")
+    if c["removed"]:
+        console.print(f"  details: {out / state.REMOVED}")
+    train_data = f"--train-data '{out}/{manifest['train_data']}'"
+    console.print(f"  open_clip_train: --dataset-type webdataset {train_data}", soft_wrap=True)

@@ -1,0 +1,127 @@
+"""One tar: a chunk of prepared rows -> samples (KEY.jpg, KEY.txt, KEY.json) in NNNNN.tar.
+
+Written with webdataset's own TarWriter, with a fixed mtime so the same rows give the same
+bytes in any process. A sample is named like img2dataset names its samples: the tar number
+and the row's position in the chunk, zero padded (`000030012` = tar 3, row 12), so names are
+unique, sort in input order and never hold the dots or slashes a prepared key may contain;
+the prepared key travels in KEY.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from caption_debias.pack.images import ImageFailed, ImageReader
+from caption_debias.pack.options import PackOptions
+from caption_debias.prepare.writer import sha256_file, write_json
+
+# Columns of the prepared shards a sample is made from.
+COLUMNS = ("key", "source", "split", "image", "caption", "sentences", "sentence_tokens", "summary_mask", "meta")
+STATE_DIR = ".pack"
+TAR_MTIME = 0  # reproducible bytes; webdataset's default is the wall clock
+EXCERPT = 200
+
+
+def tar_name(index: int) -> str:
+    return f"{index:05d}.tar"
+
+
+def sidecar_path(out: Path, index: int) -> Path:
+    return out / STATE_DIR / f"{index:05d}.json"
+
+
+def sample_name(index: int, position: int, samples_per_shard: int) -> str:
+    return f"{index:05d}{position:0{len(str(samples_per_shard - 1))}d}"
+
+
+@dataclass
+class TarTask:
+    index: int
+    rows: list[dict[str, Any]]  # COLUMNS of each row, in input order
+    out: str
+    options: PackOptions
+    fingerprint: str
+
+
+def sample_json(row: dict[str, Any], resized) -> bytes:
+    """KEY.json: the row's identity and text (ids per sentence, summary flags) and the image's sizes."""
+    try:
+        meta = json.loads(row["meta"]) if row.get("meta") else {}
+    except ValueError:
+        meta = row["meta"]
+    doc = {
+        "key": row["key"],
+        "source": row["source"],
+        "split": row["split"],
+        "image": row["image"],
+        "sentences": row["sentences"],
+        "sentence_tokens": row["sentence_tokens"],
+        "summary_mask": row["summary_mask"],
+        "width": resized.width,
+        "height": resized.height,
+        "original_width": resized.original_width,
+        "original_height": resized.original_height,
+        "meta": meta,
+    }
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def pack_tar(task: TarTask) -> dict[str, Any]:
+    """Worker: resize every image of the chunk, write the tar and its sidecar. Returns the sidecar."""
+    from webdataset import TarWriter
+
+    out = Path(task.out)
+    options = task.options
+    path = out / tar_name(task.index)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    reader = ImageReader(options.image_root, options)
+    removed: list[dict[str, Any]] = []
+    written = 0
+    try:
+        with open(tmp, "wb") as fh:
+            with TarWriter(fh, encoder=False, mtime=TAR_MTIME) as writer:
+                for position, row in enumerate(task.rows):
+                    try:
+                        resized = reader.resized(row["image"])
+                    except ImageFailed as failed:
+                        removed.append(
+                            {
+                                "key": row["key"],
+                                "reason": failed.reason,
+                                "detail": failed.detail,
+                                "image": row["image"],
+                                "caption": row["caption"][:EXCERPT],
+                            }
+                        )
+                        continue
+                    writer.write(
+                        {
+                            "__key__": sample_name(task.index, position, options.samples_per_shard),
+                            "jpg": resized.jpg,
+                            "txt": row["caption"].encode("utf-8"),
+                            "json": sample_json(row, resized),
+                        }
+                    )
+                    written += 1
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        reader.close()
+        tmp.unlink(missing_ok=True)
+    side = {
+        "index": task.index,
+        "fingerprint": task.fingerprint,
+        "path": path.name,
+        "rows": len(task.rows),
+        "samples": written,
+        "sha256": sha256_file(path),
+        "bytes": path.stat().st_size,
+        "removed": removed,
+    }
+    write_json(side, sidecar_path(out, task.index))
+    return side

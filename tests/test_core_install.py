@@ -1,0 +1,86 @@
+"""The data tools work without the optional packages: prepare and stats import none of them,
+the CLIP vocabulary ships with the package, and a missing optional package is one clear line."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from caption_debias.text.tokenize import VOCAB_FILE, find_vocab_path
+
+OPTIONAL = ("torch", "open_clip", "spacy", "ray", "tensorboard", "torchvision", "webdataset")
+
+# Runs the CLI in a fresh interpreter; BLOCKED modules are made unimportable first (as if
+# not installed), and the optional modules that got imported are printed last.
+CLI = """
+import json, sys
+for name in json.loads(sys.argv[1]):
+    sys.modules[name] = None
+sys.argv = ["caption-debias", *json.loads(sys.argv[2])]
+from caption_debias.cli.main import main
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+print(json.dumps({"code": code, "imported": sorted(m for m in sys.modules if m.split(".")[0] in %r and sys.modules[m] is not None)}))
+""" % (OPTIONAL,)
+
+
+def _cli(args: list[str], blocked: tuple[str, ...] = ()) -> tuple[dict, str]:
+    done = subprocess.run(
+        [sys.executable, "-c", CLI, json.dumps(list(blocked)), json.dumps(args)], capture_output=True, text=True
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def test_prepare_and_stats_import_no_optional_package(tmp_path):
+    table = tmp_path / "t.jsonl"
+    rows = [
+        {"key": "a", "image": "a.jpg", "caption": "A red car on a road. The car is old. Overall, a calm scene."},
+        {"key": "b", "image": "b.jpg", "caption": "Caf\u00e9 &amp; bar at 08:45. Dr. Smith waves \u201chi\u201d."},
+    ]
+    table.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    # as installed here, and as if none of the optional packages were installed
+    for run, blocked in (("all", ()), ("core", OPTIONAL)):
+        out, report = tmp_path / f"prepared-{run}", tmp_path / f"report-{run}"
+        for args in (
+            ["prepare", str(table), "--output", str(out), "--format", "table", "--quiet"],
+            ["stats", str(out), "--report", str(report)],
+        ):
+            got, err = _cli(args, blocked)
+            assert got == {"code": 0, "imported": []}, (args, blocked, err)
+        assert json.loads((out / "manifest.json").read_text())["counts"]["written"] == 2
+        assert (report / "stats.json").is_file()
+
+
+def test_a_missing_extra_is_one_line_naming_it(tmp_path):
+    got, err = _cli(["export", str(tmp_path / "run"), "--out", str(tmp_path / "x")], blocked=("torch",))
+    assert got["code"] == 2
+    assert (
+        err.strip() == "caption-debias: error: torch is not installed: pip install 'caption-debias[train]' (or torch)"
+    )
+    table = tmp_path / "t.jsonl"
+    table.write_text(json.dumps({"key": "a", "image": "a.jpg", "caption": "A dog."}) + "\n", encoding="utf-8")
+    got, err = _cli(
+        ["prepare", str(table), "--output", str(tmp_path / "p"), "--segmenter", "spacy", "--quiet"], blocked=("spacy",)
+    )
+    assert got["code"] == 2
+    assert (
+        err.strip()
+        == "caption-debias: error: --segmenter spacy needs spacy: pip install 'caption-debias[spacy]' (or spacy)"
+    )
+
+
+def test_shipped_vocabulary_is_open_clips():
+    spec = importlib.util.find_spec("open_clip")  # located, not imported (it imports torch)
+    if spec is None:
+        pytest.skip("open_clip is not installed")
+    theirs = Path(next(iter(spec.submodule_search_locations))) / VOCAB_FILE
+    assert Path(find_vocab_path()).read_bytes() == theirs.read_bytes()
