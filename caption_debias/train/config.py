@@ -116,7 +116,9 @@ class TrainConfig:
     )
     torchcompile: bool = option(False, "torch.compile() the model (PyTorch 2).")
     val_data: str | None = option(None, "Prepared folder for retrieval recall during training (rank 0).")
-    val_image_root: str | None = option(None, "Image root of --val-data (default: --image-root).")
+    val_image_root: str | None = option(
+        None, "Image root of --val-data (default: --image-root, else the one its manifest records)."
+    )
     val_frequency: int = option(1, "Evaluate --val-data every N epochs, and at the end.")
     allow_incomplete: bool = option(
         False, "Train on a prepared folder whose manifest says complete: false (recorded in the run's config)."

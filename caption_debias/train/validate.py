@@ -36,7 +36,7 @@ class Validation:
 
         self.cfg, self.setup = cfg, setup
         root = cfg.val_image_root or cfg.image_root
-        self.data = load_prepared(Path(cfg.val_data), Path(root)) if rank == 0 else None
+        self.data = load_prepared(Path(cfg.val_data), Path(root) if root else None) if rank == 0 else None
         dtype = precision.input_dtype(cfg.precision)
         loaded = setup.loaded
         preprocess = _CastTo(loaded.preprocess, dtype) if dtype is not None else loaded.preprocess
