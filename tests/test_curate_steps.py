@@ -114,6 +114,25 @@ def test_image_facts_draft_decoding_and_faults(tmp_path):
     assert images.top_folder("sam/images/x.jpg") == "sam/" and images.top_folder("x.jpg") == "(top level)"
 
 
+@pytest.mark.parametrize("progressive", [False, True])
+def test_image_facts_finds_a_file_cut_anywhere(tmp_path, progressive):
+    # larger than Pillow's 64 KiB read block, so a cut lands before, in and after the first block
+    from PIL import Image
+
+    noise = np.random.default_rng(0).integers(0, 256, (600, 800, 3), dtype=np.uint8)
+    im = Image.blend(scene(7, (800, 600)), Image.fromarray(noise), 0.3)
+    im.save(tmp_path / "full.jpg", quality=95, progressive=progressive)
+    data = (tmp_path / "full.jpg").read_bytes()
+    assert len(data) > 3 * 65536
+    whole = images.image_facts(tmp_path / "full.jpg")
+    assert whole.status == images.OK and (whole.width, whole.height) == (800, 600)
+    for cut in (300, 65535, 65537, len(data) // 2, len(data) - 5000, len(data) - 2, len(data) - 1):
+        (tmp_path / "cut.jpg").write_bytes(data[:cut])
+        facts = images.image_facts(tmp_path / "cut.jpg")
+        assert facts.status == images.UNREADABLE, cut
+        assert facts.error
+
+
 def _signal_world(tmp_path: Path, n: int, seed: int) -> tuple[dedup.SignalTable, list[dedup.DupRow]]:
     """Random rows with planted exact and near duplicates, written as one signals file."""
     import pyarrow.parquet as pq
