@@ -7,7 +7,9 @@ clean set; planted from them:
   cut-offs: the caption stopped at a random word inside its last 60% (not at a sentence end)
 Everything is prepared by `prepare` and curated by `curate` (text only, default thresholds),
 then per source: the share of clean captions removed for each reason (false positives) and
-the recall of each planted fault.
+the recall of each planted fault. Last, how the tail-loop rule of repetitive_caption depends on
+its two parameters (copies, longest period): the share of each kind of caption that ends in a
+loop, computed with the specification (quality.tail_loop) on the prepared token ids.
 
     .venv/bin/python benchmarks/bench_curate_quality.py --out /tmp/bq
 """
@@ -166,6 +168,33 @@ def main() -> None:
     for reason in ("repetitive_caption", "truncated_caption", "near_duplicate_caption", "duplicate_caption"):
         n = sum(removed.get(k) == reason for k in clean)
         print(f"clean real captions removed as {reason}: {n}/{len(clean)} = {n / len(clean):.3%}")
+    tail_loop_sweep(args.out / "prepared", kind_of)
+
+
+def tail_loop_sweep(prepared: Path, kind_of: dict[str, str]) -> None:
+    """Share of each kind of caption ending in a loop, for other copies / longest-period settings."""
+    import pyarrow.parquet as pq
+
+    from caption_debias.curate import quality
+    from caption_debias.curate.options import TAIL_LOOP_MAX_PERIOD, TAIL_LOOP_MIN_COPIES
+    from caption_debias.dataset import PreparedDataset
+
+    kinds = ["clean:coco", "clean:iiw-human", "clean:iiw-p5b", "repeat:phrase", "repeat:sentence", "cut"]
+    rows = []
+    for path in PreparedDataset.open(prepared).shard_paths:
+        t = pq.read_table(path, columns=["key", "caption", "sentence_tokens"])
+        for key, cap, sents in zip(*(t.column(c).to_pylist() for c in ("key", "caption", "sentence_tokens"))):
+            if kind_of[key] in kinds:
+                rows.append((kind_of[key], [x for s in sents for x in s], quality.ends_with_mark(cap)))
+    n = Counter(k for k, _, _ in rows)
+    print(
+        f"\ncaptions ending in a loop (tail_loop > 0); default: {TAIL_LOOP_MIN_COPIES} copies, period <= {TAIL_LOOP_MAX_PERIOD}"
+    )
+    print(f"{'copies':>6} {'period':>6}  " + "  ".join(f"{k:>15}" for k in kinds))
+    for copies in (2, 3, 4):
+        for period in (8, 16, 32, 64):
+            hit = Counter(k for k, toks, mark in rows if quality.tail_loop(toks, mark, period, copies) > 0)
+            print(f"{copies:>6} {period:>6}  " + "  ".join(f"{hit[k] / n[k]:>15.2%}" for k in kinds))
 
 
 if __name__ == "__main__":

@@ -76,6 +76,9 @@ def test_details_name_the_match_and_the_similarity(curated):
     assert by_key["table/eval_caption"]["detail"]["match"] == "urban1k:caption 1"
     assert "truncated" in by_key["table/truncated_file"]["detail"]["error"]
     assert by_key["table/tiny"]["detail"] == {"width": 20, "height": 40}
+    loop = by_key["table/phrase_loop"]["detail"]  # " with a red kite" three times, then " with": 13 tokens
+    assert loop["caption_tail_loop"] == 13 and loop["caption_repetition"] <= 0.35
+    assert by_key["table/repetitive"]["detail"]["caption_repeated_sentences"] == 4
     line = by_key["table/missing"]
     assert line["image"] == "sam/gone.jpg" and len(line["caption"]) <= 200 and line["input"]
 

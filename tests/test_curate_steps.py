@@ -26,6 +26,10 @@ def _random_rows(rng: random.Random, n: int) -> list[list[list[int]]]:
             sents.append([rng.randrange(vocab) for _ in range(rng.randrange(0, 9))])
         if rows and rng.random() < 0.2:  # a loop: an earlier sentence again
             sents += [s for s in sents[:1] for _ in range(rng.randrange(1, 4))]
+        if rng.random() < 0.2:  # a phrase loop to the end, maybe cut inside a copy, maybe then a mark
+            phrase = [rng.randrange(vocab) for _ in range(rng.randrange(1, 40))]
+            loop = phrase * rng.randrange(1, 6) + phrase[: rng.randrange(len(phrase))] + [99] * rng.randrange(2)
+            sents.append(loop)
         rows.append(sents)
     return rows
 
@@ -33,7 +37,9 @@ def _random_rows(rng: random.Random, n: int) -> list[list[list[int]]]:
 def test_quality_batch_equals_specification():
     rng = random.Random(0)
     rows = _random_rows(rng, 400)
-    captions = [rng.choice(["A dog.", "A dog", "A dog. And the", "One. Two", "Hi,", "", "Ok. (Fine.)"]) for _ in rows]
+    captions = [
+        rng.choice(["A dog.", "A dog", "A dog. And the", "One. Two", "Hi,", "", "Ok. (Fine.)", "a b"]) for _ in rows
+    ]
     arr = pa.array(rows, pa.list_(pa.list_(pa.int32())))
     for arr_slice, lo in ((arr, 0), (arr.slice(37, 200), 37)):  # sliced arrays (offset != 0) too
         got = quality.signals_batch(arr_slice, captions[lo : lo + len(arr_slice)])
@@ -43,6 +49,9 @@ def test_quality_batch_equals_specification():
             assert got["caption_repeated_sentences"][i] == quality.repeated_sentences(sents)
             assert got["caption_repetition"][i] == pytest.approx(quality.repetition(flat), abs=1e-6)
             assert got["caption_truncated"][i] == quality.truncated(captions[lo + i], len(sents))
+            mark = quality.ends_with_mark(captions[lo + i])
+            assert got["caption_tail_loop"][i] == quality.tail_loop(flat, mark)
+    assert sum(quality.tail_loop([t for s in r for t in s]) > 0 for r in rows) > 20  # loops were planted
 
 
 @pytest.mark.parametrize(
@@ -68,6 +77,20 @@ def test_repetition_definition():
     assert quality.repetition(loop) == pytest.approx(15 / 20)  # every token after the first cycle
     assert quality.repetition(list(range(30))) == 0.0
     assert quality.repeated_sentences([[1, 2, 3], [4, 5, 6], [1, 2, 3], [7, 7], [7, 7]]) == 1  # short ones don't count
+
+
+def test_tail_loop_definition():
+    phrase = [7, 8, 9, 10, 11]
+    text = list(range(100, 140))
+    assert quality.tail_loop(text + phrase * 3) == 15  # three copies
+    assert quality.tail_loop(text + phrase * 3 + phrase[:2]) == 17  # cut inside the fourth
+    assert quality.tail_loop(text + phrase * 2 + phrase[:4]) == 0  # under three copies
+    assert quality.tail_loop(text + phrase * 3 + [5]) == 0 and quality.tail_loop(text + phrase * 3 + [5], True) == 15
+    assert quality.tail_loop(text + [4, 4, 4]) == 3 and quality.tail_loop(text + [4, 4]) == 0
+    assert quality.tail_loop(text + phrase * 6, max_period=4) == 0  # a span longer than the longest period
+    assert quality.tail_loop(phrase * 3 + text) == 0  # a loop the caption left is not a tail loop
+    assert quality.ends_with_mark("A dog. ") and not quality.ends_with_mark("a dog") and not quality.ends_with_mark("")
+    assert quality.is_repetitive(0.0, 0, 15) and not quality.is_repetitive(0.0, 0, 0)
 
 
 def test_shingle_hashes_match_the_shingle_sets_and_minhash_estimates_jaccard():
@@ -179,6 +202,7 @@ def _signal_world(tmp_path: Path, n: int, seed: int) -> tuple[dedup.SignalTable,
         "caption_hash": pa.array([caption_hash(t) for t in texts], pa.binary(16)),
         "caption_repetition": np.zeros(n, np.float32),
         "caption_repeated_sentences": np.zeros(n, np.int32),
+        "caption_tail_loop": np.zeros(n, np.int32),
         "caption_truncated": np.zeros(n, bool),
         **{band_name(b): bands[:, b] for b in range(LSH_BANDS)},
         "signature": pa.FixedSizeBinaryArray.from_buffers(

@@ -228,8 +228,9 @@ def decide(
         _eval_overlap(table, ev, reason, d, images, options.near_duplicate_threshold)
     rep = _np(table.column("caption_repetition"), np.float32)
     rsent = _np(table.column("caption_repeated_sentences"), np.int32)
-    remove(quality.is_repetitive(rep, rsent), "repetitive_caption")
-    del rep, rsent
+    loop = _np(table.column("caption_tail_loop"), np.int32)
+    remove(quality.is_repetitive(rep, rsent, loop), "repetitive_caption")
+    del rep, rsent, loop
     remove(_np(table.column("caption_truncated"), bool), "truncated_caption")
     _duplicates(table, options, reason, d, images, shared_keys)
     counts = np.zeros(n, np.int32)

@@ -31,6 +31,10 @@ REPETITION_NGRAM = 4  # caption_repetition counts tokens inside repeated 4-grams
 REPETITION_MAX = 0.35  # repetitive_caption when caption_repetition is above this
 REPEATED_SENTENCES_MAX = 0  # ... or when more sentences than this repeat an earlier one
 REPEATED_SENTENCE_MIN_TOKENS = 3  # shorter sentences ("Yes.") may repeat legitimately
+# ... or when the caption ends in a loop: 3+ back-to-back copies of one span of up to 32 tokens
+# (a generator stuck until its length limit; a longer span is a sentence, counted above)
+TAIL_LOOP_MIN_COPIES = 3
+TAIL_LOOP_MAX_PERIOD = 32
 ENGINES = ("local", "ray")
 RUNTIME_ONLY = frozenset({"workers", "overwrite", "quiet", "engine", "ray_address", "max_in_flight", "image_threads"})
 
@@ -98,6 +102,8 @@ class CurateOptions:
                 "caption_repetition_max": REPETITION_MAX,
                 "repeated_sentences_max": REPEATED_SENTENCES_MAX,
                 "repeated_sentence_min_tokens": REPEATED_SENTENCE_MIN_TOKENS,
+                "tail_loop_min_copies": TAIL_LOOP_MIN_COPIES,
+                "tail_loop_max_period_tokens": TAIL_LOOP_MAX_PERIOD,
             },
             "truncation": "caption_truncated (see docs/curation.md)",
         }

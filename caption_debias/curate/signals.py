@@ -22,7 +22,7 @@ from caption_debias.curate import minhash, quality
 from caption_debias.curate.options import LSH_BANDS, NUM_PERM
 from caption_debias.prepare.writer import write_json, write_shard
 
-SIGNALS_VERSION = 1  # bump when a signal's definition changes: old signal files are then redone
+SIGNALS_VERSION = 2  # bump when a signal's definition changes: old signal files are then redone
 SIGNALS_DIR = ".curate/signals"
 INPUT_COLUMNS = ["key", "image", "caption", "sentence_tokens"]
 EXAMPLES = 3  # example paths per coverage group and status
@@ -159,6 +159,7 @@ def compute(task: dict[str, Any]) -> dict[str, Any]:
     cols["caption_hash"] = pa.array(text["caption_hash"], pa.binary(16))
     cols["caption_repetition"] = pa.array(text["caption_repetition"], pa.float32())
     cols["caption_repeated_sentences"] = pa.array(text["caption_repeated_sentences"], pa.int32())
+    cols["caption_tail_loop"] = pa.array(text["caption_tail_loop"], pa.int32())
     cols["caption_truncated"] = pa.array(text["caption_truncated"], pa.bool_())
     for b in range(LSH_BANDS):
         cols[band_name(b)] = _u64(text["bands"][:, b] if n else np.zeros(0, np.uint64), text["has_shingles"])
