@@ -160,7 +160,7 @@ def _signal_world(tmp_path: Path, n: int, seed: int) -> tuple[dedup.SignalTable,
     """Random rows with planted exact and near duplicates, written as one signals file."""
     import pyarrow.parquet as pq
 
-    from caption_debias.curate.options import LSH_BANDS, NUM_PERM
+    from caption_debias.curate.options import NUM_PERM, lsh_params
     from caption_debias.curate.signals import band_name, caption_hash
 
     rng = random.Random(seed)
@@ -188,7 +188,8 @@ def _signal_world(tmp_path: Path, n: int, seed: int) -> tuple[dedup.SignalTable,
     np.cumsum([len(x) for x in ids], out=off[1:])
     h, ho = minhash.shingle_hashes(np.array([t for x in ids for t in x], np.int32), off)
     sigs = minhash.signatures(h, ho)
-    bands = minhash.band_keys(sigs)
+    lsh = lsh_params(0.8)
+    bands = minhash.band_keys(sigs, *lsh)
     cols = {
         "order": np.arange(n, dtype=np.int64),
         "key": [f"k{i}" for i in range(n)],
@@ -204,7 +205,7 @@ def _signal_world(tmp_path: Path, n: int, seed: int) -> tuple[dedup.SignalTable,
         "caption_repeated_sentences": np.zeros(n, np.int32),
         "caption_tail_loop": np.zeros(n, np.int32),
         "caption_truncated": np.zeros(n, bool),
-        **{band_name(b): bands[:, b] for b in range(LSH_BANDS)},
+        **{band_name(b): bands[:, b] for b in range(lsh[0])},
         "signature": pa.FixedSizeBinaryArray.from_buffers(
             pa.binary(NUM_PERM * 4), n, [None, pa.py_buffer(sigs.tobytes())]
         ),
