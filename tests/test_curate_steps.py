@@ -86,6 +86,7 @@ def test_tail_loop_definition():
     assert quality.tail_loop(text + phrase * 3 + phrase[:2]) == 17  # cut inside the fourth
     assert quality.tail_loop(text + phrase * 2 + phrase[:4]) == 0  # under three copies
     assert quality.tail_loop(text + phrase * 3 + [5]) == 0 and quality.tail_loop(text + phrase * 3 + [5], True) == 15
+    assert quality.tail_loop(text + [1, 2, 5] * 3, True) == 9  # the mark is part of each copy ("a dog, a dog, a dog,")
     assert quality.tail_loop(text + [4, 4, 4]) == 3 and quality.tail_loop(text + [4, 4]) == 0
     assert quality.tail_loop(text + phrase * 6, max_period=4) == 0  # a span longer than the longest period
     assert quality.tail_loop(phrase * 3 + text) == 0  # a loop the caption left is not a tail loop

@@ -122,10 +122,18 @@ def tail_loop(
 
     The loop is the longest suffix made of `min_copies` or more back-to-back copies of one
     span of at most `max_period` tokens (the suffix has period p and is at least
-    min_copies * p long; its first and last copies may be partial). A final punctuation
-    token is left out first, so "and a dog and a dog and a dog." ends in a loop too.
+    min_copies * p long; its first and last copies may be partial). A caption that ends
+    with punctuation is also tried without its last token, so "a dog a dog a dog." ends in
+    a loop as well as "a dog, a dog, a dog,".
     """
-    end = len(tokens) - 1 if ends_with_mark and tokens else len(tokens)
+    best = _suffix_loop(tokens, len(tokens), max_period, min_copies)
+    if ends_with_mark and tokens:
+        best = max(best, _suffix_loop(tokens, len(tokens) - 1, max_period, min_copies))
+    return best
+
+
+def _suffix_loop(tokens: list[int], end: int, max_period: int, min_copies: int) -> int:
+    """tail_loop of tokens[:end]."""
     best = 0
     for p in range(1, min(max_period, end // min_copies) + 1):
         i = end - 1
@@ -233,19 +241,25 @@ def _tail_loops(
     also starts p tokens earlier, so its last n-gram is a repeat; a loop of period 1 ends
     in three equal tokens. Rows with neither (nearly all) have no loop.
     """
-    assert TAIL_LOOP_MIN_COPIES >= 3 and REPETITION_NGRAM <= 4  # what the filter above relies on
-    start = row_off[:-1]
-    end = row_off[1:] - (marks & (row_off[1:] > start))
-    length = end - start
-    out = np.zeros(len(start), np.int32)
+    assert TAIL_LOOP_MIN_COPIES >= 3 and REPETITION_NGRAM <= 4  # what the filter relies on
+    start, end = row_off[:-1], row_off[1:]
     n = REPETITION_NGRAM
-    last_gram = np.zeros(len(start), bool)
-    has = length >= n
-    last_gram[has] = gram_repeats[gram_off[:-1][has] + (length[has] - n)]
-    triple = np.zeros(len(start), bool)
-    has3 = length >= 3
-    e = end[has3]
-    triple[has3] = (tokens[e - 1] == tokens[e - 2]) & (tokens[e - 2] == tokens[e - 3])
-    for r in np.flatnonzero(last_gram | triple).tolist():
-        out[r] = tail_loop(tokens[start[r] : end[r]].tolist())
+
+    def may_loop_before(stop: np.ndarray) -> np.ndarray:
+        """Rows whose tokens[start:stop] may end in a loop."""
+        length = stop - start
+        last_gram = np.zeros(len(start), bool)
+        has = length >= n
+        last_gram[has] = gram_repeats[gram_off[:-1][has] + (length[has] - n)]
+        triple = np.zeros(len(start), bool)
+        has3 = length >= 3
+        e = stop[has3]
+        triple[has3] = (tokens[e - 1] == tokens[e - 2]) & (tokens[e - 2] == tokens[e - 3])
+        return last_gram | triple
+
+    marks = marks & (end > start)
+    candidates = may_loop_before(end) | (marks & may_loop_before(end - marks))
+    out = np.zeros(len(start), np.int32)
+    for r in np.flatnonzero(candidates).tolist():
+        out[r] = tail_loop(tokens[start[r] : end[r]].tolist(), bool(marks[r]))
     return out
