@@ -250,6 +250,18 @@ def test_last_word_equals_the_regex_it_replaces_and_caption_hashes_equal_the_spe
     assert caption_hash("  A  Dog\n runs ") == caption_hash("a dog runs")
 
 
+def test_band_keys_are_equal_exactly_where_a_band_of_minima_is():
+    rng = np.random.default_rng(5)
+    for bands, rows in ((22, 7), (40, 4), (1, 160)):
+        sigs = rng.integers(0, 2**32, (200, 160), dtype=np.uint64).astype(np.uint32)
+        sigs[100:, : rows * 2] = sigs[:100, : rows * 2]  # rows 100+ share bands 0 and 1 with rows 0-99
+        keys = minhash.band_keys(sigs, bands, rows)
+        assert keys.shape == (200, bands)
+        same = keys[100:] == keys[:100]
+        assert same[:, : min(2, bands)].all() and (bands == 1 or not same[:, 2:].any())
+        assert len(np.unique(keys[:100, 0])) == 100
+
+
 def test_packed_shingle_path_equals_the_general_path_packed():
     rng = random.Random(4)
     rows = [[rng.randrange(49408) for _ in range(rng.choice([0, 1, 2, 3, 4, 5, 30]))] for _ in range(500)]

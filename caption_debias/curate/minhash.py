@@ -126,10 +126,11 @@ def band_keys(sigs: np.ndarray, bands: int, rows: int) -> np.ndarray:
     """LSH band keys: (captions, bands) uint64 over the first bands * rows minima; captions
     sharing a key in some band are candidates (options.lsh_params chooses bands and rows)."""
     minima = np.ascontiguousarray(sigs[:, : bands * rows], np.uint32).reshape(len(sigs), bands, rows)
-    h = np.zeros((len(sigs), bands), np.uint64)
+    # a multiply-add of the band's minima with odd 64-bit constants (one pass; wraps mod 2^64),
+    # then mixed: a collision of two different bands only adds a candidate, which is verified
     with np.errstate(over="ignore"):
-        for k in range(rows):  # multiply-xor chained over the band's minima
-            h = (h ^ minima[:, :, k].astype(np.uint64)) * _M2 + _M1
+        weights = _mix(np.arange(1, rows + 1, dtype=np.uint64) * _M1) | np.uint64(1)
+        h = np.einsum("cbr,r->cb", minima.astype(np.uint64), weights)
     return _mix(h)
 
 
