@@ -14,6 +14,11 @@ from caption_debias.errors import UserError
 
 MANIFEST = "manifest.json"
 REJECTS = "rejects.jsonl"
+STATE_DIR = ".prepare"  # prepare's resume state: there while a run is unfinished
+
+
+class IncompleteFolder(UserError):
+    """A prepared folder that is unfinished or does not match its manifest."""
 
 
 @dataclass
@@ -22,19 +27,44 @@ class PreparedDataset:
     manifest: dict[str, Any]
 
     @classmethod
-    def open(cls, folder: str | Path) -> "PreparedDataset":
+    def open(cls, folder: str | Path, *, allow_incomplete: bool = False) -> "PreparedDataset":
+        """Open a prepared folder, refusing one that is not whole.
+
+        Refused always: no manifest yet (prepare unfinished), a listed shard missing, unreadable
+        or holding another row count than the manifest says (read from its Parquet footer).
+        Refused unless `allow_incomplete`: a manifest saying complete: false (an input was cut
+        off; the rows before the cut are all there).
+        """
         folder = Path(folder)
         path = folder / MANIFEST
         if not folder.is_dir():
             raise UserError(f"{folder}: no such folder")
         if not path.is_file():
+            if (folder / STATE_DIR).is_dir():
+                raise IncompleteFolder(
+                    f"{folder}: prepare has not finished this folder (no {MANIFEST} yet: it is still running, "
+                    "or it stopped); rerun the same `caption-debias prepare` command to finish it"
+                )
             raise UserError(f"{folder}: not a prepared folder (no {MANIFEST}; run `caption-debias prepare` first)")
         try:
             manifest = json.loads(path.read_text("utf-8"))
         except (OSError, ValueError) as exc:
             raise UserError(f"{path}: unreadable manifest ({exc})") from None
-        if not isinstance(manifest, dict) or "shards" not in manifest:
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("shards"), list):
             raise UserError(f"{path}: not a caption-debias manifest")
+        if manifest.get("complete") is False and not allow_incomplete:
+            cut = [str(i.get("path")) for i in manifest.get("inputs") or [] if i.get("complete") is False]
+            raise IncompleteFolder(
+                f"{folder}: incomplete: {', '.join(cut) or 'an input'} was cut off or broken mid-way "
+                f"({MANIFEST} says complete: false); restore the input and rerun the same "
+                "`caption-debias prepare` command to finish it (finished shards are kept)"
+            )
+        problem = _shard_problem(folder, manifest["shards"])
+        if problem:
+            raise IncompleteFolder(
+                f"{folder}: {problem}; rerun the same `caption-debias prepare` command to rewrite it "
+                "(or copy the folder again)"
+            )
         return cls(folder, manifest)
 
     @property
@@ -78,3 +108,22 @@ class PreparedDataset:
                 for line in fh:
                     if line.strip():
                         yield json.loads(line)
+
+
+def _shard_problem(folder: Path, shards: list[dict[str, Any]]) -> str | None:
+    """What is wrong with the first listed shard that does not match the manifest, or None."""
+    for shard in shards:
+        try:
+            rel, rows = shard["path"], int(shard["rows"])
+        except (KeyError, TypeError, ValueError):
+            return f"{MANIFEST} lists a shard without a path or row count ({shard!r:.80})"
+        path = folder / rel
+        if not path.is_file():
+            return f"shard {rel} listed in {MANIFEST} is missing"
+        try:
+            found = pq.read_metadata(path).num_rows  # the footer only: cheap whatever the shard's size
+        except (OSError, pa.ArrowException) as exc:
+            return f"shard {rel} is unreadable ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+        if found != rows:
+            return f"shard {rel} holds {found} rows, {MANIFEST} says {rows}"
+    return None

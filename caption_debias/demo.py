@@ -157,15 +157,21 @@ def run_demo(cfg: DemoConfig, quiet: bool = False, on_table: Callable[[str], Non
 
 
 def _run_demo(cfg: DemoConfig, quiet: bool, on_table: Callable[[str], None] | None) -> dict[str, Any]:
+    from caption_debias.locking import folder_lock
+
+    out = Path(cfg.out)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: exists and is not a folder")
+    with folder_lock(out, "demo"):  # one demo per folder; its stages lock their own subfolders too
+        return _run_demo_locked(cfg, out, quiet, on_table)
+
+
+def _run_demo_locked(cfg: DemoConfig, out: Path, quiet: bool, on_table: Callable[[str], None] | None) -> dict[str, Any]:
     from caption_debias.prepare.options import PrepareOptions
     from caption_debias.prepare.run import prepare
     from caption_debias.stats.compute import compute_stats
     from caption_debias.synth.world import write_world
 
-    out = Path(cfg.out)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out}: exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
     for sub in ("world", "prepared", "runs", "probe"):  # the demo's own folders: a rerun starts clean
         shutil.rmtree(out / sub, ignore_errors=True)
     worlds = {split: out / "world" / split for split in ("train", "test")}

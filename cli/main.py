@@ -80,6 +80,10 @@ def main() -> None:
     except KeyboardInterrupt:
         typer.secho("caption-debias: interrupted", fg="red", err=True)
         sys.exit(130)
+    except OSError as exc:  # a disk or permission fault no library code turned into its own line
+        where = f"{exc.filename}: " if exc.filename else ""
+        typer.secho(f"caption-debias: error: {where}{exc.strerror or exc}", fg="red", err=True)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

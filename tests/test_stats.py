@@ -188,7 +188,7 @@ def test_bad_inputs_are_user_errors(tmp_path, folder_a):
     manifest = json.loads((folder_a / "manifest.json").read_text())
     manifest["shards"][0]["rows"] = 99
     (folder_a / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(UserError, match="manifest lists"):
+    with pytest.raises(UserError, match="manifest.json says 99"):  # PreparedDataset.open's check
         compute_stats([folder_a])
 
 
@@ -293,10 +293,15 @@ def test_incomplete_and_summary_none_are_flagged(folder_a, tmp_path):
 
     manifest = json.loads((folder_a / "manifest.json").read_text())
     manifest["complete"] = False
+    (folder_a / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(UserError, match="complete: false"):  # an incomplete folder is refused (test_faults)
+        compute_stats([folder_a])
+    manifest["complete"] = True
     manifest["summary"] = {"mode": "none"}
     (folder_a / "manifest.json").write_text(json.dumps(manifest))
     s = compute_stats([folder_a])
-    assert s["datasets"][0]["prepared_with"] == {"segmenter": None, "summary": "none", "complete": False}
+    assert s["datasets"][0]["prepared_with"] == {"segmenter": None, "summary": "none", "complete": True}
+    s["datasets"][0]["prepared_with"]["complete"] = False  # the note, should stats ever read such a folder
     found = notes(s)
     assert len(found) == 2 and "cut off" in found[0] and "--summary none" in found[1]
     files = write_report(s, tmp_path / "r")
@@ -330,5 +335,5 @@ def test_folder_with_no_records_and_broken_shard(tmp_path, folder_a):
     assert "no records" in write_report(s, tmp_path / "r")["html"].read_text()
     shard = sorted(folder_a.glob("*.parquet"))[0]
     shard.write_bytes(shard.read_bytes()[:500])  # cut off: no Parquet footer
-    with pytest.raises(UserError, match="cannot read shards"):
+    with pytest.raises(UserError, match="is unreadable"):  # PreparedDataset.open reads every footer
         compute_stats([folder_a])

@@ -14,13 +14,14 @@ import pytest
 from PIL import Image
 
 from caption_debias.errors import UserError
+from caption_debias.locking import LOCK_FILES
 from caption_debias.synth import world
 
 
 def _digest(folder: Path) -> str:
     h = hashlib.sha256()
     for path in sorted(folder.rglob("*")):
-        if path.is_file():
+        if path.is_file() and path.name not in LOCK_FILES:  # the lock's holder (pid, time) is no output
             h.update(path.relative_to(folder).as_posix().encode())
             h.update(path.read_bytes())
     return h.hexdigest()

@@ -43,6 +43,14 @@ class RetrievalData:
             raise UserError(f"{self.name}: {len(missing)} of {len(self.images)} images missing, first: {missing[0]}")
 
 
+def outside_root(rel) -> bool:
+    """An image path that is absolute or climbs out of the image root (prepare rejects these too)."""
+    from caption_debias.readers.common import image_problem
+
+    problem = image_problem(rel) if isinstance(rel, str) else None
+    return problem is not None and problem.startswith(("absolute image path", "image path escapes"))
+
+
 class _Builder:
     """Collects (image, caption) pairs, merging captions of the same image path."""
 
@@ -54,6 +62,14 @@ class _Builder:
         self.images: list[Path] = []
         self.captions: list[list[str]] = []
         self.text_image: list[int] = []
+        self.outside_root = 0  # pairs skipped: image path absolute or outside the image root
+
+    def inside(self, root: Path, rel) -> Path | None:
+        """root / rel, or None (counted) when rel is absolute or climbs out of root."""
+        if outside_root(rel):
+            self.outside_root += 1
+            return None
+        return root / rel
 
     def sentences(self, caption: str) -> list[str]:
         return [caption[s:e].strip() for s, e in self.segmenter.spans(caption) if caption[s:e].strip()]
@@ -68,9 +84,12 @@ class _Builder:
         self.text_image.append(self.index[key])
 
     def build(self, name: str, definition: str, **info) -> RetrievalData:
+        if self.outside_root:
+            definition += f"; {self.outside_root} pairs skipped: image path absolute or outside the image root"
         if not self.images:
-            raise UserError(f"{name}: no image-caption pairs found")
+            raise UserError(f"{name}: no image-caption pairs found ({definition})")
         info.setdefault("segmenter", self.segmenter.name)
+        info["skipped_outside_image_root"] = self.outside_root
         return RetrievalData(name, self.images, self.captions, self.text_image, definition, info)
 
 
@@ -90,14 +109,14 @@ def _find_dir(root: Path, marker: str, children: Iterable[str]) -> Path:
 
 def _read_json(path: Path):
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:  # -sig: a leading byte-order mark is skipped
             return json.load(fh)
     except (OSError, ValueError) as exc:
         raise UserError(f"{path}: unreadable JSON ({exc})") from None
 
 
 def _iter_jsonlines(path: Path):
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8-sig") as fh:
         for n, line in enumerate(fh, 1):
             if line.strip():
                 try:
@@ -112,8 +131,9 @@ def load_urban1k(path: Path, image_root: Path | None, segmenter: str) -> Retriev
     b = _Builder(segmenter)
     texts = sorted(_need(root / "caption", "Urban1k captions").glob("*.txt"), key=lambda p: (len(p.stem), p.stem))
     for txt in texts:
-        jpg = images / f"{txt.stem}.jpg"
-        b.add(jpg, txt.read_text("utf-8").strip())
+        jpg = b.inside(images, f"{txt.stem}.jpg")
+        if jpg is not None:
+            b.add(jpg, txt.read_text("utf-8-sig").strip())
     return b.build("urban1k", "Urban1k: caption/N.txt with image/N.jpg")
 
 
@@ -124,7 +144,9 @@ def load_docci(path: Path, image_root: Path | None, segmenter: str, split: str =
     b = _Builder(segmenter)
     for row in _iter_jsonlines(_need(desc, "DOCCI descriptions")):
         if row.get("split") == split:
-            b.add(images / row["image_file"], row["description"])
+            image = b.inside(images, row["image_file"])
+            if image is not None:
+                b.add(image, row["description"])
     return b.build("docci", f"DOCCI {split} split of {desc.name}")
 
 
@@ -135,25 +157,27 @@ def _dci_rows(path: Path, image_root: Path | None):
     for split in ("train", "valid", "test"):  # all 7,805 annotated images, as in the paper
         for name in splits.get(split, []):
             ann = _read_json(_need(root / "annotations" / name, "DCI annotation listed in splits.json"))
-            yield images / ann["image"], ann.get("short_caption") or "", ann.get("extra_caption") or ""
+            yield images, ann["image"], ann.get("short_caption") or "", ann.get("extra_caption") or ""
 
 
 def load_dci(path: Path, image_root: Path | None, segmenter: str) -> RetrievalData:
     b = _Builder(segmenter)
-    for image, short, extra in _dci_rows(path, image_root):
-        # Joined with "\n" (a sentence boundary) so the splitter never glues the two parts.
-        b.add(image, "\n".join(x.strip() for x in (short, extra) if x.strip()))
+    for images, rel, short, extra in _dci_rows(path, image_root):
+        image = b.inside(images, rel)
+        if image is not None:
+            # Joined with "\n" (a sentence boundary) so the splitter never glues the two parts.
+            b.add(image, "\n".join(x.strip() for x in (short, extra) if x.strip()))
     return b.build("dci", "DCI: all images of splits.json, short_caption + extra_caption")
 
 
 def load_long_dci(path: Path, image_root: Path | None, segmenter: str) -> RetrievalData:
     b = _Builder(segmenter)
     skipped = 0
-    for image, _short, extra in _dci_rows(path, image_root):
-        if extra.strip():
-            b.add(image, extra.strip())
-        else:
+    for images, rel, _short, extra in _dci_rows(path, image_root):
+        if not extra.strip():
             skipped += 1
+        elif (image := b.inside(images, rel)) is not None:
+            b.add(image, extra.strip())
     return b.build("long-dci", "Long-DCI: extra_caption only, empty ones skipped", skipped_empty=skipped)
 
 
@@ -166,15 +190,17 @@ def load_coco(path: Path, image_root: Path | None, segmenter: str) -> RetrievalD
         guess = [path / "val2017", path / "images" / "val2017"]
     images = image_root or next((g for g in guess if g.is_dir()), guess[0])
     doc = _read_json(ann_path)
-    files = {im["id"]: im["file_name"] for im in doc.get("images", [])}
     b = _Builder(segmenter)
+    files = {im["id"]: b.inside(images, im["file_name"]) for im in doc.get("images", [])}
     for im_id in sorted(files):  # every image first, so image order is the file's id order
-        b.index[str(images / files[im_id])] = len(b.images)
-        b.images.append(images / files[im_id])
+        if files[im_id] is not None:
+            b.index[str(files[im_id])] = len(b.images)
+            b.images.append(files[im_id])
     for ann in doc.get("annotations", []):
         if ann.get("image_id") not in files:
             raise UserError(f"{ann_path}: caption {ann.get('id')} names unknown image {ann.get('image_id')}")
-        b.add(images / files[ann["image_id"]], ann["caption"].strip())
+        if files[ann["image_id"]] is not None:
+            b.add(files[ann["image_id"]], ann["caption"].strip())
     return b.build("coco", f"COCO captions from {ann_path.name}, all captions of every image")
 
 
@@ -189,8 +215,9 @@ def load_flickr30k(path: Path, image_root: Path | None, segmenter: str, full: bo
     b = _Builder(segmenter)
     for im in doc.get("images", []):
         if full or im.get("split") == "test":
-            for sent in im.get("sentences", []):
-                b.add(images / im["filename"], sent["raw"].strip())
+            image = b.inside(images, im["filename"])
+            for sent in im.get("sentences", []) if image is not None else []:
+                b.add(image, sent["raw"].strip())
     what = "all images" if full else "Karpathy test split"
     return b.build("flickr30k-full" if full else "flickr30k", f"Flickr30k {what} of {karpathy.name}")
 
@@ -216,8 +243,9 @@ def load_sharegpt4v_1k(path: Path, image_root: Path | None, segmenter: str, sam_
         caption, problem = first_gpt_turn(el) if isinstance(el, dict) else (None, "not an object")
         if problem or not isinstance(caption, str):
             raise UserError(f"{file}: record {taken + 1} unusable ({problem or 'caption not text'})")
-        b.add(images / image, caption)
-        taken += 1
+        taken += 1  # a record skipped for its image path still counts: the set is the file's first 1,000
+        if (path := b.inside(images, image)) is not None:
+            b.add(path, caption)
         if taken == 1000:
             break
     name = "sharegpt4v-1k-sam" if sam_only else "sharegpt4v-1k"
@@ -241,23 +269,30 @@ def load_prepared(path: Path, image_root: Path | None, name: str | None = None) 
     images: list[Path] = []
     captions: list[list[str]] = []
     text_image: list[int] = []
+    skipped = 0  # prepare never writes such paths; a folder made by other means might
     for image, sents in zip(table.column("image").to_pylist(), table.column("sentences").to_pylist()):
         if "://" in image:
             raise UserError(f"{path}: image {image!r} is a URL; evaluation needs local images")
+        if outside_root(image):
+            skipped += 1
+            continue
         if image not in index:
             index[image] = len(images)
             images.append(root / image)
         captions.append(list(sents))
         text_image.append(index[image])
+    definition = f"prepared folder {path} (sentences as prepared)"
+    if skipped:
+        definition += f"; {skipped} rows skipped: image path absolute or outside the image root"
     if not images:
-        raise UserError(f"{path}: prepared folder has no rows")
+        raise UserError(f"{path}: prepared folder has no rows ({definition})")
     return RetrievalData(
         name or Path(path).name,
         images,
         captions,
         text_image,
-        f"prepared folder {path} (sentences as prepared)",
-        {"segmenter": (ds.manifest.get("segmenter") or {}).get("name")},
+        definition,
+        {"segmenter": (ds.manifest.get("segmenter") or {}).get("name"), "skipped_outside_image_root": skipped},
     )
 
 

@@ -152,15 +152,20 @@ def run_probe(
     batch_size: int = 64,
     segmenter: str = "fast",
 ) -> dict[str, Any]:
+    from contextlib import nullcontext
+
     from caption_debias.evaluate.probe import probe
+    from caption_debias.locking import folder_lock
     from caption_debias.model.load import load_model
 
     if data_spec.benchmark == ZEROSHOT:
         raise UserError("probe needs captions: give a prepared folder or a retrieval benchmark, not imagefolder")
-    device = resolve_device(device)
-    data = load_data(data_spec, segmenter)
-    models = {
-        label: load_model(spec, pretrained, context_length, device=device)
-        for label, spec in zip(model_labels(model_specs), model_specs)
-    }
-    return probe(models, data, report_dir, batch_size=batch_size)
+    # one writer per report folder, for the whole run
+    with folder_lock(report_dir, "probe") if report_dir is not None else nullcontext():
+        device = resolve_device(device)
+        data = load_data(data_spec, segmenter)
+        models = {
+            label: load_model(spec, pretrained, context_length, device=device)
+            for label, spec in zip(model_labels(model_specs), model_specs)
+        }
+        return probe(models, data, report_dir, batch_size=batch_size)

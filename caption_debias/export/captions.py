@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -23,6 +25,23 @@ STRIPS = ("summary", "opening", "none")
 AUGMENTS = ("none", "debias")
 _SUFFIX_FORMAT = {".csv": "open_clip-csv", ".tsv": "open_clip-csv", ".jsonl": "jsonl", ".parquet": "parquet"}
 _MARK_SOT, _MARK_EOT = -1, -2  # markers no sentence index can take
+
+
+@contextmanager
+def partial_file(to: Path) -> Iterator[Path]:
+    """A temp name of this process next to `to`, renamed to `to` when the block ends, removed on failure.
+
+    A half-written file never looks finished, and two runs writing one file leave one whole
+    file (the later rename wins), so these single-file commands need no folder lock.
+    """
+    tmp = to.with_name(f".{to.name}.partial-{os.getpid()}")
+    try:
+        yield tmp
+        os.replace(tmp, to)
+    except OSError as exc:
+        raise UserError(f"{to}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def format_for(path: Path, fmt: str | None) -> str:
@@ -136,9 +155,8 @@ def export_captions(
     to.parent.mkdir(parents=True, exist_ok=True)
     counts = {"images": 0, "rows": 0, "fallback_full_caption": 0}
     rows = _rows(data, strip, augment, copies, seed, image_root, counts)
-    tmp = to.with_name(to.name + ".partial")  # renamed at the end: a half-written file never looks finished
-    {"open_clip-csv": _write_csv, "jsonl": _write_jsonl, "parquet": _write_parquet}[fmt](tmp, rows)
-    tmp.replace(to)
+    with partial_file(to) as tmp:
+        {"open_clip-csv": _write_csv, "jsonl": _write_jsonl, "parquet": _write_parquet}[fmt](tmp, rows)
     return {
         "path": str(to),
         "format": fmt,

@@ -76,7 +76,7 @@ def write_url_list(
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from caption_debias.export.captions import STRIPS, caption_texts
+    from caption_debias.export.captions import STRIPS, caption_texts, partial_file
 
     if strip not in STRIPS:
         raise UserError(f"unknown --strip {strip!r} (choose from {', '.join(STRIPS)})")
@@ -91,26 +91,26 @@ def write_url_list(
     written = not_url = 0
     counts = {"fallback_full_caption": 0}
     columns = ["key", "image", "caption"] + (["sentences", "summary_mask"] if strip != "none" else [])
-    tmp = to.with_name(to.name + ".partial")
-    # Streamed batch by batch: a billion-row set never sits in memory; renamed at the end so a
-    # half-written list is never mistaken for a finished one.
-    with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-        for batch in data.iter_batches(columns):
-            is_url = pc.match_substring_regex(batch.column("image"), URL_PATTERN)
-            kept = batch.filter(is_url)
-            not_url += batch.num_rows - kept.num_rows
-            if kept.num_rows:
-                captions = kept.column("caption")
-                if strip != "none":
-                    captions = pa.array(
-                        [caption_texts(row, strip, "none", 1, 0, counts)[0] for row in kept.to_pylist()], pa.string()
-                    )
-                writer.write_table(pa.table([kept.column("key"), kept.column("image"), captions], schema=schema))
-                written += kept.num_rows
-    if written == 0:
-        tmp.unlink()
-        raise UserError(f"{prepared}: no row has a URL image ({not_url} rows hold file paths); nothing to download")
-    tmp.replace(to)
+    # Streamed batch by batch: a billion-row set never sits in memory; written under a name of
+    # this process and renamed at the end, so a half-written list is never mistaken for a
+    # finished one and two runs writing the same LIST leave one whole list.
+    with partial_file(to) as tmp:
+        with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+            for batch in data.iter_batches(columns):
+                is_url = pc.match_substring_regex(batch.column("image"), URL_PATTERN)
+                kept = batch.filter(is_url)
+                not_url += batch.num_rows - kept.num_rows
+                if kept.num_rows:
+                    captions = kept.column("caption")
+                    if strip != "none":
+                        captions = pa.array(
+                            [caption_texts(row, strip, "none", 1, 0, counts)[0] for row in kept.to_pylist()],
+                            pa.string(),
+                        )
+                    writer.write_table(pa.table([kept.column("key"), kept.column("image"), captions], schema=schema))
+                    written += kept.num_rows
+        if written == 0:
+            raise UserError(f"{prepared}: no row has a URL image ({not_url} rows hold file paths); nothing to download")
     images = Path(images) if images is not None else to.with_name(to.stem + "_images")
     return {
         "path": str(to),

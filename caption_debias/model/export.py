@@ -8,6 +8,7 @@ tail) and the config carries the trained context (248 after stretching).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -18,26 +19,48 @@ WEIGHTS_FILE = "open_clip_model.safetensors"
 
 
 def export(spec: str, out: str | Path, pretrained: str | None = None, overwrite: bool = False) -> Path:
-    """Export a run folder (latest checkpoint) or any load_model spec to `out`."""
+    """Export a run folder (latest checkpoint) or any load_model spec to `out`.
+
+    `out` is locked for the whole run (locking.folder_lock). Each file appears by rename, the
+    config last: a folder holding open_clip_config.json holds the weights that go with it.
+    """
+    from caption_debias.locking import LOCK_FILES, folder_lock
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: exists and is not a folder")
+    with folder_lock(out, "export"):
+        old = [p for p in out.iterdir() if p.name not in LOCK_FILES]
+        if old and not overwrite:
+            raise UserError(f"{out} exists and is not empty; pass --overwrite to replace it")
+        _export_locked(spec, out, pretrained, old)
+    return out
+
+
+def _export_locked(spec: str, out: Path, pretrained: str | None, old: list[Path]) -> None:
     from safetensors.torch import save_file
 
     from caption_debias.model.load import load_model
     from caption_debias.model.stretch import merge_frozen_head, merged_state_dict
 
-    out = Path(out)
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise UserError(f"{out} exists and is not empty; pass --overwrite to replace it")
     loaded = load_model(spec, pretrained)
     merge_frozen_head(loaded.model)
     state = merged_state_dict(loaded.model.state_dict())
     config = loaded.open_clip_config()
     config["caption_debias"] = {"source": str(spec), **{k: v for k, v in loaded.info.items() if k != "tokenizer"}}
-    tmp = out.with_name(f".{out.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, str(tmp / WEIGHTS_FILE))
-    (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=list), "utf-8")
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)  # the folder appears whole or not at all
-    return out
+    for p in sorted(old, key=lambda p: p.name != CONFIG_FILE):  # --overwrite: the earlier export, config first
+        if p.is_dir():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+    weights_tmp, config_tmp = out / f".{WEIGHTS_FILE}.tmp", out / f".{CONFIG_FILE}.tmp"
+    try:
+        save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, str(weights_tmp))
+        os.replace(weights_tmp, out / WEIGHTS_FILE)
+        config_tmp.write_text(json.dumps(config, indent=2, default=list), "utf-8")
+        os.replace(config_tmp, out / CONFIG_FILE)
+    except OSError as exc:
+        raise UserError(f"{out}: cannot write the export ({exc.strerror or exc})") from None
+    finally:
+        weights_tmp.unlink(missing_ok=True)
+        config_tmp.unlink(missing_ok=True)

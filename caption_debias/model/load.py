@@ -74,20 +74,34 @@ def register_shipped_configs() -> None:
                 open_clip.add_model_config(Path(path))
 
 
+# Lines of torch's weights-only refusal that explain torch, not the file.
+_TORCH_BOILERPLATE = ("Weights only load failed", "Please file an issue", "Check the documentation")
+
+
+def unreadable(what: str, exc: BaseException) -> UserError:
+    """One line for a model file that cannot be read weights-only: Python objects in it, or torn / foreign."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if isinstance(exc, pickle.UnpicklingError) and any("GLOBAL" in line for line in lines):
+        detail = next(line for line in lines if "GLOBAL" in line)
+        return UserError(
+            f"{what}: refusing to unpickle it: it holds Python objects, not only tensors ({detail}); "
+            "save the weights as a state dict of tensors or as safetensors"
+        )
+    detail = " ".join(line for line in lines if not line.startswith(_TORCH_BOILERPLATE))[:200]
+    detail = f"{type(exc).__name__}: {detail}" if detail and isinstance(exc, KeyError) else detail
+    return UserError(
+        f"{what}: not a readable checkpoint: cut off, or not a torch or safetensors file ({detail or type(exc).__name__})"
+    )
+
+
 def _read_state_dict(path: Path) -> dict[str, torch.Tensor]:
     """Weights-only read of a checkpoint file (safetensors or torch zip), 'module.' prefixes removed."""
     from open_clip.factory import load_state_dict
 
     try:
         return load_state_dict(str(path), device="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else "not a plain tensor file"
-        raise UserError(
-            f"{path}: refusing to unpickle arbitrary objects ({first}); save it as a state dict or safetensors"
-        ) from None
-    except (RuntimeError, OSError, ValueError, EOFError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserError(f"{path}: not a readable checkpoint ({first})") from None
+    except Exception as exc:  # a file of any shape: whatever the parser trips on is one line
+        raise unreadable(str(path), exc) from None
 
 
 def _context_in(state: dict[str, torch.Tensor]) -> int | None:
@@ -157,9 +171,7 @@ def _load_run(run: Path, device: str, spec: str) -> LoadedModel:
     try:
         payload = torch.load(ckpt, map_location="cpu", weights_only=True)
     except Exception as exc:  # a torn or foreign file: one line, not a traceback
-        raise UserError(
-            f"{ckpt}: unreadable checkpoint ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
-        ) from None
+        raise unreadable(str(ckpt), exc) from None
     model, pre_train, pre_val = open_clip.create_model_and_transforms(f"local-dir:{run}", load_weights=False)
     model.load_state_dict(merged_state_dict(payload["model"]), strict=True)
     cfg = json.loads((run / RUN_CONFIG).read_text("utf-8")) if (run / RUN_CONFIG).is_file() else {}
@@ -192,6 +204,8 @@ def load_model(
             model, pre_train, pre_val = open_clip.create_model_and_transforms(spec)
         except (FileNotFoundError, ValueError, RuntimeError) as exc:
             raise UserError(f"cannot load {spec}: {str(exc).splitlines()[0]}") from None
+        except Exception as exc:  # its weights file: Python objects in a .bin, torn safetensors, ...
+            raise unreadable(f"cannot load {spec}", exc) from None
         return _finish(model, pre_train, pre_val, spec, spec, spec, device, {"source": spec})
     if path.is_dir():
         return _load_run(path, device, spec)

@@ -24,6 +24,7 @@ from caption_debias.prepare.distributor import Ready
 # One driver feeds about 24 workers (docs/benchmarks.md, Scale); bigger windows would only
 # cost driver memory (three windows of --shard-rows records each are held at once).
 MAX_WINDOW = 64
+_ERROR = "error"  # a sidecar holding only this: the task's UserError message
 
 
 def _connect(address: str | None, workers: int) -> bool:
@@ -84,7 +85,13 @@ def _chunk_task(fn: Callable[[Any], dict]) -> Callable[[dict], dict]:
         # A relative -o means the driver's folder; on a node that mounts the same path, run there.
         if os.getcwd() != driver_cwd and os.path.isdir(driver_cwd):
             os.chdir(driver_cwd)
-        sides = [json.dumps(fn(pickle.loads(raw)), ensure_ascii=False) for raw in batch["task"]]
+        sides = []
+        for raw in batch["task"]:
+            try:
+                side = fn(pickle.loads(raw))
+            except UserError as exc:  # e.g. a full disk: the driver raises it as the one line it is
+                side = {_ERROR: str(exc)}
+            sides.append(json.dumps(side, ensure_ascii=False))
         return {"i": np.asarray(batch["i"]), "side": np.asarray(sides, dtype=object)}
 
     return apply
@@ -103,7 +110,10 @@ def _run_window(fn: Callable[[Any], dict], window: list[Any]) -> Iterator[Any]:
         ds = ray.data.from_items(todo, override_num_blocks=len(todo))  # one chunk per block: spread over the CPUs
         ds = ds.map_batches(_chunk_task(fn), batch_size=1, batch_format="numpy", num_cpus=1)
         for row in ds.iter_rows():
-            done[int(row["i"])] = json.loads(row["side"])
+            side = json.loads(row["side"])
+            if _ERROR in side:
+                raise UserError(side[_ERROR])
+            done[int(row["i"])] = side
     for i, item in enumerate(window):
         yield item.value if isinstance(item, Ready) else done[i]
 

@@ -14,13 +14,14 @@ from typing import Any, Iterator
 
 from caption_debias.dataset import MANIFEST, REJECTS
 from caption_debias.errors import IncompleteInput, UserError
+from caption_debias.locking import folder_lock
 from caption_debias.prepare import state
 from caption_debias.prepare.distributor import Ready, ordered_map
 from caption_debias.prepare.manifest import build
 from caption_debias.prepare.options import PrepareOptions
 from caption_debias.prepare.progress import Progress, print_summary
 from caption_debias.prepare.stream import Chunk, InputCounts, chunks, reason_group, resolve_format
-from caption_debias.prepare.writer import write_json, write_shard, write_text
+from caption_debias.prepare.writer import WriteFailed, os_error_text, write_json, write_shard, write_text
 
 
 def _clean(text: Any) -> Any:
@@ -101,17 +102,31 @@ def _format_of(path: Path, fmt: str) -> str:
 def prepare(inputs: list[str | Path], output: str | Path, options: PrepareOptions | None = None) -> dict[str, Any]:
     """Prepare `inputs` into the folder `output`; returns the manifest.
 
-    Raises IncompleteInput after writing everything when an input was cut off.
+    The folder is locked for the whole run (locking.folder_lock): a second run on it is
+    refused at once. Raises IncompleteInput after writing everything when an input was cut
+    off, WriteFailed (naming the file) when the output cannot be written.
     """
-    from caption_debias.text import summary as summary_mod
-    from caption_debias.text.segment import get_segmenter
-    from caption_debias.text.tokenize import get_tokenizer
-
     options = options or PrepareOptions()
     options.validate()
     started = time.monotonic()
     out = Path(output)
     resolved = _resolve_inputs(inputs, options.format)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--output {out}: exists and is not a folder")
+    with folder_lock(out, "prepare"):
+        try:
+            return _prepare_locked(resolved, out, options, started)
+        except OSError as exc:  # writes not made through prepare.writer (which names its file itself)
+            raise WriteFailed(f"{exc.filename or out}: {os_error_text(exc)}") from None
+
+
+def _prepare_locked(
+    resolved: list[tuple[str, Path, str]], out: Path, options: PrepareOptions, started: float
+) -> dict[str, Any]:
+    from caption_debias.text import summary as summary_mod
+    from caption_debias.text.segment import get_segmenter
+    from caption_debias.text.tokenize import get_tokenizer
+
     shaping = {
         "inputs": [n for n, _, _ in resolved],
         "formats": [f for _, _, f in resolved],
@@ -154,6 +169,8 @@ def prepare(inputs: list[str | Path], output: str | Path, options: PrepareOption
                 if side["path"] is not None:
                     shards.append({"path": side["path"], "rows": side["rows"], "sha256": side["sha256"]})
                 progress.update(sum(c["read"] for c in per_input.values()), sum(reasons.values()), len(shards))
+    except OSError as exc:  # a write to the rejects list (its errors name no file)
+        raise WriteFailed(f"{exc.filename or rejects_tmp}: cannot write ({os_error_text(exc)})") from None
     finally:
         progress.close()
     state.remove_beyond(out, n_chunks)

@@ -12,12 +12,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from caption_debias.dataset import MANIFEST, REJECTS
+from caption_debias.dataset import MANIFEST, REJECTS, STATE_DIR
 from caption_debias.errors import UserError
+from caption_debias.locking import LOCK_FILES
 from caption_debias.prepare.writer import write_json
 
 SHARDS_DIR = "shards"
-STATE_DIR = ".prepare"
 STATE_FILE = "state.json"
 
 
@@ -46,20 +46,19 @@ def load_sidecar(out: Path, index: int, fingerprint: str) -> dict[str, Any] | No
 
 
 def start(out: Path, shaping: dict[str, Any], overwrite: bool) -> bool:
-    """Prepare OUT for a run; returns True when it resumes an earlier run with the same options."""
+    """Prepare OUT for a run; returns True when it resumes an earlier run with the same options.
+
+    Only a run that wrote at least one shard is resumed (or protected by "different
+    options"): one that failed or was killed before that left nothing worth keeping, so the
+    next command starts afresh whatever its options. The lock files are never removed.
+    """
     state_path = out / STATE_DIR / STATE_FILE
     ours = [out / MANIFEST, out / REJECTS, out / SHARDS_DIR, out / STATE_DIR]
     if out.exists() and not out.is_dir():
         raise UserError(f"--output {out}: exists and is not a folder")
-    others = [p.name for p in out.iterdir() if p not in ours] if out.is_dir() else []
-    if overwrite or (not state_path.is_file() and not others):
-        # --overwrite, or a run killed before its state was written: start from nothing
-        for p in ours:
-            if p.is_dir():
-                shutil.rmtree(p)
-            elif p.exists():
-                p.unlink()
-    elif state_path.is_file():
+    others = [p.name for p in out.iterdir() if p not in ours and p.name not in LOCK_FILES] if out.is_dir() else []
+    finished = state_path.is_file() and any((out / SHARDS_DIR).glob("part-*.parquet"))
+    if finished and not overwrite:
         try:
             before = json.loads(state_path.read_text("utf-8")).get("options", {})
         except ValueError:
@@ -72,11 +71,17 @@ def start(out: Path, shaping: dict[str, Any], overwrite: bool) -> bool:
             )
         (out / SHARDS_DIR).mkdir(exist_ok=True)
         return True
-    else:
+    if others and not overwrite and not state_path.is_file():
         raise UserError(
             f"--output {out}: folder is not empty and holds no prepare run "
             f"({', '.join(sorted(others)[:3])}); use an empty folder or --overwrite"
         )
+    # --overwrite, a run that finished no chunk, or a new folder: start from nothing
+    for p in ours:
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
     (out / STATE_DIR).mkdir(parents=True, exist_ok=True)
     write_json({"options": shaping}, state_path)
     (out / SHARDS_DIR).mkdir(exist_ok=True)

@@ -1,25 +1,54 @@
-"""Atomic file writing: a shard or sidecar is written to a temp name, synced, then renamed."""
+"""Atomic file writing: a shard or sidecar is written to a temp name, synced, then renamed.
+
+A write that fails (disk full, permission denied, any OS error) removes its temp file and
+raises WriteFailed naming the file: finished files stay as they were, a rerun goes on.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from caption_debias.errors import UserError
+
+
+class WriteFailed(UserError):
+    """An output file could not be written (the disk, not the input, is at fault)."""
+
+
+def os_error_text(exc: OSError) -> str:
+    """'No space left on device' rather than pyarrow's or Python's longer forms."""
+    if exc.errno:
+        return os.strerror(exc.errno)
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
 def _tmp(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
 
 
-def _replace(tmp: Path, path: Path) -> None:
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+@contextmanager
+def atomic_output(path: Path) -> Iterator[Path]:
+    """Yield a temp path to write; synced and renamed to `path` after, removed on failure."""
+    tmp = _tmp(path)
+    try:
+        yield tmp
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise WriteFailed(f"{path}: cannot write ({os_error_text(exc)})") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def sha256_file(path: Path) -> str:
@@ -32,23 +61,20 @@ def sha256_file(path: Path) -> str:
 
 def write_shard(table: pa.Table, path: Path) -> str:
     """Write a zstd Parquet shard atomically; returns its sha256."""
-    tmp = _tmp(path)
-    pq.write_table(table, tmp, compression="zstd", row_group_size=min(max(len(table), 1), 8192))
-    digest = sha256_file(tmp)
-    _replace(tmp, path)
+    with atomic_output(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd", row_group_size=min(max(len(table), 1), 8192))
+        digest = sha256_file(tmp)
     return digest
 
 
 def write_json(data: Any, path: Path) -> None:
-    tmp = _tmp(path)
-    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1, default=str) + "\n", encoding="utf-8")
-    _replace(tmp, path)
+    with atomic_output(path) as tmp:
+        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1, default=str) + "\n", encoding="utf-8")
 
 
 def write_text(text_lines, path: Path) -> None:
     """Write lines (an iterable of str) atomically."""
-    tmp = _tmp(path)
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for line in text_lines:
-            fh.write(line)
-    _replace(tmp, path)
+    with atomic_output(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for line in text_lines:
+                fh.write(line)

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from caption_debias.errors import UserError
-from caption_debias.readers.common import caption_problem, image_problem
+from caption_debias.readers.common import caption_problem, check_column_types, image_problem
 from caption_debias.records import Record, Reject, excerpt
 
 # Read in record batches so a 1-billion-row URL list never sits in memory at once.
@@ -47,6 +47,9 @@ def url_records(
     missing = [c for c in (url_column, caption_column) if c not in names]
     if missing:
         raise UserError(f"{name}: no column {missing[0]!r} (columns: {', '.join(names)})")
+    check_column_types(
+        name, pf.schema_arrow, {url_column: "a URL column", caption_column: "--caption-column"}, key_column
+    )
     wanted = [url_column, caption_column, key_column, *meta_columns]
     columns = [c for c in dict.fromkeys(wanted) if c in names]
     index = 0

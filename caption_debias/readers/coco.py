@@ -21,7 +21,7 @@ def split_from_name(path: Path) -> str | None:
 def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
     # Loaded whole: a COCO captions file is one object (images before annotations), at most ~90 MB.
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = json.loads(path.read_bytes().decode("utf-8-sig"))  # -sig: a leading byte-order mark is skipped
     except UnicodeDecodeError as exc:
         yield Reject(name, exc.start, "undecodable bytes", "", fatal=True)
         return

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
+from caption_debias.errors import UserError
 from caption_debias.readers.common import caption_problem
 from caption_debias.records import Record, Reject, excerpt
 
@@ -30,7 +31,10 @@ def load_splits(root: Path) -> dict[str, str]:
     path = root / "splits.json"
     if not path.is_file():
         return {}
-    data = json.loads(path.read_text("utf-8"))
+    try:
+        data = json.loads(path.read_text("utf-8-sig"))  # -sig: a leading byte-order mark is skipped
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise UserError(f"{path}: unreadable splits file ({exc})") from None
     return {str(name): split for split, names in data.items() if isinstance(names, list) for name in names}
 
 
@@ -78,7 +82,7 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
         location = f"annotations/{ann.name}"
         raw = ann.read_bytes()
         try:
-            data = json.loads(raw.decode("utf-8"))
+            data = json.loads(raw.decode("utf-8-sig"))
         except UnicodeDecodeError:
             yield Reject(name, location, "undecodable bytes", excerpt(raw))
             continue

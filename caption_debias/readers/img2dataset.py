@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from caption_debias.readers.common import caption_problem
+from caption_debias.readers.common import caption_problem, check_column_types
 from caption_debias.records import Record, Reject, excerpt
 
 NAME = "img2dataset"
@@ -53,7 +53,7 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
 
     for shard_path in shard_files(path):
         shard = shard_path.stem
-        rows = _rows(shard_path)
+        rows = _rows(shard_path, str(Path(name) / shard_path.name), options.caption_column)
         index = 0
         while True:
             try:
@@ -73,11 +73,14 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
             index += 1
 
 
-def _rows(shard_path: Path) -> Iterator[dict]:
+def _rows(shard_path: Path, name: str, caption_column: str) -> Iterator[dict]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     pf = pq.ParquetFile(shard_path)
+    names = pf.schema_arrow.names
+    column = caption_column if caption_column in names else "caption"  # as _row picks it
+    check_column_types(name, pf.schema_arrow, {column: "--caption-column"})
     # Skip image-bytes columns (output_format "parquet" stores images in this file).
     columns = [
         f.name for f in pf.schema_arrow if not pa.types.is_binary(f.type) and not pa.types.is_large_binary(f.type)

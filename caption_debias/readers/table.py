@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
 import sys
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import Iterator
 
 from caption_debias.errors import UserError
-from caption_debias.readers.common import caption_problem
+from caption_debias.readers.common import caption_problem, check_column_types
 from caption_debias.records import Record, Reject, excerpt
 
 NAME = "table"
@@ -35,6 +36,8 @@ def kind_of(path: Path) -> str:
 def iter_jsonl(path: Path, name: str) -> Iterator[tuple[int, dict] | Reject]:
     """(line number, object) per line; a broken last line without newline means the file was cut off."""
     with open(path, "rb") as fh:
+        if fh.read(len(codecs.BOM_UTF8)) != codecs.BOM_UTF8:  # a leading byte-order mark is not part of line 1
+            fh.seek(0)
         for lineno, raw in enumerate(fh, 1):
             if not raw.strip():
                 continue
@@ -59,7 +62,8 @@ def iter_jsonl(path: Path, name: str) -> Iterator[tuple[int, dict] | Reject]:
 
 def _iter_delimited(path: Path, name: str, delimiter: str) -> Iterator[tuple[int, dict] | Reject]:
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long captions exceed the 128 KiB default
-    with open(path, encoding="utf-8", errors="surrogateescape", newline="") as fh:
+    # utf-8-sig: spreadsheet exports start with a byte-order mark that would hide the first column name.
+    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
         reader = csv.DictReader(fh, delimiter=delimiter, strict=True)  # strict: an unclosed quote at EOF is an error
         index = 0
         while True:
@@ -108,7 +112,7 @@ def columns_of(path: Path, kind: str) -> list[str] | None:
         except (OSError, pa.ArrowException):  # reported as a truncated input by the reader
             return None
     if kind in ("csv", "tsv"):
-        with open(path, encoding="utf-8", errors="surrogateescape", newline="") as fh:
+        with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
             header = next(csv.reader(fh, delimiter="," if kind == "csv" else "\t"), None)
         return header
     return None
@@ -127,6 +131,12 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
     if kind == "jsonl":
         rows = iter_jsonl(path, name)
     elif kind == "parquet":
+        if header is not None:  # readable: its columns' types are known before any row
+            import pyarrow.parquet as pq
+
+            check_column_types(
+                name, pq.read_schema(path), {image_col: "--image-column", caption_col: "--caption-column"}, key_col
+            )
         rows = _iter_parquet(path, name, [image_col, caption_col, key_col])
     else:
         rows = _iter_delimited(path, name, "," if kind == "csv" else "\t")

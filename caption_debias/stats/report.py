@@ -266,14 +266,21 @@ Prepared with {e(_prepared_line(stats))}."""
 
 
 def write_report(stats: dict[str, Any], report_dir: str | Path) -> dict[str, Path]:
-    """Write stats.json, report.md, plots/*.png and report.html into report_dir."""
-    from caption_debias.stats.plots import all_figures
+    """Write stats.json, report.md, plots/*.png and report.html into report_dir (locked while written)."""
+    from caption_debias.locking import folder_lock
 
     out = Path(report_dir)
-    try:
-        (out / "plots").mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"{out}: cannot create the report folder ({exc.strerror})") from None
+    with folder_lock(out, "stats"):
+        try:
+            (out / "plots").mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"{out}: cannot create the report folder ({exc.strerror})") from None
+        return _write_report(stats, out)
+
+
+def _write_report(stats: dict[str, Any], out: Path) -> dict[str, Path]:
+    from caption_debias.stats.plots import all_figures
+
     groups = comparison_groups(stats)
     if len(groups) > MAX_PLOT_GROUPS:
         groups = groups[:MAX_PLOT_GROUPS]  # the tables still list every group

@@ -214,10 +214,22 @@ def write_world(
     group_size: int = 4,
     overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Write OUT/sharegpt4v.json + OUT/images/*.png; returns a summary (counts, seed, path)."""
+    """Write OUT/sharegpt4v.json + OUT/images/*.png; returns a summary (counts, seed, path).
+
+    OUT is locked for the whole run (locking.folder_lock): one writer at a time.
+    """
+    from caption_debias.locking import folder_lock
+
     out = Path(out)
     if image_size < 16:
         raise UserError(f"--image-size must be at least 16, got {image_size}")
+    with folder_lock(out, "synth"):
+        return _write_world(out, n, seed, image_size, split, group_size, overwrite)
+
+
+def _write_world(
+    out: Path, n: int, seed: int, image_size: int, split: str, group_size: int, overwrite: bool
+) -> dict[str, Any]:
     target = out / "sharegpt4v.json"
     if target.exists() and not overwrite:
         raise UserError(f"{target} already exists (pass --overwrite to replace it)")
