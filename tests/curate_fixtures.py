@@ -106,6 +106,8 @@ def make_world(root: Path, n_clean: int = 12) -> dict:
                 clean_caps[7].split(". ")[0] + ". " + "The lamp glows near the water. " * 5,
                 "repetitive_caption",
             ),
+            # a generator stuck until its length limit: a small share of the caption, no final period
+            ("phrase_loop", caption(rng) + " with a red kite" * 3 + " with", "repetitive_caption"),
             ("cut_off", clean_caps[8].rsplit(" ", 4)[0], "truncated_caption"),
             ("dangling", "A red kite flies over the", "truncated_caption"),
         ]

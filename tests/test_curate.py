@@ -76,6 +76,9 @@ def test_details_name_the_match_and_the_similarity(curated):
     assert by_key["table/eval_caption"]["detail"]["match"] == "urban1k:caption 1"
     assert "truncated" in by_key["table/truncated_file"]["detail"]["error"]
     assert by_key["table/tiny"]["detail"] == {"width": 20, "height": 40}
+    loop = by_key["table/phrase_loop"]["detail"]  # " with a red kite" three times, then " with": 13 tokens
+    assert loop["caption_tail_loop"] == 13 and loop["caption_repetition"] <= 0.35
+    assert by_key["table/repetitive"]["detail"]["caption_repeated_sentences"] == 4
     line = by_key["table/missing"]
     assert line["image"] == "sam/gone.jpg" and len(line["caption"]) <= 200 and line["input"]
 
@@ -323,3 +326,54 @@ def test_curate_needs_no_optional_package(world, tmp_path):
     args = ["curate", str(world["prepared"]), "--out", str(tmp_path / "c"), "--image-root", str(world["images"])]
     got, err = _cli([*args, "--decontaminate", f"urban1k={world['eval']}", "-q"], OPTIONAL)
     assert got == {"code": 0, "imported": []}, err
+
+
+@pytest.mark.parametrize("threshold", [0.6, 0.8])
+def test_near_duplicates_at_the_threshold_are_found_whatever_the_threshold(tmp_path, threshold):
+    # copies whose 3-gram Jaccard with their original lies just above the threshold: the LSH bands
+    # follow the threshold (a fixed 20 x 8 made a pair at 0.6-0.7 a candidate only 25-70% of the time)
+    import random
+
+    import numpy as np
+    from curate_fixtures import caption
+
+    from caption_debias.curate import minhash
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+    from caption_debias.text.tokenize import get_tokenizer
+
+    tok = get_tokenizer()
+    rng = random.Random(11)
+    rows, copies = [], []
+    extra = "zebra violin anchor meadow lantern copper walnut saffron glacier orchid".split()
+    while len(copies) < 40:
+        original = caption(rng, 8)
+        words = original.split(" ")
+        for _ in range(100):  # change words until the exact Jaccard is just above the threshold
+            changed = list(words)
+            for j in rng.sample(range(1, len(words) - 1), rng.randrange(1, 16)):
+                changed[j] = rng.choice(extra)
+            copy = " ".join(changed)
+            a, b = tok.encode(original), tok.encode(copy)
+            if threshold + 0.02 <= minhash.jaccard(minhash.shingles(a), minhash.shingles(b)) < threshold + 0.08:
+                break
+        else:
+            continue
+        # the definition is the estimate: keep pairs whose estimate is at or above the threshold too
+        off = np.array([0, len(a), len(a) + len(b)])
+        sigs = minhash.signatures(*minhash.shingle_hashes(np.array(a + b, np.int32), off))
+        if minhash.estimate(sigs[0], sigs[1]) < threshold:
+            continue
+        i = len(rows)
+        rows += [{"key": f"o{i}", "image": f"x/o{i}.jpg", "caption": original}]
+        rows += [{"key": f"d{i}", "image": f"x/d{i}.jpg", "caption": copy}]
+        copies.append(f"table/d{i}")
+    table = tmp_path / "t.jsonl"
+    table.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    prepare([table], tmp_path / "p", PrepareOptions(format="table", quiet=True))
+    m = curate([tmp_path / "p"], tmp_path / "c", CurateOptions(quiet=True, near_duplicate_threshold=threshold))
+    got = {r["key"]: r["reason"] for r in _removed(tmp_path / "c")}
+    assert sorted(got) == sorted(copies) and set(got.values()) == {"near_duplicate_caption"}
+    lsh = m["curation"]["thresholds"]["minhash"]
+    b, r = lsh["bands"], lsh["rows_per_band"]
+    assert 1 - (1 - threshold**r) ** b >= 0.99 and b * r <= lsh["num_perm"]

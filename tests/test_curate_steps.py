@@ -26,6 +26,10 @@ def _random_rows(rng: random.Random, n: int) -> list[list[list[int]]]:
             sents.append([rng.randrange(vocab) for _ in range(rng.randrange(0, 9))])
         if rows and rng.random() < 0.2:  # a loop: an earlier sentence again
             sents += [s for s in sents[:1] for _ in range(rng.randrange(1, 4))]
+        if rng.random() < 0.2:  # a phrase loop to the end, maybe cut inside a copy, maybe then a mark
+            phrase = [rng.randrange(vocab) for _ in range(rng.randrange(1, 40))]
+            loop = phrase * rng.randrange(1, 6) + phrase[: rng.randrange(len(phrase))] + [99] * rng.randrange(2)
+            sents.append(loop)
         rows.append(sents)
     return rows
 
@@ -33,7 +37,9 @@ def _random_rows(rng: random.Random, n: int) -> list[list[list[int]]]:
 def test_quality_batch_equals_specification():
     rng = random.Random(0)
     rows = _random_rows(rng, 400)
-    captions = [rng.choice(["A dog.", "A dog", "A dog. And the", "One. Two", "Hi,", "", "Ok. (Fine.)"]) for _ in rows]
+    captions = [
+        rng.choice(["A dog.", "A dog", "A dog. And the", "One. Two", "Hi,", "", "Ok. (Fine.)", "a b"]) for _ in rows
+    ]
     arr = pa.array(rows, pa.list_(pa.list_(pa.int32())))
     for arr_slice, lo in ((arr, 0), (arr.slice(37, 200), 37)):  # sliced arrays (offset != 0) too
         got = quality.signals_batch(arr_slice, captions[lo : lo + len(arr_slice)])
@@ -43,6 +49,9 @@ def test_quality_batch_equals_specification():
             assert got["caption_repeated_sentences"][i] == quality.repeated_sentences(sents)
             assert got["caption_repetition"][i] == pytest.approx(quality.repetition(flat), abs=1e-6)
             assert got["caption_truncated"][i] == quality.truncated(captions[lo + i], len(sents))
+            mark = quality.ends_with_mark(captions[lo + i])
+            assert got["caption_tail_loop"][i] == quality.tail_loop(flat, mark)
+    assert sum(quality.tail_loop([t for s in r for t in s]) > 0 for r in rows) > 20  # loops were planted
 
 
 @pytest.mark.parametrize(
@@ -68,6 +77,21 @@ def test_repetition_definition():
     assert quality.repetition(loop) == pytest.approx(15 / 20)  # every token after the first cycle
     assert quality.repetition(list(range(30))) == 0.0
     assert quality.repeated_sentences([[1, 2, 3], [4, 5, 6], [1, 2, 3], [7, 7], [7, 7]]) == 1  # short ones don't count
+
+
+def test_tail_loop_definition():
+    phrase = [7, 8, 9, 10, 11]
+    text = list(range(100, 140))
+    assert quality.tail_loop(text + phrase * 3) == 15  # three copies
+    assert quality.tail_loop(text + phrase * 3 + phrase[:2]) == 17  # cut inside the fourth
+    assert quality.tail_loop(text + phrase * 2 + phrase[:4]) == 0  # under three copies
+    assert quality.tail_loop(text + phrase * 3 + [5]) == 0 and quality.tail_loop(text + phrase * 3 + [5], True) == 15
+    assert quality.tail_loop(text + [1, 2, 5] * 3, True) == 9  # the mark is part of each copy ("a dog, a dog, a dog,")
+    assert quality.tail_loop(text + [4, 4, 4]) == 3 and quality.tail_loop(text + [4, 4]) == 0
+    assert quality.tail_loop(text + phrase * 6, max_period=4) == 0  # a span longer than the longest period
+    assert quality.tail_loop(phrase * 3 + text) == 0  # a loop the caption left is not a tail loop
+    assert quality.ends_with_mark("A dog. ") and not quality.ends_with_mark("a dog") and not quality.ends_with_mark("")
+    assert quality.is_repetitive(0.0, 0, 15) and not quality.is_repetitive(0.0, 0, 0)
 
 
 def test_shingle_hashes_match_the_shingle_sets_and_minhash_estimates_jaccard():
@@ -114,11 +138,30 @@ def test_image_facts_draft_decoding_and_faults(tmp_path):
     assert images.top_folder("sam/images/x.jpg") == "sam/" and images.top_folder("x.jpg") == "(top level)"
 
 
+@pytest.mark.parametrize("progressive", [False, True])
+def test_image_facts_finds_a_file_cut_anywhere(tmp_path, progressive):
+    # larger than Pillow's 64 KiB read block, so a cut lands before, in and after the first block
+    from PIL import Image
+
+    noise = np.random.default_rng(0).integers(0, 256, (600, 800, 3), dtype=np.uint8)
+    im = Image.blend(scene(7, (800, 600)), Image.fromarray(noise), 0.3)
+    im.save(tmp_path / "full.jpg", quality=95, progressive=progressive)
+    data = (tmp_path / "full.jpg").read_bytes()
+    assert len(data) > 3 * 65536
+    whole = images.image_facts(tmp_path / "full.jpg")
+    assert whole.status == images.OK and (whole.width, whole.height) == (800, 600)
+    for cut in (300, 65535, 65537, len(data) // 2, len(data) - 5000, len(data) - 2, len(data) - 1):
+        (tmp_path / "cut.jpg").write_bytes(data[:cut])
+        facts = images.image_facts(tmp_path / "cut.jpg")
+        assert facts.status == images.UNREADABLE, cut
+        assert facts.error
+
+
 def _signal_world(tmp_path: Path, n: int, seed: int) -> tuple[dedup.SignalTable, list[dedup.DupRow]]:
     """Random rows with planted exact and near duplicates, written as one signals file."""
     import pyarrow.parquet as pq
 
-    from caption_debias.curate.options import LSH_BANDS, NUM_PERM
+    from caption_debias.curate.options import NUM_PERM, lsh_params
     from caption_debias.curate.signals import band_name, caption_hash
 
     rng = random.Random(seed)
@@ -146,7 +189,8 @@ def _signal_world(tmp_path: Path, n: int, seed: int) -> tuple[dedup.SignalTable,
     np.cumsum([len(x) for x in ids], out=off[1:])
     h, ho = minhash.shingle_hashes(np.array([t for x in ids for t in x], np.int32), off)
     sigs = minhash.signatures(h, ho)
-    bands = minhash.band_keys(sigs)
+    lsh = lsh_params(0.8)
+    bands = minhash.band_keys(sigs, *lsh)
     cols = {
         "order": np.arange(n, dtype=np.int64),
         "key": [f"k{i}" for i in range(n)],
@@ -160,8 +204,9 @@ def _signal_world(tmp_path: Path, n: int, seed: int) -> tuple[dedup.SignalTable,
         "caption_hash": pa.array([caption_hash(t) for t in texts], pa.binary(16)),
         "caption_repetition": np.zeros(n, np.float32),
         "caption_repeated_sentences": np.zeros(n, np.int32),
+        "caption_tail_loop": np.zeros(n, np.int32),
         "caption_truncated": np.zeros(n, bool),
-        **{band_name(b): bands[:, b] for b in range(LSH_BANDS)},
+        **{band_name(b): bands[:, b] for b in range(lsh[0])},
         "signature": pa.FixedSizeBinaryArray.from_buffers(
             pa.binary(NUM_PERM * 4), n, [None, pa.py_buffer(sigs.tobytes())]
         ),
@@ -203,6 +248,18 @@ def test_last_word_equals_the_regex_it_replaces_and_caption_hashes_equal_the_spe
     caps = ["".join(rng.choice(chars) for _ in range(rng.randrange(12))) for _ in range(3000)]
     assert caption_hashes(pa.array(caps)) == [caption_hash(c) for c in caps]
     assert caption_hash("  A  Dog\n runs ") == caption_hash("a dog runs")
+
+
+def test_band_keys_are_equal_exactly_where_a_band_of_minima_is():
+    rng = np.random.default_rng(5)
+    for bands, rows in ((22, 7), (40, 4), (1, 160)):
+        sigs = rng.integers(0, 2**32, (200, 160), dtype=np.uint64).astype(np.uint32)
+        sigs[100:, : rows * 2] = sigs[:100, : rows * 2]  # rows 100+ share bands 0 and 1 with rows 0-99
+        keys = minhash.band_keys(sigs, bands, rows)
+        assert keys.shape == (200, bands)
+        same = keys[100:] == keys[:100]
+        assert same[:, : min(2, bands)].all() and (bands == 1 or not same[:, 2:].any())
+        assert len(np.unique(keys[:100, 0])) == 100
 
 
 def test_packed_shingle_path_equals_the_general_path_packed():

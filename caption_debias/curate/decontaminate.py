@@ -29,7 +29,7 @@ class EvalSignals:
     caption_labels: list[str] = field(default_factory=list)  # "NAME:caption N"
     caption_hashes: list[bytes] = field(default_factory=list)
     signatures: np.ndarray = field(default_factory=lambda: np.zeros((0, minhash.NUM_PERM), np.uint32))
-    bands: np.ndarray = field(default_factory=lambda: np.zeros((0, minhash.LSH_BANDS), np.uint64))
+    bands: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.uint64))  # (items, bands)
     sets: list[dict[str, Any]] = field(default_factory=list)  # for the manifest
 
 
@@ -37,7 +37,7 @@ def _uses_training_root(name: str) -> bool:
     return name.startswith("sharegpt4v-1k")
 
 
-def load(specs: list[str], image_root: str | None, threads: int = 4) -> EvalSignals:
+def load(specs: list[str], image_root: str | None, lsh: tuple[int, int], threads: int = 4) -> EvalSignals:
     from caption_debias.evaluate.benchmarks import load_benchmark
     from caption_debias.text.tokenize import get_tokenizer
 
@@ -77,5 +77,5 @@ def load(specs: list[str], image_root: str | None, threads: int = 4) -> EvalSign
         flat = np.fromiter((t for ts in all_tokens for t in ts), np.int32, int(offsets[-1]))
         hashes, h_off = minhash.shingle_hashes(flat, offsets)
         ev.signatures = minhash.signatures(hashes, h_off)
-        ev.bands = minhash.band_keys(ev.signatures)
+        ev.bands = minhash.band_keys(ev.signatures, *lsh)
     return ev

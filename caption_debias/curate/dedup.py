@@ -20,7 +20,7 @@ import numpy as np
 
 from caption_debias.curate import images as img
 from caption_debias.curate import minhash, quality
-from caption_debias.curate.options import LSH_BANDS, PHASH_DISTANCE, REASONS, CurateOptions
+from caption_debias.curate.options import PHASH_DISTANCE, REASONS, CurateOptions
 from caption_debias.curate.signals import band_name
 
 CODE = {r: i for i, r in enumerate(REASONS)}
@@ -225,11 +225,12 @@ def decide(
         remove((status == img.OK) & (np.minimum(width, height) < options.min_image_side), "image_too_small")
         del status, width, height
     if ev is not None:
-        _eval_overlap(table, ev, reason, d, images, options.near_duplicate_threshold)
+        _eval_overlap(table, ev, reason, d, images, options)
     rep = _np(table.column("caption_repetition"), np.float32)
     rsent = _np(table.column("caption_repeated_sentences"), np.int32)
-    remove(quality.is_repetitive(rep, rsent), "repetitive_caption")
-    del rep, rsent
+    loop = _np(table.column("caption_tail_loop"), np.int32)
+    remove(quality.is_repetitive(rep, rsent, loop), "repetitive_caption")
+    del rep, rsent, loop
     remove(_np(table.column("caption_truncated"), bool), "truncated_caption")
     _duplicates(table, options, reason, d, images, shared_keys)
     counts = np.zeros(n, np.int32)
@@ -239,9 +240,12 @@ def decide(
     return d
 
 
-def _eval_overlap(table: SignalTable, ev, reason: np.ndarray, d: Decisions, images: bool, threshold: float) -> None:
+def _eval_overlap(
+    table: SignalTable, ev, reason: np.ndarray, d: Decisions, images: bool, options: CurateOptions
+) -> None:
     import polars as pl
 
+    threshold = options.near_duplicate_threshold
     alive = np.flatnonzero(reason == KEPT)
     found: dict[int, dict[str, Any]] = {}
 
@@ -283,7 +287,7 @@ def _eval_overlap(table: SignalTable, ev, reason: np.ndarray, d: Decisions, imag
             note(o, {"match": ev.caption_labels[e], "by": "caption text", "similarity": 1.0}, (2, 0, e))
         del ch, train
         cand = []
-        for b in range(LSH_BANDS):
+        for b in range(options.lsh()[0]):
             col = table.column(band_name(b))
             train = pl.DataFrame({"order": np.arange(table.n), "k": col})[alive].drop_nulls("k")
             evdf = pl.DataFrame({"k": ev.bands[:, b], "e": np.arange(len(ev.bands))})
@@ -312,7 +316,7 @@ def _duplicates(
     # families: 0 image key, 1..BLOCKS phash blocks, BLOCKS+1 caption hash, then one per band
     parts = []
     phash = None
-    bands = [band_name(b) for b in range(LSH_BANDS)]
+    bands = [band_name(b) for b in range(options.lsh()[0])]
     shared = shared_keys(table, (["image_key"] if duplicate_images else []) + ["caption_hash", *bands])
     if duplicate_images:
         parts.append(_buckets(shared.pop("image_key"), alive_mask, 0))

@@ -53,7 +53,7 @@ def phash_of(image) -> int:
 
 def image_facts(path: Path) -> ImageFacts:
     """Specification: the facts of one image file."""
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image, ImageFile, UnidentifiedImageError
 
     try:
         data = path.read_bytes()
@@ -69,6 +69,8 @@ def image_facts(path: Path) -> ImageFacts:
                 width, height = im.size
                 if im.format == "JPEG":
                     im.draft("L", (DRAFT_SIDE, DRAFT_SIDE))
+                # the decoder gets the whole file in one call, not in 64 KiB pieces (it backtracks at each)
+                im.decodermaxblock = max(len(data), ImageFile.MAXBLOCK)
                 im.load()  # decodes every byte: a truncated or corrupt file fails here
                 phash = phash_of(im)
     except UnidentifiedImageError:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from caption_debias.curate.options import LSH_BANDS, NUM_PERM, ROWS_PER_BAND, SHINGLE_TOKENS
+from caption_debias.curate.options import NUM_PERM, SHINGLE_TOKENS
 
 SEED = 1
 _MISSING = np.uint64(0xFFFF_FFFF_FFFF_FFFF)  # pads captions shorter than one n-gram
@@ -122,14 +122,15 @@ def signatures(hashes: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return np.array(matrix.to_rows(), np.uint32).reshape(len(offsets) - 1, NUM_PERM)
 
 
-def band_keys(sigs: np.ndarray) -> np.ndarray:
-    """LSH band keys: (rows, LSH_BANDS) uint64; rows sharing a key in some band are candidates."""
-    # two 32-bit minima per 64-bit word: ROWS_PER_BAND / 2 words per band, multiply-xor chained
-    words = np.ascontiguousarray(sigs, np.uint32).view(np.uint64).reshape(len(sigs), LSH_BANDS, ROWS_PER_BAND // 2)
-    h = np.zeros((len(sigs), LSH_BANDS), np.uint64)
+def band_keys(sigs: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """LSH band keys: (captions, bands) uint64 over the first bands * rows minima; captions
+    sharing a key in some band are candidates (options.lsh_params chooses bands and rows)."""
+    minima = np.ascontiguousarray(sigs[:, : bands * rows], np.uint32).reshape(len(sigs), bands, rows)
+    # a multiply-add of the band's minima with odd 64-bit constants (one pass; wraps mod 2^64),
+    # then mixed: a collision of two different bands only adds a candidate, which is verified
     with np.errstate(over="ignore"):
-        for k in range(ROWS_PER_BAND // 2):
-            h = (h ^ words[:, :, k]) * _M2 + _M1
+        weights = _mix(np.arange(1, rows + 1, dtype=np.uint64) * _M1) | np.uint64(1)
+        h = np.einsum("cbr,r->cb", minima.astype(np.uint64), weights)
     return _mix(h)
 
 

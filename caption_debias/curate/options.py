@@ -23,15 +23,36 @@ REASONS = (
 # Thresholds that are not flags; all recorded in the manifest (docs/curation.md, measured in
 # docs/benchmarks.md). Changing one changes the output, so they are part of the run's shape.
 SHINGLE_TOKENS = 3  # caption n-grams for MinHash: 3 CLIP tokens (about 3 words)
-LSH_BANDS = 20  # 20 bands of 8 rows: pairs at Jaccard 0.8 share a band with p = 0.975, at 0.3 with p = 1e-3
-ROWS_PER_BAND = 8  # ... and every candidate is then verified on the whole signature
-NUM_PERM = LSH_BANDS * ROWS_PER_BAND
+NUM_PERM = 160  # MinHash permutations: an estimate's standard deviation is sqrt(J(1-J)/160), 0.03 at J = 0.8
+LSH_MISS_AT_THRESHOLD = 0.01  # the LSH bands may miss at most 1% of the pairs right at the threshold
 PHASH_DISTANCE = 4  # Hamming distance (of 64 bits) at or below which two images are one picture
 REPETITION_NGRAM = 4  # caption_repetition counts tokens inside repeated 4-grams
 REPETITION_MAX = 0.35  # repetitive_caption when caption_repetition is above this
 REPEATED_SENTENCES_MAX = 0  # ... or when more sentences than this repeat an earlier one
 REPEATED_SENTENCE_MIN_TOKENS = 3  # shorter sentences ("Yes.") may repeat legitimately
+# ... or when the caption ends in a loop: 3+ back-to-back copies of one span of up to 32 tokens
+# (a generator stuck until its length limit; a longer span is a sentence, counted above)
+TAIL_LOOP_MIN_COPIES = 3
+TAIL_LOOP_MAX_PERIOD = 32
 ENGINES = ("local", "ray")
+
+
+def lsh_params(threshold: float) -> tuple[int, int]:
+    """(bands, rows per band) of the LSH for a Jaccard threshold t.
+
+    A pair of Jaccard J shares a band of r minima with probability J^r, so it becomes a
+    candidate with probability 1 - (1 - J^r)^b. The most rows per band (the fewest candidate
+    pairs below t to verify) whose NUM_PERM // r bands still make a pair at t a candidate
+    with probability >= 1 - LSH_MISS_AT_THRESHOLD; pairs above t are candidates more often.
+    t = 0.8: 22 bands of 7 rows (0.994 at 0.8, 0.16 at 0.5, 0.005 at 0.3).
+    """
+    for rows in range(NUM_PERM, 0, -1):
+        bands = NUM_PERM // rows
+        if 1 - (1 - threshold**rows) ** bands >= 1 - LSH_MISS_AT_THRESHOLD:
+            return bands, rows
+    return NUM_PERM, 1
+
+
 RUNTIME_ONLY = frozenset({"workers", "overwrite", "quiet", "engine", "ray_address", "max_in_flight", "image_threads"})
 
 
@@ -79,6 +100,10 @@ class CurateOptions:
             if not Path(path).exists():
                 raise UserError(f"--decontaminate {spec!r}: {path}: no such file or folder")
 
+    def lsh(self) -> tuple[int, int]:
+        """(bands, rows per band) for this run's --near-duplicate-threshold."""
+        return lsh_params(self.near_duplicate_threshold)
+
     def thresholds(self) -> dict[str, Any]:
         """Every threshold that decides a reason (recorded in the manifest)."""
         return {
@@ -89,8 +114,9 @@ class CurateOptions:
             "minhash": {
                 "shingle": f"{SHINGLE_TOKENS} CLIP tokens",
                 "num_perm": NUM_PERM,
-                "bands": LSH_BANDS,
-                "rows_per_band": ROWS_PER_BAND,
+                "bands": self.lsh()[0],
+                "rows_per_band": self.lsh()[1],
+                "lsh_miss_at_threshold_max": LSH_MISS_AT_THRESHOLD,
                 "library": "rensa RMinHash",
             },
             "repetition": {
@@ -98,6 +124,8 @@ class CurateOptions:
                 "caption_repetition_max": REPETITION_MAX,
                 "repeated_sentences_max": REPEATED_SENTENCES_MAX,
                 "repeated_sentence_min_tokens": REPEATED_SENTENCE_MIN_TOKENS,
+                "tail_loop_min_copies": TAIL_LOOP_MIN_COPIES,
+                "tail_loop_max_period_tokens": TAIL_LOOP_MAX_PERIOD,
             },
             "truncation": "caption_truncated (see docs/curation.md)",
         }

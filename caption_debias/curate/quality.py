@@ -6,10 +6,13 @@ Signals are columns of the curated shards; the reasons are thresholds on them (o
 - caption_repetition: fraction of the caption's tokens inside a repeated occurrence of a
   token 4-gram (the first occurrence does not count), in the spirit of Gopher's
   duplicate n-gram fraction (Rae et al. 2021), on tokens instead of characters;
+- caption_tail_loop: tokens in the loop the caption ends in (`tail_loop`): a generator stuck
+  in a loop repeats a phrase until its length limit, so the caption ends in back-to-back
+  copies of one span (only in the signals files and removal details: a kept row has none);
 - caption_truncated: the caption stops mid-sentence (`truncated`).
 
-`repeated_sentences`, `repetition` and `truncated` are the one-caption specifications;
-`signals_batch` computes the same for a whole shard from its Arrow columns.
+`repeated_sentences`, `repetition`, `tail_loop` and `truncated` are the one-caption
+specifications; `signals_batch` computes the same for a whole shard from its Arrow columns.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from caption_debias.curate.options import (
     REPEATED_SENTENCES_MAX,
     REPETITION_MAX,
     REPETITION_NGRAM,
+    TAIL_LOOP_MAX_PERIOD,
+    TAIL_LOOP_MIN_COPIES,
 )
 
 # Words a sentence cannot end on: articles, possessives, prepositions that need an object,
@@ -101,8 +106,48 @@ def repetition(tokens: list[int], n: int = REPETITION_NGRAM) -> float:
     return sum(covered) / len(tokens)
 
 
-def is_repetitive(repetition_fraction: float, repeated: int) -> bool:
-    return (repeated > REPEATED_SENTENCES_MAX) | (repetition_fraction > REPETITION_MAX)
+def ends_with_mark(caption: str) -> bool:
+    """The caption's last non-space character is not a letter or digit (its last token is punctuation)."""
+    text = caption.rstrip()
+    return bool(text) and not text[-1].isalnum()
+
+
+def tail_loop(
+    tokens: list[int],
+    ends_with_mark: bool = False,
+    max_period: int = TAIL_LOOP_MAX_PERIOD,
+    min_copies: int = TAIL_LOOP_MIN_COPIES,
+) -> int:
+    """Specification: tokens in the loop the caption ends in, 0 if none.
+
+    The loop is the longest suffix made of `min_copies` or more back-to-back copies of one
+    span of at most `max_period` tokens (the suffix has period p and is at least
+    min_copies * p long; its first and last copies may be partial). A caption that ends
+    with punctuation is also tried without its last token, so "a dog a dog a dog." ends in
+    a loop as well as "a dog, a dog, a dog,".
+    """
+    best = _suffix_loop(tokens, len(tokens), max_period, min_copies)
+    if ends_with_mark and tokens:
+        best = max(best, _suffix_loop(tokens, len(tokens) - 1, max_period, min_copies))
+    return best
+
+
+def _suffix_loop(tokens: list[int], end: int, max_period: int, min_copies: int) -> int:
+    """tail_loop of tokens[:end]."""
+    best = 0
+    for p in range(1, min(max_period, end // min_copies) + 1):
+        i = end - 1
+        while i - p >= 0 and tokens[i] == tokens[i - p]:
+            i -= 1
+        length = end - 1 - i + p  # the matched run plus its first period
+        if length >= min_copies * p and length > best:
+            best = length
+    return best
+
+
+def is_repetitive(repetition_fraction, repeated, tail_loop_tokens):
+    """The repetitive_caption rule on the three signals (scalars or numpy arrays)."""
+    return (repeated > REPEATED_SENTENCES_MAX) | (repetition_fraction > REPETITION_MAX) | (tail_loop_tokens > 0)
 
 
 def _list_parts(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:
@@ -176,5 +221,45 @@ def signals_batch(sentence_tokens: pa.Array, captions: list[str]) -> dict[str, n
     tok_row = np.repeat(np.arange(n_rows), lengths)
     cov_count = np.bincount(tok_row[covered], minlength=n_rows)
     fraction = np.where(lengths > 0, cov_count / np.maximum(lengths, 1), 0.0).astype(np.float32)
+    marks = np.fromiter((ends_with_mark(c) for c in captions), bool, n_rows)
+    loops = _tail_loops(tokens, row_off, gram_off, is_rep, marks)
     trunc = np.fromiter((truncated(c, int(k)) for c, k in zip(captions, n_sent)), bool, n_rows)
-    return {"caption_repetition": fraction, "caption_repeated_sentences": repeated, "caption_truncated": trunc}
+    return {
+        "caption_repetition": fraction,
+        "caption_repeated_sentences": repeated,
+        "caption_tail_loop": loops,
+        "caption_truncated": trunc,
+    }
+
+
+def _tail_loops(
+    tokens: np.ndarray, row_off: np.ndarray, gram_off: np.ndarray, gram_repeats: np.ndarray, marks: np.ndarray
+) -> np.ndarray:
+    """tail_loop of every row: the specification, run only on the rows that can end in a loop.
+
+    A loop of period p >= 2 and at least 3p tokens ends in an n-gram (n = 4 <= 2p) that
+    also starts p tokens earlier, so its last n-gram is a repeat; a loop of period 1 ends
+    in three equal tokens. Rows with neither (nearly all) have no loop.
+    """
+    assert TAIL_LOOP_MIN_COPIES >= 3 and REPETITION_NGRAM <= 4  # what the filter relies on
+    start, end = row_off[:-1], row_off[1:]
+    n = REPETITION_NGRAM
+
+    def may_loop_before(stop: np.ndarray) -> np.ndarray:
+        """Rows whose tokens[start:stop] may end in a loop."""
+        length = stop - start
+        last_gram = np.zeros(len(start), bool)
+        has = length >= n
+        last_gram[has] = gram_repeats[gram_off[:-1][has] + (length[has] - n)]
+        triple = np.zeros(len(start), bool)
+        has3 = length >= 3
+        e = stop[has3]
+        triple[has3] = (tokens[e - 1] == tokens[e - 2]) & (tokens[e - 2] == tokens[e - 3])
+        return last_gram | triple
+
+    marks = marks & (end > start)
+    candidates = may_loop_before(end) | (marks & may_loop_before(end - marks))
+    out = np.zeros(len(start), np.int32)
+    for r in np.flatnonzero(candidates).tolist():
+        out[r] = tail_loop(tokens[start[r] : end[r]].tolist(), bool(marks[r]))
+    return out

@@ -80,7 +80,7 @@ def start(out: Path, shaping: dict[str, Any], overwrite: bool) -> bool:
 
 def _signal_tasks(inputs: Inputs, out: Path, options: CurateOptions, resumed: bool, reused: Counter) -> Iterator[Any]:
     for s in inputs.shards:
-        fp = signals.fingerprint(s.sha256, s.start, options.image_root)
+        fp = signals.fingerprint(s.sha256, s.start, options.image_root, options.lsh())
         side = _load_signal_sidecar(out, s.index, fp) if resumed else None
         if side is not None:
             reused["signals"] += 1
@@ -95,6 +95,7 @@ def _signal_tasks(inputs: Inputs, out: Path, options: CurateOptions, resumed: bo
                 "fingerprint": fp,
                 "image_root": options.image_root,
                 "image_threads": options.image_threads,
+                "lsh": list(options.lsh()),
             }
 
 
@@ -226,7 +227,7 @@ def _curate(given: list[str | Path], out: Path, options: CurateOptions) -> dict[
     if options.decontaminate:
         from caption_debias.curate import decontaminate
 
-        ev = decontaminate.load(options.decontaminate, options.image_root, options.image_threads)
+        ev = decontaminate.load(options.decontaminate, options.image_root, options.lsh(), options.image_threads)
     reused: Counter = Counter()
     mapper = _mapper(options)
     in_flight = options.max_in_flight * options.workers

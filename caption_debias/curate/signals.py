@@ -19,10 +19,10 @@ import pyarrow.parquet as pq
 
 from caption_debias.curate import images as img
 from caption_debias.curate import minhash, quality
-from caption_debias.curate.options import LSH_BANDS, NUM_PERM
+from caption_debias.curate.options import NUM_PERM
 from caption_debias.prepare.writer import write_json, write_shard
 
-SIGNALS_VERSION = 1  # bump when a signal's definition changes: old signal files are then redone
+SIGNALS_VERSION = 3  # bump when a signal's definition changes: old signal files are then redone
 SIGNALS_DIR = ".curate/signals"
 INPUT_COLUMNS = ["key", "image", "caption", "sentence_tokens"]
 EXAMPLES = 3  # example paths per coverage group and status
@@ -40,8 +40,8 @@ def sidecar_path(out: Path, index: int) -> Path:
     return out / SIGNALS_DIR / f"part-{index:05d}.json"
 
 
-def fingerprint(shard_sha256: str, start: int, image_root: str | None) -> str:
-    text = f"{SIGNALS_VERSION}|{shard_sha256}|{start}|{image_root}|{NUM_PERM}|{LSH_BANDS}"
+def fingerprint(shard_sha256: str, start: int, image_root: str | None, lsh: tuple[int, int]) -> str:
+    text = f"{SIGNALS_VERSION}|{shard_sha256}|{start}|{image_root}|{NUM_PERM}|{lsh[0]}|{lsh[1]}"
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -68,16 +68,16 @@ def _u64(values: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
     return pa.array(values.astype(np.uint64), pa.uint64(), mask=mask)
 
 
-def caption_signals(table: pa.Table) -> dict[str, Any]:
+def caption_signals(table: pa.Table, lsh: tuple[int, int]) -> dict[str, Any]:
     """Text signals of every row: quality columns, caption hash, MinHash signature and band keys."""
     captions = table.column("caption").to_pylist()
     st = table.column("sentence_tokens").combine_chunks()
     q = quality.signals_batch(st, captions)
-    return {**q, **dedup_signals(table)}
+    return {**q, **dedup_signals(table, lsh)}
 
 
-def dedup_signals(table: pa.Table) -> dict[str, Any]:
-    """The duplicate-finding signals of every row: caption hash, MinHash signature, band keys."""
+def dedup_signals(table: pa.Table, lsh: tuple[int, int]) -> dict[str, Any]:
+    """The duplicate-finding signals of every row: caption hash, MinHash signature, (bands, rows) band keys."""
     st = table.column("sentence_tokens").combine_chunks()
     tokens, row_off, _, _ = quality.row_tokens(st)
     hashes, h_off = minhash.shingle_hashes(tokens, row_off)
@@ -86,7 +86,7 @@ def dedup_signals(table: pa.Table) -> dict[str, Any]:
     return {
         "caption_hash": caption_hashes(table.column("caption").combine_chunks()),
         "signatures": sigs,
-        "bands": minhash.band_keys(sigs) if len(sigs) else np.zeros((0, LSH_BANDS), np.uint64),
+        "bands": minhash.band_keys(sigs, *lsh),
         "has_shingles": has_shingles,
     }
 
@@ -94,9 +94,9 @@ def dedup_signals(table: pa.Table) -> dict[str, Any]:
 TEXT_BATCH = 4096  # rows per caption-signal batch: the numpy intermediates are ~10 arrays of all tokens
 
 
-def _batched_caption_signals(table: pa.Table) -> dict[str, Any]:
+def _batched_caption_signals(table: pa.Table, lsh: tuple[int, int]) -> dict[str, Any]:
     """caption_signals over slices of the shard, concatenated (worker memory bounded whatever the shard size)."""
-    parts = [caption_signals(table.slice(i, TEXT_BATCH)) for i in range(0, max(table.num_rows, 1), TEXT_BATCH)]
+    parts = [caption_signals(table.slice(i, TEXT_BATCH), lsh) for i in range(0, max(table.num_rows, 1), TEXT_BATCH)]
     if len(parts) == 1:
         return parts[0]
     out: dict[str, Any] = {}
@@ -155,12 +155,14 @@ def compute(task: dict[str, Any]) -> dict[str, Any]:
         cols["image_phash"] = _u64(np.array([f.phash or 0 for f in facts], np.uint64), ok)
         cols["image_error"] = pa.array([f.error for f in facts], pa.string())
     cols["image_key"] = pa.array(image_key, pa.binary())
-    text = _batched_caption_signals(table)
+    lsh = tuple(task["lsh"])
+    text = _batched_caption_signals(table, lsh)
     cols["caption_hash"] = pa.array(text["caption_hash"], pa.binary(16))
     cols["caption_repetition"] = pa.array(text["caption_repetition"], pa.float32())
     cols["caption_repeated_sentences"] = pa.array(text["caption_repeated_sentences"], pa.int32())
+    cols["caption_tail_loop"] = pa.array(text["caption_tail_loop"], pa.int32())
     cols["caption_truncated"] = pa.array(text["caption_truncated"], pa.bool_())
-    for b in range(LSH_BANDS):
+    for b in range(lsh[0]):
         cols[band_name(b)] = _u64(text["bands"][:, b] if n else np.zeros(0, np.uint64), text["has_shingles"])
     sig_bytes = np.ascontiguousarray(text["signatures"], np.uint32).tobytes()
     cols["signature"] = pa.FixedSizeBinaryArray.from_buffers(

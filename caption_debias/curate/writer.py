@@ -64,6 +64,7 @@ def row_detail(reason: str, signals: pa.Table, i: int) -> dict[str, Any]:
         return {
             "caption_repetition": round(value("caption_repetition"), 4),
             "caption_repeated_sentences": value("caption_repeated_sentences"),
+            "caption_tail_loop": value("caption_tail_loop"),
         }
     if reason == "truncated_caption":
         return {"caption_truncated": True}
