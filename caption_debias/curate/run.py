@@ -196,11 +196,11 @@ def _cleanup(out: Path, shard_paths: set[str]) -> None:
 def curate(inputs: list[str | Path], out: str | Path, options: CurateOptions | None = None) -> dict[str, Any]:
     """Curate the prepared (or curated) folders `inputs` into `out`; returns the manifest."""
     options = options or CurateOptions()
+    if options.image_root is not None:
+        storage.require_local(options.image_root, "--image-root")
     options.validate()
     out = storage.as_path(out)
     storage.require_shared(out, options.workers, options.engine, "--out")
-    if options.image_root is not None:
-        storage.require_local(options.image_root, "--image-root")
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: exists and is not a folder")
     with folder_lock(out, "curate"):
