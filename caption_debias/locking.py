@@ -112,11 +112,15 @@ def _stale(info: dict) -> bool:
 def _create(record: Any, data: bytes) -> bool:
     """Write the lock object unless one exists; False when one does.
 
-    Exclusive create where the backend has it (memory, local, AWS S3 and S3-compatible
-    stores honouring If-None-Match); elsewhere check-then-write, which the read-back after
-    it guards on a best-effort basis.
+    Exclusive create where the backend implements fsspec's "x" mode (memory, local, s3fs on
+    stores honouring If-None-Match); elsewhere check-then-write, which the read-back after it
+    guards on a best-effort basis. The check comes first on every backend: some accept "xb"
+    as a plain write.
     """
     fs, path = record.fs, record.path
+    fs.invalidate_cache(path)  # listings may be cached (s3fs): ask the store itself
+    if fs.exists(path):
+        return False
     try:
         with fs.open(path, "xb") as fh:
             fh.write(data)
@@ -124,8 +128,6 @@ def _create(record: Any, data: bytes) -> bool:
     except FileExistsError:
         return False
     except (ValueError, NotImplementedError, TypeError):  # this backend has no exclusive create
-        if fs.exists(path):
-            return False
         fs.pipe_file(path, data)
         return True
 

@@ -331,20 +331,26 @@ def test_remote_lock_heartbeat_refreshes_and_a_takeover_fails_the_run(bucket, mo
     assert json.loads(MEM.cat_file(_record(folder)))["token"] == "t"  # the other holder's record is left alone
 
 
-def test_remote_lock_without_exclusive_create_checks_then_reads_back(bucket, monkeypatch):
-    """A backend that has no "xb" mode: check, write, read back (best effort, docs/storage.md)."""
+@pytest.mark.parametrize("backend", ["refuses xb", "takes xb as wb"])
+def test_remote_lock_without_exclusive_create_checks_then_reads_back(bucket, monkeypatch, backend):
+    """A backend without fsspec's "x" mode, or one that writes over an object on "xb": check,
+    write, read back (best effort, docs/storage.md); a live holder's record is never overwritten."""
     real_open = type(MEM).open
 
     def no_exclusive(self, path, mode="rb", *args, **kwargs):
         if "x" in mode:
-            raise ValueError("exclusive create not supported")
+            if backend == "refuses xb":
+                raise ValueError("exclusive create not supported")
+            mode = mode.replace("x", "w")
         return real_open(self, path, mode, *args, **kwargs)
 
     monkeypatch.setattr(type(MEM), "open", no_exclusive)
     folder = f"{bucket}/out"
     with folder_lock(folder, "prepare"):
-        assert json.loads(MEM.cat_file(_record(folder)))["pid"] == os.getpid()
+        held = MEM.cat_file(_record(folder))
+        assert json.loads(held)["pid"] == os.getpid()
         with pytest.raises(FolderLocked):
             with folder_lock(folder, "curate"):
                 pass
+        assert MEM.cat_file(_record(folder)) == held
     assert not MEM.exists(_record(folder))
