@@ -5,8 +5,9 @@ builtin open, write-temp-then-rename, flock. A URL becomes a universal_pathlib U
 fsspec filesystem, which has the same methods (/, name, is_file, iterdir, glob, open,
 read_text, unlink), so most code needs no branch. What an object store lacks has an analogue
 here: no rename (`staged`: write a local file, then put it under its final name, where it
-appears whole), no append (`local_scratch`), no flock (locking.py's lock object). Pyarrow and
-polars get the fsspec filesystem rather than the URL (`arrow_source`, `scan_parquet`).
+appears whole), no append (`local_temp`: appended lists gather locally), no flock (locking.py's
+lock object). Pyarrow and polars get the fsspec filesystem, not the URL (`arrow_source`,
+`scan_parquet`).
 docs/storage.md says what works remotely and what each guarantee becomes.
 """
 
@@ -148,16 +149,6 @@ def staged(path: Any) -> Iterator[Path]:
         put_local(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-
-
-@contextmanager
-def local_scratch(name: str) -> Iterator[Path]:
-    """A local folder for files a remote run appends to (a store cannot append), removed afterwards."""
-    folder = Path(tempfile.mkdtemp(prefix=f".caption-debias-{name}-"))
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def arrow_source(path: Any) -> tuple[str, Any]:
