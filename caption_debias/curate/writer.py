@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from caption_debias import storage
 from caption_debias.curate.options import REASONS
 from caption_debias.prepare import state
-from caption_debias.prepare.writer import _replace, _tmp, sha256_file, write_json, write_shard
+from caption_debias.prepare.writer import atomic_output, sha256_file, write_json, write_shard
 from caption_debias.records import excerpt
 from caption_debias.schema import shard_arrow_schema
 
@@ -123,21 +123,20 @@ def build_table(task: dict[str, Any]) -> tuple[pa.Table, list[dict[str, Any]]]:
 def _write_embedded(table: pa.Table, path: Path, image_root: str) -> str:
     """Write `table` with image_bytes filled, EMBED_ROW_GROUP rows at a time (atomic, like write_shard)."""
     root = Path(image_root)
-    tmp = _tmp(path)
     col = table.schema.get_field_index("image_bytes")
-    with pq.ParquetWriter(tmp, table.schema, compression="zstd") as writer:
-        for start in range(0, table.num_rows, EMBED_ROW_GROUP):
-            part = table.slice(start, EMBED_ROW_GROUP)
-            blobs = []
-            for image in part.column("image").to_pylist():
-                try:
-                    blobs.append((root / image).read_bytes() if "://" not in image else None)
-                except OSError:
-                    blobs.append(None)  # gone since the signals were taken: null, not a failed run
-            part = part.set_column(col, table.schema.field(col), pa.array(blobs, pa.binary()))
-            writer.write_table(part)
-    digest = sha256_file(tmp)
-    _replace(tmp, path)
+    with atomic_output(path) as tmp:
+        with pq.ParquetWriter(tmp, table.schema, compression="zstd") as writer:
+            for start in range(0, table.num_rows, EMBED_ROW_GROUP):
+                part = table.slice(start, EMBED_ROW_GROUP)
+                blobs = []
+                for image in part.column("image").to_pylist():
+                    try:
+                        blobs.append((root / image).read_bytes() if "://" not in image else None)
+                    except OSError:
+                        blobs.append(None)  # gone since the signals were taken: null, not a failed run
+                part = part.set_column(col, table.schema.field(col), pa.array(blobs, pa.binary()))
+                writer.write_table(part)
+        digest = sha256_file(tmp)
     return digest
 
 

@@ -51,7 +51,7 @@ def _replace(tmp: Path, path: Path) -> None:
 
 
 @contextmanager
-def _atomic(path: Path) -> Iterator[Path]:
+def atomic_output(path: Path) -> Iterator[Path]:
     """Yield a temp path to write; synced and renamed to `path` after, removed on failure."""
     if storage.is_remote(path):
         with _remote_atomic(path) as tmp:
@@ -91,20 +91,20 @@ def sha256_file(path: Path) -> str:
 
 def write_shard(table: pa.Table, path: Path) -> str:
     """Write a zstd Parquet shard atomically; returns its sha256."""
-    with _atomic(path) as tmp:
+    with atomic_output(path) as tmp:
         pq.write_table(table, tmp, compression="zstd", row_group_size=min(max(len(table), 1), 8192))
         digest = sha256_file(tmp)
     return digest
 
 
 def write_json(data: Any, path: Path) -> None:
-    with _atomic(path) as tmp:
+    with atomic_output(path) as tmp:
         tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1, default=str) + "\n", encoding="utf-8")
 
 
 def write_text(text_lines, path: Path) -> None:
     """Write lines (an iterable of str) atomically."""
-    with _atomic(path) as tmp:
+    with atomic_output(path) as tmp:
         with open(tmp, "w", encoding="utf-8") as fh:
             for line in text_lines:
                 fh.write(line)
