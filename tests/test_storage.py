@@ -80,15 +80,15 @@ def test_unknown_protocol_and_missing_backend_are_one_line():
 
 
 def test_cli_missing_backend_is_one_line_not_a_traceback(tmp_path):
-    if importlib.util.find_spec("s3fs") is not None:
-        pytest.skip("s3fs is installed here")
+    if importlib.util.find_spec("gcsfs") is not None:
+        pytest.skip("gcsfs is installed here")
     _table(tmp_path / "t.jsonl")
     main = "from caption_debias.cli.main import main; main()"
-    args = ["prepare", str(tmp_path / "t.jsonl"), "-o", "s3://bucket/prepared", "-q"]
+    args = ["prepare", str(tmp_path / "t.jsonl"), "-o", "gs://bucket/prepared", "-q"]
     res = subprocess.run([sys.executable, "-c", main, *args], capture_output=True, text=True, timeout=120)
     assert res.returncode != 0 and res.stdout == ""
     assert res.stderr.strip().splitlines() == [
-        "caption-debias: error: s3://bucket/prepared: s3:// needs the s3fs package (fsspec's s3 backend): pip install s3fs"
+        "caption-debias: error: gs://bucket/prepared: gs:// needs the gcsfs package (fsspec's gs backend): pip install gcsfs"
     ]
 
 

@@ -34,20 +34,9 @@ def os_error_text(exc: OSError) -> str:
 
 
 def _tmp(path: Path) -> Path:
-    if storage.is_remote(path):  # written locally, then put under `path` by _replace
+    if storage.is_remote(path):  # written locally, then put under `path` (storage.put_local)
         return storage.local_temp(path.name)
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
-
-
-def _replace(tmp: Path, path: Path) -> None:
-    """Sync the finished temp file and rename it to `path` (remote: put it under `path`)."""
-    if storage.is_remote(path):
-        storage.put_local(tmp, path)
-        tmp.unlink()
-        return
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 @contextmanager
