@@ -26,7 +26,7 @@ def _option(name: str, *flags: str) -> Any:
 
 def train(
     ctx: typer.Context,
-    data: Optional[Path] = typer.Argument(_FIELDS["data"].default, help=_FIELDS["data"].metadata["help"]),
+    data: Optional[str] = typer.Argument(_FIELDS["data"].default, help=_FIELDS["data"].metadata["help"]),
     image_root: Optional[Path] = _option("image_root"),
     model: str = _option("model"),
     pretrained: Optional[str] = _option("pretrained"),

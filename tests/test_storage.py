@@ -103,7 +103,7 @@ def test_prepare_stats_curate_train_round_trip_on_memory(tmp_path, bucket):
     from caption_debias.cli.main import app
 
     pytest.importorskip("torch")
-    from train_fixtures import make_prepared, tiny_config
+    from train_fixtures import make_prepared
 
     local, images = make_prepared(tmp_path / "w", n=16)
     table = tmp_path / "w" / "table.jsonl"
@@ -129,10 +129,10 @@ def test_prepare_stats_curate_train_round_trip_on_memory(tmp_path, bucket):
     ds = PreparedDataset.open(curated)
     assert ds.rows == c["written"] and ds.read(["image_width"]).column("image_width").to_pylist() == [64] * ds.rows
 
-    from caption_debias.train.loop import train
-
     run = tmp_path / "run"
-    train(tiny_config(curated, images, run, max_steps=2))
+    train_args = ["train", curated, "--image-root", str(images), "--model", "tiny", "--batch-size", "4"]
+    res = runner.invoke(app, [*train_args, "--max-steps", "2", "--precision", "fp32", "--out", str(run), "-q"])
+    assert res.exit_code == 0, res.output
     lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
     assert [x["step"] for x in lines if "loss" in x][-1] == 2
 
