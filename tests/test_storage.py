@@ -159,6 +159,27 @@ def test_prepare_reads_remote_inputs_like_local_ones(tmp_path, bucket):
         assert remote_rejects == local_rejects and remote["counts"]["rejected"] >= 1, name
 
 
+def test_prepare_reads_remote_folder_formats(tmp_path, bucket):
+    """Folder layouts (DCI, Urban1k) listed and read through fsspec: the same rows and rejects."""
+    from test_readers import write_dci
+
+    write_dci(tmp_path / "dci")
+    urban = tmp_path / "Urban1k"
+    (urban / "image").mkdir(parents=True)
+    (urban / "caption").mkdir()
+    for i in (1, 2, 10):
+        (urban / "image" / f"{i}.jpg").write_bytes(b"jpg")
+        (urban / "caption" / f"{i}.txt").write_text(f"Street {i}. Cars park.\n")
+    (urban / "caption" / "11.txt").write_text("No image for this one.")
+    for name in ("dci", "Urban1k"):
+        MEM.put(str(tmp_path / name), storage.as_path(f"{bucket}/{name}").path, recursive=True)
+        remote = prepare([f"{bucket}/{name}"], f"{bucket}/out-{name}", PrepareOptions(quiet=True))
+        local = prepare([tmp_path / name], tmp_path / f"out-{name}", PrepareOptions(quiet=True))
+        assert remote["inputs"][0]["format"] == name.lower() and remote["counts"]["written"] >= 1, name
+        assert remote["counts"] == local["counts"] and remote["counts"]["rejected"] >= 1, name
+        assert _shards(f"{bucket}/out-{name}") == _shards(tmp_path / f"out-{name}"), name
+
+
 def test_remote_reads_are_buffered_not_a_block_per_line(bucket):
     """fsspec's own readline reads a whole block per line; open_file puts a buffer in front."""
     MEM.pipe_file(storage.as_path(f"{bucket}/lines.jsonl").path, b"".join(b'{"i": %d}\n' % i for i in range(1000)))
