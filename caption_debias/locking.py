@@ -144,6 +144,8 @@ class _Heartbeat(threading.Thread):
     def run(self) -> None:
         while not self.stop.wait(HEARTBEAT_S):
             current = _read_record(self.record)
+            if current == {}:
+                continue  # unreadable just now (a store hiccup): the next beat looks again
             if current is not None and current.get("token") != self.info["token"]:
                 self.lost = current
                 print(
@@ -183,7 +185,7 @@ def _object_lock(folder: Any, command: str) -> Iterator[Any]:
                 break
             current = _read_record(record)
             if current is None:
-                continue  # released between our write and our read: try again
+                continue  # its holder released it between our check and our read: try again
             if attempt or not current or not _stale(current):
                 where = _describe(current or None)
                 raise FolderLocked(

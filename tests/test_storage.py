@@ -352,6 +352,18 @@ def test_remote_lock_heartbeat_refreshes_and_a_takeover_fails_the_run(bucket, mo
     assert json.loads(MEM.cat_file(_record(folder)))["token"] == "t"  # the other holder's record is left alone
 
 
+def test_remote_lock_survives_an_unreadable_record_for_a_beat(bucket, monkeypatch):
+    """A read that fails at a heartbeat (a store hiccup) is not a takeover: the run does not fail."""
+    monkeypatch.setattr(locking, "HEARTBEAT_S", 0.05)
+    folder = f"{bucket}/out"
+    real_read = locking._read_record
+    with folder_lock(folder, "prepare"):
+        monkeypatch.setattr(locking, "_read_record", lambda record: {})
+        time.sleep(0.3)
+        monkeypatch.setattr(locking, "_read_record", real_read)
+    assert not MEM.exists(_record(folder))
+
+
 @pytest.mark.parametrize("backend", ["refuses xb", "takes xb as wb"])
 def test_remote_lock_without_exclusive_create_checks_then_reads_back(bucket, monkeypatch, backend):
     """A backend without fsspec's "x" mode, or one that writes over an object on "xb": check,
