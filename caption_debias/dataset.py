@@ -1,4 +1,8 @@
-"""Read a prepared folder (manifest.json + Parquet shards): the input of stats, train and eval."""
+"""Read a prepared folder (manifest.json + Parquet shards): the input of stats, train and eval.
+
+The folder may be an fsspec URL (caption_debias.storage): shards are then read by ranges
+through fsspec, the same checks apply.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,8 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from caption_debias import storage
 from caption_debias.errors import UserError
 
 MANIFEST = "manifest.json"
@@ -23,7 +27,7 @@ class IncompleteFolder(UserError):
 
 @dataclass
 class PreparedDataset:
-    folder: Path
+    folder: Path  # a UPath for a remote folder
     manifest: dict[str, Any]
 
     @classmethod
@@ -35,7 +39,7 @@ class PreparedDataset:
         Refused unless `allow_incomplete`: a manifest saying complete: false (an input was cut
         off; the rows before the cut are all there).
         """
-        folder = Path(folder)
+        folder = storage.as_path(folder)
         path = folder / MANIFEST
         if not folder.is_dir():
             raise UserError(f"{folder}: no such folder")
@@ -82,12 +86,12 @@ class PreparedDataset:
         if not self.shard_paths:
             schema = shard_arrow_schema()
             return schema.empty_table() if columns is None else schema.empty_table().select(list(columns))
-        tables = [pq.read_table(p, columns=list(columns) if columns else None) for p in self.shard_paths]
+        tables = [storage.read_table(p, columns=list(columns) if columns else None) for p in self.shard_paths]
         return pa.concat_tables(tables)
 
     def iter_batches(self, columns: Sequence[str] | None = None, batch_size: int = 4096) -> Iterator[pa.RecordBatch]:
         for path in self.shard_paths:
-            yield from pq.ParquetFile(path).iter_batches(
+            yield from storage.parquet_file(path).iter_batches(
                 batch_size=batch_size, columns=list(columns) if columns else None
             )
 
@@ -99,12 +103,12 @@ class PreparedDataset:
 
         if not self.shard_paths:
             return pl.from_arrow(shard_arrow_schema().empty_table()).lazy()
-        return pl.scan_parquet([str(p) for p in self.shard_paths])
+        return storage.scan_parquet(self.shard_paths)
 
     def rejects(self) -> Iterator[dict[str, Any]]:
         path = self.folder / REJECTS
         if path.is_file():
-            with path.open(encoding="utf-8") as fh:
+            with storage.open_file(path, "r", encoding="utf-8") as fh:
                 for line in fh:
                     if line.strip():
                         yield json.loads(line)
@@ -121,7 +125,7 @@ def _shard_problem(folder: Path, shards: list[dict[str, Any]]) -> str | None:
         if not path.is_file():
             return f"shard {rel} listed in {MANIFEST} is missing"
         try:
-            found = pq.read_metadata(path).num_rows  # the footer only: cheap whatever the shard's size
+            found = storage.read_metadata(path).num_rows  # the footer only: cheap whatever the shard's size
         except (OSError, pa.ArrowException) as exc:
             return f"shard {rel} is unreadable ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
         if found != rows:

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import List, Optional
 
 import typer
 
 
 def curate(
-    inputs: List[Path] = typer.Argument(
+    inputs: List[str] = typer.Argument(
         ...,
         help="Prepared (or curated) folders, in order: of duplicates, the earliest row is kept.",
         show_default=False,
     ),
-    out: Path = typer.Option(..., "--out", "-o", help="Output folder: shards, manifest.json and removed.jsonl."),
-    image_root: Optional[Path] = typer.Option(
+    out: str = typer.Option(
+        ...,
+        "--out",
+        "-o",
+        help="Output folder: shards, manifest.json and removed.jsonl (a local path or an fsspec URL).",
+    ),
+    image_root: Optional[str] = typer.Option(
         None,
         "--image-root",
         help="Folder the rows' image paths are relative to: images are opened, checked, hashed and compared.",

@@ -22,7 +22,7 @@ def evaluate(
         "-b",
         help="Benchmark layout of the matching --data: urban1k, docci, dci, long-dci, coco, flickr30k, flickr30k-full, sharegpt4v-1k (first 1,000 records), sharegpt4v-1k-sam (first 1,000 SAM records), imagefolder (zero-shot classification), prepared. Repeat in pairs with --data; omit for prepared folders.",
     ),
-    data: List[Path] = typer.Option(
+    data: List[str] = typer.Option(
         [], "--data", "-d", help="Benchmark root/file in its public layout, or a prepared folder. Repeatable."
     ),
     image_root: Optional[Path] = typer.Option(
@@ -111,7 +111,7 @@ def probe(
     models: List[str] = typer.Argument(
         ..., help=_MODELS_HELP + " Two models (e.g. a Long-CLIP run and a DeBias run) are shown side by side."
     ),
-    data: Path = typer.Option(
+    data: str = typer.Option(
         ...,
         "--data",
         "-d",

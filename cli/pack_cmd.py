@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional
 
 import typer
 
 
 def pack(
-    prepared: Path = typer.Argument(..., help="Prepared (or curated) folder to pack."),
-    image_root: Path = typer.Option(
+    prepared: str = typer.Argument(..., help="Prepared (or curated) folder to pack (a local path or an fsspec URL)."),
+    image_root: str = typer.Option(
         ..., "--image-root", help="Folder the rows' `image` paths are relative to (files or img2dataset tars)."
     ),
-    out: Path = typer.Option(
+    out: str = typer.Option(
         ..., "--out", "-o", help="Output folder: NNNNN.tar, sizes.json, removed.jsonl, manifest.json."
     ),
     image_size: int = typer.Option(

@@ -23,11 +23,16 @@ FORMATS = (
 
 
 def prepare(
-    inputs: List[Path] = typer.Argument(
-        ..., help="Input files or folders (one dataset dump each).", show_default=False
+    inputs: List[str] = typer.Argument(
+        ...,
+        help="Input files or folders (one dataset dump each; local paths or fsspec URLs such as s3://).",
+        show_default=False,
     ),
-    output: Path = typer.Option(
-        ..., "--output", "-o", help="Output folder for shards, manifest.json and rejects.jsonl."
+    output: str = typer.Option(
+        ...,
+        "--output",
+        "-o",
+        help="Output folder for shards, manifest.json and rejects.jsonl (a local path or an fsspec URL).",
     ),
     format: str = typer.Option(
         "auto", "--format", "-f", help=f"Input format: {', '.join(FORMATS)} (auto: from path and first bytes)."

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from enum import Enum
-from pathlib import Path
 from typing import List, Optional
 
 import typer
@@ -15,10 +14,10 @@ class By(str, Enum):
 
 
 def stats(
-    folders: List[Path] = typer.Argument(
+    folders: List[str] = typer.Argument(
         ..., help="Prepared folders (output of `caption-debias prepare`); several are compared side by side."
     ),
-    report: Optional[Path] = typer.Option(
+    report: Optional[str] = typer.Option(
         None,
         "--report",
         "-r",

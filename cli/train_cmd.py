@@ -27,7 +27,7 @@ def _option(name: str, *flags: str) -> Any:
 
 def train(
     ctx: typer.Context,
-    data: Optional[Path] = typer.Argument(_FIELDS["data"].default, help=_FIELDS["data"].metadata["help"]),
+    data: Optional[str] = typer.Argument(_FIELDS["data"].default, help=_FIELDS["data"].metadata["help"]),
     image_root: Optional[Path] = _option("image_root"),
     model: str = _option("model"),
     pretrained: Optional[str] = _option("pretrained"),
@@ -76,7 +76,7 @@ def train(
     lock_text_unlocked_layers: int = _option("lock_text_unlocked_layers"),
     lock_text_freeze_layer_norm: bool = _option("lock_text_freeze_layer_norm"),
     torchcompile: bool = _option("torchcompile"),
-    val_data: Optional[Path] = _option("val_data"),
+    val_data: Optional[str] = _option("val_data"),
     val_image_root: Optional[Path] = _option("val_image_root"),
     val_frequency: int = _option("val_frequency"),
     allow_incomplete: bool = _option("allow_incomplete"),

@@ -10,9 +10,9 @@ import typer
 
 
 def urls(
-    prepared: Path = typer.Argument(..., help="Prepared folder (output of `caption-debias prepare`)."),
-    to: Path = typer.Option(..., "--to", help="URL list to write, LIST.parquet (columns caption_key, url, caption)."),
-    images: Optional[Path] = typer.Option(
+    prepared: str = typer.Argument(..., help="Prepared folder (output of `caption-debias prepare`)."),
+    to: str = typer.Option(..., "--to", help="URL list to write, LIST.parquet (columns caption_key, url, caption)."),
+    images: Optional[str] = typer.Option(
         None, "--images", help="Folder img2dataset should download into (for the printed command; default LIST_images)."
     ),
     image_size: int = typer.Option(256, "--image-size", help="--image_size for img2dataset (keep_ratio resize)."),
@@ -52,8 +52,8 @@ def urls(
 
 
 def export_captions(
-    prepared: Path = typer.Argument(..., help="Prepared folder (output of `caption-debias prepare`)."),
-    to: Path = typer.Option(..., "--to", help="File to write (.csv/.tsv, .jsonl or .parquet)."),
+    prepared: str = typer.Argument(..., help="Prepared folder (output of `caption-debias prepare`)."),
+    to: str = typer.Option(..., "--to", help="File to write (.csv/.tsv, .jsonl or .parquet)."),
     fmt: Optional[str] = typer.Option(
         None,
         "--format",

@@ -127,9 +127,9 @@ class SignalTable:
         self.n = n_rows
 
     def scan(self):
-        import polars as pl
+        from caption_debias import storage
 
-        return pl.scan_parquet(self.files)
+        return storage.scan_parquet(self.files)
 
     def column(self, name: str):
         import polars as pl

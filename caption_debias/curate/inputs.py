@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from caption_debias import storage
 from caption_debias.dataset import MANIFEST, PreparedDataset
 from caption_debias.errors import UserError
 
@@ -45,13 +46,13 @@ def open_inputs(folders: list[str | Path], out: Path) -> Inputs:
     if not folders:
         raise UserError("no input folder given")
     names = [str(f) for f in folders]
-    if len(set(Path(f).resolve() for f in names)) != len(names):
+    if any(storage.same_place(a, b) for i, a in enumerate(names) for b in names[:i]):
         raise UserError("the same input folder is given twice")
     entries, shards, manifests = [], [], []
     start = 0
     for name in names:
-        path = Path(name)
-        if path.resolve() == out.resolve():
+        path = storage.as_path(name)
+        if storage.same_place(path, out):
             raise UserError(f"{name}: the input folder is also --out")
         ds = PreparedDataset.open(path)
         tok = (ds.manifest.get("tokenizer") or {}).get("name", "clip-bpe")

@@ -53,11 +53,12 @@ def ray_shared_keys(table: SignalTable, columns: list[str]) -> dict:
 
     def read(batch: pa.Table) -> pa.Table:
         import pyarrow.compute as pc
-        import pyarrow.parquet as pq
+
+        from caption_debias import storage
 
         parts = []
         for path in batch.column("path").to_pylist():
-            t = pq.read_table(path, columns=["order", *columns])
+            t = storage.read_table(path, columns=["order", *columns])
             for i, c in enumerate(columns):
                 col = t.column(c).combine_chunks()
                 valid = pc.is_valid(col)

@@ -9,12 +9,12 @@ and they depend on every row, so nothing partial of them is ever trusted).
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from caption_debias import storage
 from caption_debias.curate import dedup, signals, writer
 from caption_debias.curate.inputs import Inputs, open_inputs
 from caption_debias.curate.options import CurateOptions
@@ -50,7 +50,7 @@ def start(out: Path, shaping: dict[str, Any], overwrite: bool) -> bool:
         for name in (MANIFEST, REMOVED, SHARDS_DIR, STATE_DIR):
             p = out / name
             if p.is_dir():
-                shutil.rmtree(p)
+                storage.remove_tree(p)
             elif p.exists():
                 p.unlink()
     elif state_path.is_file():
@@ -197,8 +197,11 @@ def _cleanup(out: Path, shard_paths: set[str]) -> None:
 def curate(inputs: list[str | Path], out: str | Path, options: CurateOptions | None = None) -> dict[str, Any]:
     """Curate the prepared (or curated) folders `inputs` into `out`; returns the manifest."""
     options = options or CurateOptions()
+    if options.image_root is not None:
+        storage.require_local(options.image_root, "--image-root")
     options.validate()
-    out = Path(out)
+    out = storage.as_path(out)
+    storage.require_shared(out, options.workers, options.engine, "--out")
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: exists and is not a folder")
     with folder_lock(out, "curate"):
@@ -244,6 +247,8 @@ def _curate(given: list[str | Path], out: Path, options: CurateOptions) -> dict[
     shards, reasons = [], Counter()
     per_folder: dict[str, Counter] = {f["path"]: Counter() for f in inputs.folders}
     partial = out / STATE_DIR / "removed.jsonl.partial"
+    if storage.is_remote(out):  # a store cannot append: the lines gather in a local file
+        partial = storage.local_temp(REMOVED)
     with open(partial, "w", encoding="utf-8") as fh:
         for s, side in zip(inputs.shards, write_sides):
             per_folder[s.folder]["read"] += side["read"]

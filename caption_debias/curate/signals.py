@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from caption_debias import storage
 from caption_debias.curate import images as img
 from caption_debias.curate import minhash, quality
 from caption_debias.curate.options import NUM_PERM
@@ -130,8 +130,8 @@ def image_signals(images: list[str], image_root: str, threads: int) -> tuple[lis
 
 def compute(task: dict[str, Any]) -> dict[str, Any]:
     """Worker: the signals of one input shard. Returns the sidecar."""
-    out = Path(task["out"])
-    table = pq.read_table(task["path"], columns=INPUT_COLUMNS)
+    out = storage.as_path(task["out"])
+    table = storage.read_table(task["path"], columns=INPUT_COLUMNS)
     n = table.num_rows
     if n != task["rows"]:
         from caption_debias.errors import UserError

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from caption_debias import storage
 from caption_debias.curate.options import REASONS
 from caption_debias.prepare import state
 from caption_debias.prepare.writer import atomic_output, sha256_file, write_json, write_shard
@@ -74,8 +75,8 @@ def row_detail(reason: str, signals: pa.Table, i: int) -> dict[str, Any]:
 def build_table(task: dict[str, Any]) -> tuple[pa.Table, list[dict[str, Any]]]:
     """The kept rows with every schema column, and the removed.jsonl lines of this shard."""
     schema = shard_arrow_schema()
-    table = pq.read_table(task["path"])
-    signals = pq.read_table(task["signals"])
+    table = storage.read_table(task["path"])
+    signals = storage.read_table(task["signals"])
     n = table.num_rows
     removed_at = {int(i): r for i, r in task["removed"].items()}  # local row -> [reason code, detail]
     keep = np.ones(n, bool)
@@ -142,7 +143,7 @@ def _write_embedded(table: pa.Table, path: Path, image_root: str) -> str:
 
 def write(task: dict[str, Any]) -> dict[str, Any]:
     """Worker: the curated shard of one input shard. Returns the sidecar."""
-    out = Path(task["out"])
+    out = storage.as_path(task["out"])
     table, lines = build_table(task)
     side: dict[str, Any] = {
         "index": task["index"],

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from caption_debias import storage
 from caption_debias.errors import UserError
 
 
@@ -287,7 +288,7 @@ def load_prepared(path: Path, image_root: Path | None, name: str | None = None) 
     if not images:
         raise UserError(f"{path}: prepared folder has no rows ({definition})")
     return RetrievalData(
-        name or Path(path).name,
+        name or path.name,
         images,
         captions,
         text_image,
@@ -314,7 +315,7 @@ def load_benchmark(
     name: str | None, data: str | Path, image_root: str | Path | None = None, segmenter: str = "fast"
 ) -> RetrievalData:
     """name=None (or 'prepared') reads a prepared folder; otherwise one of BENCHMARKS."""
-    path = Path(data)
+    path = storage.as_path(data) if name in (None, "prepared") else Path(data)  # prepared folders may be URLs
     root = Path(image_root) if image_root is not None else None
     if not path.exists():
         raise UserError(f"{path}: no such file or folder")

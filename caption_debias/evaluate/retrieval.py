@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.evaluate.benchmarks import RetrievalData, load_prepared
 from caption_debias.evaluate.metrics import retrieval_recall
@@ -28,7 +29,7 @@ def as_data(data: Any, image_root: str | Path | None = None) -> RetrievalData:
     if isinstance(data, (tuple, list)) and len(data) == 2:
         data, image_root = data
     if isinstance(data, (str, Path)):
-        return load_prepared(Path(data), Path(image_root) if image_root is not None else None)
+        return load_prepared(storage.as_path(data), Path(image_root) if image_root is not None else None)
     raise TypeError(f"cannot evaluate on {type(data).__name__}: give RetrievalData or a prepared folder")
 
 

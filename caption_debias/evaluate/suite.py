@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.evaluate.benchmarks import BENCHMARKS, load_benchmark
 
@@ -42,7 +43,10 @@ def pair_data(benchmarks: Sequence[str], paths: Sequence[Path], image_root: Path
     for b in benchmarks:
         if b not in DATA_KINDS:
             raise UserError(f"unknown benchmark {b!r} (choose from {', '.join(DATA_KINDS)})")
-    specs = [DataSpec(b, Path(p), image_root) for b, p in zip(benchmarks, paths)]
+    # a prepared folder may be an fsspec URL (caption_debias.storage); benchmark layouts are local
+    specs = [
+        DataSpec(b, storage.as_path(p) if b == "prepared" else Path(p), image_root) for b, p in zip(benchmarks, paths)
+    ]
     labels = [s.label for s in specs]
     if len(set(labels)) != len(labels):
         raise UserError(f"the same data set is named twice: {', '.join(labels)}")

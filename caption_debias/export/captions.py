@@ -16,6 +16,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from caption_debias import storage
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
 from caption_debias.readers.common import is_url
@@ -32,8 +33,16 @@ def partial_file(to: Path) -> Iterator[Path]:
     """A temp name of this process next to `to`, renamed to `to` when the block ends, removed on failure.
 
     A half-written file never looks finished, and two runs writing one file leave one whole
-    file (the later rename wins), so these single-file commands need no folder lock.
+    file (the later rename wins), so these single-file commands need no folder lock. A remote
+    `to` is written locally and put under its name when complete (an object appears whole).
     """
+    if storage.is_remote(to):
+        try:
+            with storage.staged(to) as tmp:
+                yield tmp
+        except OSError as exc:
+            raise UserError(f"{to}: cannot write ({exc.strerror or exc})") from None
+        return
     tmp = to.with_name(f".{to.name}.partial-{os.getpid()}")
     try:
         yield tmp
@@ -139,7 +148,7 @@ def export_captions(
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Write one row per image (or `copies` rows with --augment debias); returns counts for the CLI."""
-    to = Path(to)
+    to = storage.as_path(to)
     fmt = format_for(to, fmt)
     if strip not in STRIPS:
         raise UserError(f"unknown --strip {strip!r} (choose from {', '.join(STRIPS)})")

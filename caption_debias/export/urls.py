@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from caption_debias import storage
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
 from caption_debias.img2dataset_columns import CAPTION_COLUMN, KEY_COLUMN, URL_COLUMN
@@ -81,7 +82,7 @@ def write_url_list(
     if strip not in STRIPS:
         raise UserError(f"unknown --strip {strip!r} (choose from {', '.join(STRIPS)})")
     data = PreparedDataset.open(prepared)
-    to = Path(to)
+    to = storage.as_path(to)
     if to.suffix.lower() not in (".parquet", ".pq"):
         raise UserError(f"{to}: the URL list is written as Parquet; name it LIST.parquet")
     if to.exists() and not overwrite:
@@ -111,7 +112,7 @@ def write_url_list(
                     written += kept.num_rows
         if written == 0:
             raise UserError(f"{prepared}: no row has a URL image ({not_url} rows hold file paths); nothing to download")
-    images = Path(images) if images is not None else to.with_name(to.stem + "_images")
+    images = storage.as_path(images) if images is not None else to.with_name(to.stem + "_images")
     return {
         "path": str(to),
         "rows": written,

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.pack.state import KIND, MANIFEST
 
@@ -25,7 +26,7 @@ MAX_OPEN = 256  # open tars per process (one file descriptor and one mmap each)
 def is_packed(folder: str | Path) -> bool:
     """True for a folder `caption-debias pack` finished writing."""
     try:
-        manifest = json.loads((Path(folder) / MANIFEST).read_text("utf-8"))
+        manifest = json.loads((storage.as_path(folder) / MANIFEST).read_text("utf-8"))
     except (OSError, ValueError):
         return False
     return isinstance(manifest, dict) and manifest.get("kind") == KIND
@@ -33,6 +34,11 @@ def is_packed(folder: str | Path) -> bool:
 
 class PackedFolder:
     def __init__(self, folder: str | Path):
+        if storage.is_remote(folder):
+            raise UserError(
+                f"{folder}: a packed folder is read through wids' memory-mapped tar index, which needs local files; "
+                "copy the folder to a local disk (or train on the prepared folder, which may stay remote)"
+            )
         self.folder = Path(folder)
         if not is_packed(self.folder):
             raise UserError(f"{self.folder}: not a packed folder (no finished `caption-debias pack` manifest)")

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from caption_debias import __version__
+from caption_debias import __version__, storage
 from caption_debias.dataset import MANIFEST as PREPARED_MANIFEST
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
@@ -31,11 +31,14 @@ from caption_debias.prepare.writer import write_json, write_text
 
 def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = None) -> dict[str, Any]:
     """Pack the prepared (or curated) folder `prepared` into webdataset tars in `out`; returns the manifest."""
+    if options is not None and options.image_root:
+        storage.require_local(options.image_root, "--image-root")  # img2dataset's resizer reads local files
     options = (options or PackOptions()).validate()
     started = time.monotonic()
     ds = PreparedDataset.open(prepared)
-    out = Path(out)
-    if out.resolve() == ds.folder.resolve():
+    out = storage.as_path(out)
+    storage.require_shared(out, options.workers, options.engine, "--out")
+    if storage.same_place(out, ds.folder):
         raise UserError("--out must be another folder than the prepared input")
     with folder_lock(out, "pack"):
         return _pack(ds, str(prepared), out, options, started)
@@ -94,6 +97,8 @@ def _pack(ds: PreparedDataset, given: str, out: Path, options: PackOptions, star
     read = 0
     progress = _Progress(options.quiet, None if options.split else ds.rows)
     removed_tmp = out / state.STATE_DIR / f"{state.REMOVED}.partial"
+    if storage.is_remote(out):  # a store cannot append: the lines gather in a local file
+        removed_tmp = storage.local_temp(state.REMOVED)
     try:
         with open(removed_tmp, "w", encoding="utf-8") as removed_fh:
             for side in _mapper(options)(pack_tar, tasks(), options.workers, options.max_in_flight * options.workers):

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
+from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.locking import LOCK_FILES
 from caption_debias.pack.tars import STATE_DIR, sidecar_path
@@ -42,7 +42,7 @@ def start(out: Path, shaping: dict[str, Any], overwrite: bool) -> bool:
         # --overwrite, or a run killed before its state was written: start from nothing
         for p in entries:
             if _ours(p) or p.name.startswith(".") and ".tmp-" in p.name:
-                shutil.rmtree(p) if p.is_dir() else p.unlink()
+                storage.remove_tree(p) if p.is_dir() else p.unlink()
     elif state_path.is_file():
         try:
             before = json.loads(state_path.read_text("utf-8")).get("options", {})

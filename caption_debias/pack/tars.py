@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from caption_debias import storage
 from caption_debias.pack.images import ImageFailed, ImageReader
 from caption_debias.pack.options import PackOptions
-from caption_debias.prepare.writer import sha256_file, write_json
+from caption_debias.prepare.writer import _tmp, sha256_file, write_json
 
 # Columns of the prepared shards a sample is made from.
 COLUMNS = ("key", "source", "split", "image", "caption", "sentences", "sentence_tokens", "summary_mask", "meta")
@@ -74,10 +75,10 @@ def pack_tar(task: TarTask) -> dict[str, Any]:
     """Worker: resize every image of the chunk, write the tar and its sidecar. Returns the sidecar."""
     from webdataset import TarWriter
 
-    out = Path(task.out)
+    out = storage.as_path(task.out)
     options = task.options
     path = out / tar_name(task.index)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = _tmp(path)  # local; for a remote folder put under its name once complete
     reader = ImageReader(options.image_root, options)
     removed: list[dict[str, Any]] = []
     written = 0
@@ -109,7 +110,11 @@ def pack_tar(task: TarTask) -> dict[str, Any]:
                     written += 1
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        digest, size = sha256_file(tmp), tmp.stat().st_size
+        if storage.is_remote(path):
+            storage.put_local(tmp, path)
+        else:
+            os.replace(tmp, path)
     finally:
         reader.close()
         tmp.unlink(missing_ok=True)
@@ -119,8 +124,8 @@ def pack_tar(task: TarTask) -> dict[str, Any]:
         "path": path.name,
         "rows": len(task.rows),
         "samples": written,
-        "sha256": sha256_file(path),
-        "bytes": path.stat().st_size,
+        "sha256": digest,
+        "bytes": size,
         "removed": removed,
     }
     write_json(side, sidecar_path(out, task.index))

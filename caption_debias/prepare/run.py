@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator
 
+from caption_debias import storage
 from caption_debias.dataset import MANIFEST, REJECTS
 from caption_debias.errors import IncompleteInput, UserError
 from caption_debias.locking import folder_lock
@@ -34,7 +35,7 @@ def finish_chunk(task: tuple[Chunk, str, str, str, str]) -> dict[str, Any]:
     from caption_debias.prepare.steps import process_records
 
     chunk, out, fingerprint, segmenter, summary = task
-    out_dir = Path(out)
+    out_dir = storage.as_path(out)
     table, step_rejects = process_records(chunk.records, segmenter, summary)
     per_input: dict[str, dict[str, int]] = {}
     for name, (read, rejected, duplicates) in chunk.counts.items():
@@ -79,7 +80,7 @@ def _resolve_inputs(inputs: list[str | Path], fmt: str) -> list[tuple[str, Path,
         raise UserError("no input given")
     resolved = []
     for given in inputs:
-        path = Path(given)
+        path = storage.as_path(given)
         if not path.exists():
             raise UserError(f"{given}: no such file or folder")
         resolved.append((str(given), path, _format_of(path, fmt)))
@@ -109,7 +110,8 @@ def prepare(inputs: list[str | Path], output: str | Path, options: PrepareOption
     options = options or PrepareOptions()
     options.validate()
     started = time.monotonic()
-    out = Path(output)
+    out = storage.as_path(output)
+    storage.require_shared(out, options.workers, options.engine, "--output")
     resolved = _resolve_inputs(inputs, options.format)
     if out.exists() and not out.is_dir():
         raise UserError(f"--output {out}: exists and is not a folder")
@@ -156,6 +158,8 @@ def _prepare_locked(
     progress = Progress(options.quiet, [path for _, path, _ in resolved], options.log_interval, options.limit)
     rejects_tmp = out / state.STATE_DIR / "rejects.jsonl.partial"
     finished = False
+    if storage.is_remote(out):  # a store cannot append: the rejects gather in a local file
+        rejects_tmp = storage.local_temp(REJECTS)
     try:
         with open(rejects_tmp, "w", encoding="utf-8") as rejects_fh:
             for side in _mapper(options)(

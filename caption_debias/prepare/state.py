@@ -8,10 +8,10 @@ OUT/.prepare/part-NNNNN.json each finished chunk's rows, sha256, rejects and cou
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
+from caption_debias import storage
 from caption_debias.dataset import MANIFEST, REJECTS, STATE_DIR
 from caption_debias.errors import UserError
 from caption_debias.locking import LOCK_FILES
@@ -79,7 +79,7 @@ def start(out: Path, shaping: dict[str, Any], overwrite: bool) -> bool:
     # --overwrite, a run that finished no chunk, or a new folder: start from nothing
     for p in ours:
         if p.is_dir():
-            shutil.rmtree(p)
+            storage.remove_tree(p)
         elif p.exists():
             p.unlink()
     (out / STATE_DIR).mkdir(parents=True, exist_ok=True)

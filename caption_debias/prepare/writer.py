@@ -2,6 +2,8 @@
 
 A write that fails (disk full, permission denied, any OS error) removes its temp file and
 raises WriteFailed naming the file: finished files stay as they were, a rerun goes on.
+A remote path (caption_debias.storage) has no rename: the file is written locally and put
+under its final name once complete, where it appears whole.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from caption_debias import storage
 from caption_debias.errors import UserError
 
 
@@ -31,12 +34,18 @@ def os_error_text(exc: OSError) -> str:
 
 
 def _tmp(path: Path) -> Path:
+    if storage.is_remote(path):  # written locally, then put under `path` (storage.put_local)
+        return storage.local_temp(path.name)
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
 
 
 @contextmanager
 def atomic_output(path: Path) -> Iterator[Path]:
     """Yield a temp path to write; synced and renamed to `path` after, removed on failure."""
+    if storage.is_remote(path):
+        with _remote_atomic(path) as tmp:
+            yield tmp
+        return
     tmp = _tmp(path)
     try:
         yield tmp
@@ -49,6 +58,16 @@ def atomic_output(path: Path) -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def _remote_atomic(path) -> Iterator[Path]:
+    """The object-store analogue: a local temp file, put under `path` once it is complete."""
+    try:
+        with storage.staged(path) as tmp:
+            yield tmp
+    except OSError as exc:
+        raise WriteFailed(f"{path}: cannot write ({os_error_text(exc)})") from None
 
 
 def sha256_file(path: Path) -> str:

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Callable, Iterator
 
+from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.readers import (
     coco,
@@ -44,7 +45,7 @@ FORMATS = ("auto", *READERS)
 
 
 def _head(path: Path, size: int = 65536) -> bytes:
-    with open(path, "rb") as fh:
+    with storage.open_file(path, "rb") as fh:
         return fh.read(size)
 
 

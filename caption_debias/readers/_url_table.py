@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.readers.common import caption_problem, check_column_types, image_problem
 from caption_debias.records import Record, Reject, excerpt
@@ -35,11 +36,10 @@ def url_records(
 ) -> Iterator[Record | Reject]:
     """One record per row of a Parquet URL table: image = URL, source id = --key-column when present."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     key_column = getattr(options, "key_column", "key")
     try:
-        pf = pq.ParquetFile(path)
+        pf = storage.parquet_file(path)
     except (OSError, pa.ArrowException) as exc:
         yield Reject(name, 0, f"truncated input: unreadable Parquet ({exc})", "", fatal=True)
         return

@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from caption_debias import storage
+
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 
@@ -49,7 +51,7 @@ def caption_problem(caption: Any) -> str | None:
 
 
 def input_stem(path: str | Path) -> str:
-    p = Path(path)
+    p = storage.as_path(path)
     return p.stem if p.is_file() else p.name
 
 

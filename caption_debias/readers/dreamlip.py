@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
+from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.readers._url_table import chosen_caption_columns
 from caption_debias.readers.common import caption_problem, image_problem
@@ -26,7 +27,7 @@ def read(path: Path, name: str, options: Any) -> Iterator[Record | Reject]:
     columns = chosen_caption_columns(options, DEFAULT_CAPTION_COLUMNS)
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long captions exceed the 128 KiB default
     # utf-8-sig: spreadsheet exports start with a byte-order mark that would hide the first column name.
-    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
+    with storage.open_file(path, "r", encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
         # strict=True turns a quote left open at end of file (a cut-off download) into an error.
         reader = csv.reader(fh, strict=True)
         try:

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Iterator
 
+from caption_debias import storage
 from caption_debias.readers.common import caption_problem, check_column_types
 from caption_debias.records import Record, Reject, excerpt
 
@@ -53,7 +54,10 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
 
     for shard_path in shard_files(path):
         shard = shard_path.stem
-        rows = _rows(shard_path, str(Path(name) / shard_path.name), options.caption_column)
+        shard_name = (
+            f"{name.rstrip('/')}/{shard_path.name}" if storage.is_remote(name) else str(Path(name) / shard_path.name)
+        )
+        rows = _rows(shard_path, shard_name, options.caption_column)
         index = 0
         while True:
             try:
@@ -75,9 +79,8 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
 
 def _rows(shard_path: Path, name: str, caption_column: str) -> Iterator[dict]:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    pf = pq.ParquetFile(shard_path)
+    pf = storage.parquet_file(shard_path)
     names = pf.schema_arrow.names
     column = caption_column if caption_column in names else "caption"  # as _row picks it
     check_column_types(name, pf.schema_arrow, {column: "--caption-column"})

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
+from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.readers._url_table import chosen_caption_columns, url_records
 from caption_debias.records import Record, Reject
@@ -30,7 +31,7 @@ def read(path: Path, name: str, options: Any) -> Iterator[Record | Reject]:
     if len(columns) != 1:
         raise UserError("pixelprose: name one --caption-column")
     yield from url_records(
-        Path(path),
+        storage.as_path(path),
         name,
         options,
         source=NAME,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
+from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.readers._url_table import chosen_caption_columns, url_records
 from caption_debias.records import Record, Reject
@@ -21,5 +22,11 @@ def read(path: Path, name: str, options: Any) -> Iterator[Record | Reject]:
             f"recap-datacomp: --caption-column must be one of {', '.join(CAPTION_COLUMNS)}, not {','.join(columns)!r}"
         )
     yield from url_records(
-        Path(path), name, options, source=NAME, url_column="url", caption_column=columns[0], meta_columns=("sha256",)
+        storage.as_path(path),
+        name,
+        options,
+        source=NAME,
+        url_column="url",
+        caption_column=columns[0],
+        meta_columns=("sha256",),
     )

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
+from caption_debias import storage
 from caption_debias.readers.common import caption_problem
 from caption_debias.records import Record, Reject, excerpt
 
@@ -192,7 +193,7 @@ def iter_array(path: Path, read_bytes: int = READ_BYTES) -> Iterator[tuple[int, 
     at the first syntax error and give no byte offsets (docs/benchmarks.md, ShareGPT4V reader).
     """
     name = str(path)
-    with open(path, "rb") as fh:
+    with storage.open_file(path, "rb") as fh:
         w = _Window(fh, read_bytes)
         resync = _Resync(w)
         start = w.next_char(0)

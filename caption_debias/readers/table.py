@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
+from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.readers.common import caption_problem, check_column_types
 from caption_debias.records import Record, Reject, excerpt
@@ -35,7 +36,7 @@ def kind_of(path: Path) -> str:
 
 def iter_jsonl(path: Path, name: str) -> Iterator[tuple[int, dict] | Reject]:
     """(line number, object) per line; a broken last line without newline means the file was cut off."""
-    with open(path, "rb") as fh:
+    with storage.open_file(path, "rb") as fh:
         if fh.read(len(codecs.BOM_UTF8)) != codecs.BOM_UTF8:  # a leading byte-order mark is not part of line 1
             fh.seek(0)
         for lineno, raw in enumerate(fh, 1):
@@ -63,7 +64,7 @@ def iter_jsonl(path: Path, name: str) -> Iterator[tuple[int, dict] | Reject]:
 def _iter_delimited(path: Path, name: str, delimiter: str) -> Iterator[tuple[int, dict] | Reject]:
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long captions exceed the 128 KiB default
     # utf-8-sig: spreadsheet exports start with a byte-order mark that would hide the first column name.
-    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
+    with storage.open_file(path, "r", encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
         reader = csv.DictReader(fh, delimiter=delimiter, strict=True)  # strict: an unclosed quote at EOF is an error
         index = 0
         while True:
@@ -83,10 +84,9 @@ def _iter_delimited(path: Path, name: str, delimiter: str) -> Iterator[tuple[int
 
 def _iter_parquet(path: Path, name: str, columns: list[str]) -> Iterator[tuple[int, dict] | Reject]:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(path)
+        pf = storage.parquet_file(path)
     except (OSError, pa.ArrowException) as exc:
         yield Reject(name, 0, f"truncated input: unreadable Parquet ({exc})", "", fatal=True)
         return
@@ -105,14 +105,13 @@ def columns_of(path: Path, kind: str) -> list[str] | None:
     """Header columns for CSV/TSV/Parquet, so a wrong --caption-column fails early with one line."""
     if kind == "parquet":
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         try:
-            return list(pq.ParquetFile(path).schema_arrow.names)
+            return list(storage.parquet_file(path).schema_arrow.names)
         except (OSError, pa.ArrowException):  # reported as a truncated input by the reader
             return None
     if kind in ("csv", "tsv"):
-        with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
+        with storage.open_file(path, "r", encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
             header = next(csv.reader(fh, delimiter="," if kind == "csv" else "\t"), None)
         return header
     return None
@@ -132,10 +131,8 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
         rows = iter_jsonl(path, name)
     elif kind == "parquet":
         if header is not None:  # readable: its columns' types are known before any row
-            import pyarrow.parquet as pq
-
             check_column_types(
-                name, pq.read_schema(path), {image_col: "--image-column", caption_col: "--caption-column"}, key_col
+                name, storage.read_schema(path), {image_col: "--image-column", caption_col: "--caption-column"}, key_col
             )
         rows = _iter_parquet(path, name, [image_col, caption_col, key_col])
     else:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from caption_debias import storage
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
 from caption_debias.stats.curation import curation_stats
@@ -51,7 +52,7 @@ class _Dist:
 
 def dataset_names(folders: Sequence[str | Path]) -> list[str]:
     """Short, unique display names: the folder name, its parent prefixed on a clash."""
-    paths = [Path(f).resolve() for f in folders]
+    paths = [storage.as_path(f) if storage.is_remote(f) else Path(f).resolve() for f in folders]
     names = [p.name or str(p) for p in paths]
     for i, name in enumerate(names):
         if names.count(name) > 1:

@@ -267,9 +267,10 @@ Prepared with {e(_prepared_line(stats))}."""
 
 def write_report(stats: dict[str, Any], report_dir: str | Path) -> dict[str, Path]:
     """Write stats.json, report.md, plots/*.png and report.html into report_dir (locked while written)."""
+    from caption_debias import storage
     from caption_debias.locking import folder_lock
 
-    out = Path(report_dir)
+    out = storage.as_path(report_dir)
     with folder_lock(out, "stats"):
         try:
             (out / "plots").mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,244 @@
+"""Where files live: a local path, or an fsspec URL (s3://, gs://, hf://, memory://, ...).
+
+A local path (or a file:// URL) stays a pathlib.Path, so local runs keep their code paths:
+builtin open, write-temp-then-rename, flock. A URL becomes a universal_pathlib UPath over its
+fsspec filesystem, which has the same methods (/, name, is_file, iterdir, glob, open,
+read_text, unlink), so most code needs no branch. What an object store lacks has an analogue
+here: no rename (`staged`: write a local file, then put it under its final name, where it
+appears whole), no append (`local_temp`: appended lists gather locally), no flock (locking.py's
+lock object). Pyarrow and polars get the fsspec filesystem, not the URL (`arrow_source`,
+`scan_parquet`).
+docs/storage.md says what works remotely and what each guarantee becomes.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path, PurePath
+from typing import Any, Iterator, Sequence
+
+from caption_debias.errors import UserError
+
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+LOCAL_PROTOCOLS = frozenset({"file", "local"})
+# Protocols polars reads itself (object_store: streaming, predicate pushdown); others go through fsspec.
+POLARS_NATIVE = frozenset({"s3", "s3a", "gs", "gcs", "gcp", "az", "abfs", "abfss", "adl", "hf", "http", "https"})
+# Processes other than this one cannot see this store (fsspec's memory:// lives in one Python process).
+PROCESS_LOCAL = frozenset({"memory"})
+
+
+def protocol(path: Any) -> str | None:
+    """The URL scheme of a remote path ('s3', 'memory', ...), None for a local one."""
+    if isinstance(path, PurePath):
+        return None
+    if isinstance(path, str):
+        m = _URL.match(path)
+        name = m.group(1).lower() if m else None
+        return None if name in LOCAL_PROTOCOLS else name
+    proto = getattr(path, "protocol", None)  # a UPath
+    return proto or None
+
+
+def is_remote(path: Any) -> bool:
+    """True for an fsspec URL or UPath other than file://; False for local paths."""
+    return protocol(path) is not None
+
+
+def as_path(path: str | os.PathLike) -> Any:
+    """A pathlib.Path for a local path or file:// URL, a UPath for any other URL.
+
+    A URL whose fsspec backend is not installed is one line naming the package.
+    """
+    if isinstance(path, PurePath):
+        return path
+    if not isinstance(path, str):
+        if is_remote(path):
+            return path  # already a UPath
+        path = os.fspath(path)
+    m = _URL.match(path)
+    if m is None:
+        return Path(path)
+    name = m.group(1).lower()
+    if name in LOCAL_PROTOCOLS:
+        return Path(path[m.end() :] or "/")
+    check_backend(name, path)
+    from upath import UPath
+
+    return UPath(path)
+
+
+def check_backend(name: str, url: str) -> None:
+    """UserError when fsspec does not know `name` or its backend package is missing."""
+    import fsspec
+    from fsspec.registry import known_implementations
+
+    try:
+        fsspec.get_filesystem_class(name)
+    except ImportError:
+        package = known_implementations.get(name, {}).get("class", name).split(".")[0]
+        raise UserError(
+            f"{url}: {name}:// needs the {package} package (fsspec's {name} backend): pip install {package}"
+        ) from None
+    except ValueError:
+        raise UserError(f"{url}: unknown storage protocol {name}:// (fsspec knows no such filesystem)") from None
+
+
+def require_local(path: Any, what: str) -> Path:
+    """`path` as a local Path, or one line saying that `what` cannot be a URL."""
+    if is_remote(path):
+        raise UserError(f"{what} {path}: must be a local folder here (a URL is not supported; see docs/storage.md)")
+    return as_path(path)
+
+
+def require_shared(path: Any, workers: int, engine: str, what: str) -> None:
+    """memory:// is held in this process only: work done in other processes would be lost there."""
+    if protocol(path) in PROCESS_LOCAL and (workers > 1 or engine == "ray"):
+        raise UserError(
+            f"{what} {path}: {protocol(path)}:// lives in this process only, so --workers > 1 and --engine ray "
+            "cannot write or read it; use --workers 1 or a shared store"
+        )
+
+
+def same_place(a: Any, b: Any) -> bool:
+    """True when two paths (local or URLs) name the same folder."""
+    if is_remote(a) != is_remote(b):
+        return False
+    if not is_remote(a):
+        return Path(a).resolve() == Path(b).resolve()
+    a, b = as_path(a), as_path(b)
+    return a.protocol == b.protocol and a.path.rstrip("/") == b.path.rstrip("/")
+
+
+def remove_tree(path: Any) -> None:
+    """Remove a folder and everything under it (shutil.rmtree for local paths)."""
+    if is_remote(path):
+        path.fs.rm(path.path, recursive=True)
+    else:
+        shutil.rmtree(path)
+
+
+def put_local(local: Path, path: Any) -> None:
+    """Upload the local file `local` under the remote name `path` (the object appears whole)."""
+    path.fs.put_file(str(local), path.path)
+    path.fs.invalidate_cache(path.path)
+
+
+def local_temp(name: str) -> Path:
+    """A fresh local file name for a file that will be put under a remote name."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp")
+    os.close(fd)
+    return Path(tmp)
+
+
+@contextmanager
+def staged(path: Any) -> Iterator[Path]:
+    """A local temp file to write; afterwards it is put under the remote `path` whole, then removed.
+
+    The object-store analogue of write-temp-then-rename: nothing appears under `path` until the
+    file is complete, and a failure leaves no partial object (fsspec's backends complete a
+    multipart upload only at the end). For remote paths only; local writers rename.
+    """
+    tmp = local_temp(path.name)
+    try:
+        yield tmp
+        put_local(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def arrow_source(path: Any) -> tuple[str, Any]:
+    """(path, filesystem) for pyarrow's `filesystem=` parameters: (str, None) for a local path."""
+    if isinstance(path, str):
+        path = as_path(path)
+    if is_remote(path):
+        return path.path, path.fs
+    return str(path), None
+
+
+def parquet_file(path: Any):
+    """pyarrow.parquet.ParquetFile of a local path or URL (remote: read by ranges through fsspec)."""
+    import pyarrow.parquet as pq
+
+    if not is_remote(path):
+        return pq.ParquetFile(path)
+    source, fs = arrow_source(path)
+    return pq.ParquetFile(source, filesystem=fs)
+
+
+def read_table(path: Any, columns: Sequence[str] | None = None):
+    """pyarrow.parquet.read_table of a local path or URL."""
+    import pyarrow.parquet as pq
+
+    if not is_remote(path):
+        return pq.read_table(path, columns=columns)
+    source, fs = arrow_source(path)
+    return pq.read_table(source, columns=columns, filesystem=fs)
+
+
+def read_metadata(path: Any):
+    """The Parquet footer of a local path or URL (a few KB read)."""
+    import pyarrow.parquet as pq
+
+    if not is_remote(path):
+        return pq.read_metadata(path)
+    source, fs = arrow_source(path)
+    return pq.read_metadata(source, filesystem=fs)
+
+
+def scan_parquet(paths: Sequence[Any]):
+    """A polars LazyFrame over Parquet files, local or remote.
+
+    Local paths and protocols polars reads natively (s3, gs, az, hf, http) go to
+    pl.scan_parquet, which streams; polars then takes credentials from the environment as
+    the clouds' own tools do. Any other fsspec protocol (memory://, sftp://, ...) is read
+    through a pyarrow dataset over the fsspec filesystem: lazy too, but a query holds the
+    columns it reads in memory.
+    """
+    import polars as pl
+
+    remote = [p for p in paths if is_remote(p)]
+    if not remote:
+        return pl.scan_parquet([str(p) for p in paths])
+    if len(remote) != len(paths) or len({protocol(p) for p in remote}) > 1:
+        return pl.concat([scan_parquet([p]) for p in paths], how="vertical")
+    urls = [str(as_path(p)) if isinstance(p, str) else str(p) for p in paths]
+    if protocol(remote[0]) in POLARS_NATIVE:
+        return pl.scan_parquet(urls)
+    import pyarrow.dataset as pads
+
+    upaths = [as_path(p) for p in paths]
+    dataset = pads.dataset([p.path for p in upaths], format="parquet", filesystem=upaths[0].fs)
+    return pl.scan_pyarrow_dataset(dataset)
+
+
+READ_BUFFER = 1 << 20  # remote reads: line iteration goes through this buffer, not a block per line
+
+
+def open_file(path: Any, mode: str = "rb", **kwargs: Any):
+    """builtin open for a local path (str or Path); a buffered fsspec file (streaming) for a URL.
+
+    fsspec's own readline reads a whole block per line, so remote reads get an
+    io.BufferedReader (and a TextIOWrapper over it in text mode).
+    """
+    if not is_remote(path):
+        return open(path, mode, **kwargs)
+    path = as_path(path)
+    if mode not in ("r", "rb", "rt"):
+        return path.open(mode, **kwargs)
+    raw = io.BufferedReader(path.fs.open(path.path, "rb"), buffer_size=READ_BUFFER)
+    return raw if mode == "rb" else io.TextIOWrapper(raw, **kwargs)
+
+
+def read_schema(path: Any):
+    """The Arrow schema of a Parquet file, local or remote."""
+    import pyarrow.parquet as pq
+
+    if not is_remote(path):
+        return pq.read_schema(path)
+    source, fs = arrow_source(path)
+    return pq.read_schema(source, filesystem=fs)

@@ -1,0 +1,130 @@
+"""s3:// folders against a local object-store stand-in: moto's S3 server on 127.0.0.1 only.
+
+What memory:// cannot show: several processes writing one remote folder (--workers 2 spawns
+them), the lock between two processes through S3's conditional put (If-None-Match), polars
+reading s3:// itself (stats), and s3fs's own upload and read paths. Nothing leaves loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+pytest.importorskip("s3fs")
+pytest.importorskip("moto.server")
+
+from caption_debias import storage  # noqa: E402
+from caption_debias.dataset import PreparedDataset  # noqa: E402
+from caption_debias.locking import FolderLocked, folder_lock  # noqa: E402
+from caption_debias.prepare.options import PrepareOptions  # noqa: E402
+from caption_debias.prepare.run import prepare  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """A moto S3 server on loopback; the AWS variables point s3fs (botocore) and polars at it."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    fs = s3fs.S3FileSystem()
+    bucket = f"cd-{uuid.uuid4().hex[:8]}"
+    fs.mkdir(bucket)
+    yield fs, bucket
+    server.stop()
+    s3fs.S3FileSystem.clear_instance_cache()
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def _table(path, n: int = 60) -> None:
+    rows = [
+        {"key": f"k{i}", "image": f"img{i:04d}.png", "caption": f"This image shows item {i}. It is red. It is small."}
+        for i in range(n)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+
+
+def test_prepare_with_worker_processes_and_stats_on_s3(s3, tmp_path):
+    from caption_debias.stats.compute import compute_stats
+
+    fs, bucket = s3
+    _table(tmp_path / "t.jsonl")
+    fs.put_file(str(tmp_path / "t.jsonl"), f"{bucket}/in/t.jsonl")
+    out = f"s3://{bucket}/prepared"
+    options = PrepareOptions(format="table", shard_rows=16, workers=2, quiet=True)
+    manifest = prepare([f"s3://{bucket}/in/t.jsonl"], out, options)  # shards written by spawned workers
+    local = prepare([tmp_path / "t.jsonl"], tmp_path / "prepared", PrepareOptions(format="table", shard_rows=16))
+    assert manifest["counts"] == local["counts"] and len(manifest["shards"]) == 4
+    assert PreparedDataset.open(out).read(["key", "sentence_tokens"]) == PreparedDataset.open(
+        tmp_path / "prepared"
+    ).read(["key", "sentence_tokens"])
+    assert not fs.exists(f"{bucket}/prepared/.caption-debias.lock.json")
+    stats = compute_stats([out])  # polars reads s3:// itself
+    assert stats["records"] == 60 and stats["folders"] == [out]
+
+
+HOLD = """
+import sys, time
+from caption_debias.locking import folder_lock
+with folder_lock(sys.argv[1], "prepare"):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_lock_between_processes_and_after_a_kill(s3):
+    fs, bucket = s3
+    folder = f"s3://{bucket}/locked"
+    child = subprocess.Popen([sys.executable, "-c", HOLD, folder], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "held"
+        with pytest.raises(FolderLocked, match=rf"in use by caption-debias prepare \(pid {child.pid}\)"):
+            with folder_lock(folder, "curate"):
+                pytest.fail("a second process got the lock")
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        assert fs.exists(f"{bucket}/locked/.caption-debias.lock.json")  # a killed holder cannot delete it
+        with folder_lock(folder, "curate"):  # its pid is gone on this host: taken at once
+            held = json.loads(fs.cat_file(f"{bucket}/locked/.caption-debias.lock.json"))
+            assert held["pid"] == os.getpid() and held["command"] == "curate"
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_exclusive_create_is_the_stores_not_a_check(s3):
+    """Two writers that both passed the existence check: S3's conditional put lets one win."""
+    from caption_debias import locking
+
+    fs, bucket = s3
+    record = storage.as_path(f"s3://{bucket}/race/.caption-debias.lock.json")
+    fs.pipe_file(record.path, b'{"token": "first"}')  # written after our check would have passed
+    real_exists = record.fs.exists
+    try:
+        record.fs.exists = lambda path: False  # as if the other writer's PUT landed just after our check
+        assert locking._create(record, b'{"token": "second"}') is False
+    finally:
+        record.fs.exists = real_exists
+    assert json.loads(fs.cat_file(record.path)) == {"token": "first"}
