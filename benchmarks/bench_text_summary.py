@@ -134,7 +134,7 @@ def main() -> None:
     from caption_debias.synth.world import caption_sentences, sample_world
 
     wrng = random.Random(0)
-    synth = [caption_sentences(sc, wrng) for sc in sample_world(args.synth, seed=1)]
+    synth = [caption_sentences(sc, wrng) for sc in sample_world(args.synth, seed=1, world="layouts")]
     synth = [s for s in synth if len(s) >= 2]
     ok = sum(top1_is_opening(summary.summary_scores(s)) for s in synth)
     print(

@@ -69,7 +69,7 @@ def make_data(work: Path, n: int, image_size: int, tars: int, rank: int, world: 
 
     if rank == 0:
         shutil.rmtree(work, ignore_errors=True)
-        write_world(work / "world", n=n, seed=0, image_size=image_size)
+        write_world(work / "world", n=n, seed=0, image_size=image_size, world="layouts")
         prepare(
             [work / "world" / "sharegpt4v.json"],
             work / "prepared",

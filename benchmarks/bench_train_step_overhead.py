@@ -33,7 +33,7 @@ def make_data(tmp: Path, n: int) -> tuple[Path, Path]:
     from caption_debias.prepare.run import prepare
     from caption_debias.synth.world import write_world
 
-    write_world(tmp / "world", n=n, seed=0)
+    write_world(tmp / "world", n=n, seed=0, world="layouts")
     prepare(
         [tmp / "world" / "sharegpt4v.json"],
         tmp / "prepared",

@@ -14,14 +14,21 @@ def synth(
     image_size: int = typer.Option(64, "--image-size", help="Side of the square images in pixels."),
     split: str = typer.Option("train", "--split", help="Split name stored in each record's id and extra fields."),
     group_size: int = typer.Option(
-        4, "--group-size", help="Scenes per hard-negative group (same objects, other layout); 1 = no groups."
+        4, "--group-size", help="Scenes per hard-negative group (they share their summary); 1 = no groups."
+    ),
+    world: str = typer.Option(
+        "objects",
+        "--world",
+        help="objects (group members differ in which colours and shapes appear) | layouts (only in where they sit).",
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing OUT/sharegpt4v.json."),
 ) -> None:
     """Write a synthetic long-caption dataset (shape scenes drawn with PIL) that `prepare` reads as ShareGPT4V."""
     from caption_debias.synth.world import write_world
 
-    info = write_world(out, n, seed, image_size=image_size, split=split, group_size=group_size, overwrite=overwrite)
+    info = write_world(
+        out, n, seed, image_size=image_size, split=split, group_size=group_size, overwrite=overwrite, world=world
+    )
     typer.echo(
         f"wrote {info['images']} images in {info['groups']} groups "
         f"({info['mean_sentences']:.1f} sentences a caption) to {info['path']}"

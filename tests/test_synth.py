@@ -91,8 +91,8 @@ def test_relation_words():
 
 
 def test_summary_separates_random_pairs_but_not_hard_negatives():
-    """What the summary says (objects + background) vs what the details say (layout)."""
-    scenes = world.sample_world(400, seed=3, group_size=4, split="test")
+    """layouts world: what the summary says (objects + background) vs what the details say (layout)."""
+    scenes = world.sample_world(400, seed=3, group_size=4, split="test", world="layouts")
 
     def summary_content(s):
         return (s.background, frozenset(o.name for o in s.objects))
@@ -107,6 +107,44 @@ def test_summary_separates_random_pairs_but_not_hard_negatives():
     assert all(summary_content(a) == summary_content(b) for a, b in inside)
     # Only the detail sentences tell the group members apart, and they always do.
     assert all(detail_content(a) != detail_content(b) for a, b in inside)
+
+
+def test_objects_world_members_differ_in_what_only_details_name():
+    """objects world: the summary (background, count, the large salient object) separates random
+    pairs but is shared inside a group; members differ in which colours appear besides the
+    salient one, and those colours and shapes are named in detail sentences only."""
+    scenes = world.sample_world(400, seed=3, group_size=4, split="test", world="objects")
+    rng = random.Random(1)
+
+    def summary_content(s):
+        return (s.background, len(s.objects), s.salient.name)
+
+    def other_colours(s):
+        return frozenset(o.colour for o in s.objects[1:])
+
+    cross = [(a, b) for a, b in itertools.combinations(scenes, 2) if a.group != b.group]
+    inside = [(a, b) for a, b in itertools.combinations(scenes, 2) if a.group == b.group]
+    assert sum(summary_content(a) != summary_content(b) for a, b in cross) / len(cross) > 0.99
+    assert all(summary_content(a) == summary_content(b) for a, b in inside)
+    assert all(other_colours(a) != other_colours(b) for a, b in inside)
+    for scene in scenes:
+        assert scene.salient.size == "large" and all(o.size != "large" for o in scene.objects[1:])
+        assert len({o.colour for o in scene.objects}) == len(scene.objects)  # "the red X" is one object
+        sentences = world.caption_sentences(scene, rng)
+        summary, details = sentences[0], " ".join(sentences[1:])
+        assert scene.background in summary and scene.salient.name in summary
+        assert world.NUMBER_WORDS[len(scene.objects)] in summary
+        for obj in scene.objects[1:]:
+            assert obj.colour not in summary and obj.name in details
+        assert 4 <= len(sentences) <= 7 and all(s.endswith(".") and ". " not in s for s in sentences)
+
+
+def test_objects_world_group_size_limit(tmp_path):
+    assert len(world.sample_world(30, seed=0, group_size=15)) == 30
+    with pytest.raises(UserError, match="1..15"):
+        world.sample_world(30, seed=0, group_size=16)
+    with pytest.raises(UserError, match="--world"):
+        world.sample_world(4, seed=0, world="nope")
 
 
 def test_bad_arguments_are_user_errors(tmp_path):

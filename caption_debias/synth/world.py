@@ -1,11 +1,18 @@
 """A synthetic long-caption world: PIL-drawn shape scenes with captions that have the real structure.
 
 Each scene holds a few objects (shape, colour, size, grid cell) on a coloured background. Its
-caption opens with a summary that names the objects coarsely (colour + shape, in a fixed order,
-plus the background), then gives one detail sentence per object (size, position, a relation to
-another object), and sometimes closes with an "Overall, ..." sentence. Scenes come in
-hard-negative groups: every scene of a group has the same objects and background but another
-layout, so the summary alone cannot tell them apart, only the detail sentences can.
+caption opens with a summary, then gives one detail sentence per object (size, position, a
+relation to another object), and sometimes closes with an "Overall, ..." sentence. Scenes come
+in hard-negative groups that share their summary, so only the detail sentences tell the members
+of a group apart. Two kinds of world (`WORLDS`):
+
+- `objects` (the demo's default): the summary is coarse (background, object count and the one
+  large, salient object); group members share it and differ in which other colours and shapes
+  appear, which only the detail sentences name. Telling members apart needs no colour-shape-
+  position binding, so a small model can learn it from the details.
+- `layouts` (the first demo world, `--preset v1`): the summary names every object (colour +
+  shape) and the background; group members differ only in which cell holds which object and in
+  sizes, which needs binding that the demo's small towers do not learn at its budget.
 
 Output is the ShareGPT4V layout (one JSON array + images under OUT/images/, paths relative to
 OUT), so it goes through `prepare` like a real dump. Everything is a function of the seed.
@@ -73,6 +80,16 @@ CLOSING_TEMPLATES = (
     "Overall, the {bg} background makes the shapes stand out clearly.",
     "Overall, the composition is simple and uncluttered.",
 )
+WORLDS = ("objects", "layouts")
+# `objects` world: the summary names the background, the count and the large salient object only.
+SALIENT_SUMMARY_TEMPLATES = (
+    "The image shows {count} shapes on a {bg} background, the largest of them {salient}.",
+    "This picture contains {count} shapes against a {bg} backdrop, with {large} standing out.",
+    "A simple drawing of {count} shapes on a plain {bg} background, dominated by {large}.",
+    "The image is a flat illustration of {count} shapes on {bg}, the biggest being {salient}.",
+)
+SALIENT_SIZE = "large"
+OTHER_SIZES = ("small", "medium")
 
 
 @dataclass(frozen=True)
@@ -93,6 +110,11 @@ class Scene:
     group: str
     background: str
     objects: tuple[SceneObject, ...]
+    world: str = "layouts"  # `objects`: objects[0] is the salient object the summary names
+
+    @property
+    def salient(self) -> SceneObject | None:
+        return self.objects[0] if self.world == "objects" else None
 
 
 def _with_article(phrase: str) -> str:
@@ -134,15 +156,56 @@ def sample_group(rng: random.Random, group: str, size: int) -> list[Scene]:
     return scenes
 
 
+def sample_objects_group(rng: random.Random, group: str, size: int) -> list[Scene]:
+    """`size` scenes sharing background, object count and the large salient object; each member
+    has its own set of colours among the other objects (their shapes drawn freely), so members
+    differ in which colours and shapes appear, and only the detail sentences say which."""
+    n = rng.randint(MIN_OBJECTS, MAX_OBJECTS)
+    background = rng.choice(tuple(BACKGROUNDS))
+    salient_shape, salient_colour = rng.choice(SHAPES), rng.choice(tuple(COLOURS))
+    others = [c for c in COLOURS if c != salient_colour]
+    colour_sets: list[tuple[str, ...]] = []
+    while len(colour_sets) < size:
+        colours = tuple(rng.sample(others, n - 1))
+        if all(set(colours) != set(seen) for seen in colour_sets):
+            colour_sets.append(colours)
+    scenes = []
+    for i, colours in enumerate(colour_sets):
+        cells = rng.sample(CELLS, n)
+        objects = (SceneObject(salient_shape, salient_colour, SALIENT_SIZE, cells[0]),) + tuple(
+            SceneObject(rng.choice(SHAPES), c, rng.choice(OTHER_SIZES), cell) for c, cell in zip(colours, cells[1:])
+        )
+        scenes.append(Scene(key=f"{group}-{i}", group=group, background=background, objects=objects, world="objects"))
+    return scenes
+
+
+def max_group_size(world: str) -> int:
+    """The largest group a world can make: `objects` needs a distinct colour set per member
+    (the fewest there are is C(6, 2) = 15, for three objects)."""
+    return 15 if world == "objects" else 24
+
+
+def summary_sentence(scene: Scene, rng: random.Random) -> str:
+    count = NUMBER_WORDS[len(scene.objects)]
+    if scene.salient is not None:
+        return rng.choice(SALIENT_SUMMARY_TEMPLATES).format(
+            count=count,
+            bg=scene.background,
+            salient=_with_article(scene.salient.name),
+            large=_with_article(f"{scene.salient.size} {scene.salient.name}"),
+        )
+    # Canonical order in the summary: it must carry no layout information.
+    names = sorted(o.name for o in scene.objects)
+    return rng.choice(SUMMARY_TEMPLATES).format(
+        objects=_join([_with_article(n) for n in names]), bg=scene.background, count=count
+    )
+
+
 def caption_sentences(scene: Scene, rng: random.Random) -> list[str]:
     """Summary, one detail sentence per object (random order), and sometimes a closing sentence."""
     objects = list(scene.objects)
-    # Canonical order in the summary: it must carry no layout information.
-    names = sorted(o.name for o in objects)
     count = NUMBER_WORDS[len(objects)]
-    summary = rng.choice(SUMMARY_TEMPLATES).format(
-        objects=_join([_with_article(n) for n in names]), bg=scene.background, count=count
-    )
+    summary = summary_sentence(scene, rng)
     details = []
     for obj in rng.sample(objects, len(objects)):
         other = rng.choice([o for o in objects if o is not obj])
@@ -190,17 +253,21 @@ def draw_scene(scene: Scene, image_size: int, rng: random.Random):
     return image
 
 
-def sample_world(n: int, seed: int, group_size: int = 4, split: str = "train") -> list[Scene]:
+def sample_world(n: int, seed: int, group_size: int = 4, split: str = "train", world: str = "objects") -> list[Scene]:
     """n scenes in groups of group_size (the last group may be smaller), deterministic per seed."""
     if n < 1:
         raise UserError(f"--n must be at least 1, got {n}")
-    if not 1 <= group_size <= 24:
-        raise UserError(f"group size must be in 1..24, got {group_size}")
-    rng = random.Random(f"scenes:{split}:{seed}")
+    if world not in WORLDS:
+        raise UserError(f"--world {world!r}: choose from {', '.join(WORLDS)}")
+    if not 1 <= group_size <= max_group_size(world):
+        raise UserError(f"group size must be in 1..{max_group_size(world)} for the {world} world, got {group_size}")
+    sample = sample_objects_group if world == "objects" else sample_group
+    # The layouts world keeps its original seed streams, so its worlds stay byte-identical.
+    rng = random.Random(f"scenes:{split}:{seed}" if world == "layouts" else f"scenes:{world}:{split}:{seed}")
     scenes: list[Scene] = []
     g = 0
     while len(scenes) < n:
-        scenes.extend(sample_group(rng, f"{split}-{seed}-g{g:05d}", min(group_size, n - len(scenes))))
+        scenes.extend(sample(rng, f"{split}-{seed}-g{g:05d}", min(group_size, n - len(scenes))))
         g += 1
     return scenes
 
@@ -213,6 +280,7 @@ def write_world(
     split: str = "train",
     group_size: int = 4,
     overwrite: bool = False,
+    world: str = "objects",
 ) -> dict[str, Any]:
     """Write OUT/sharegpt4v.json + OUT/images/*.png; returns a summary (counts, seed, path).
 
@@ -224,16 +292,16 @@ def write_world(
     if image_size < 16:
         raise UserError(f"--image-size must be at least 16, got {image_size}")
     with folder_lock(out, "synth"):
-        return _write_world(out, n, seed, image_size, split, group_size, overwrite)
+        return _write_world(out, n, seed, image_size, split, group_size, overwrite, world)
 
 
 def _write_world(
-    out: Path, n: int, seed: int, image_size: int, split: str, group_size: int, overwrite: bool
+    out: Path, n: int, seed: int, image_size: int, split: str, group_size: int, overwrite: bool, world: str
 ) -> dict[str, Any]:
     target = out / "sharegpt4v.json"
     if target.exists() and not overwrite:
         raise UserError(f"{target} already exists (pass --overwrite to replace it)")
-    scenes = sample_world(n, seed, group_size, split)
+    scenes = sample_world(n, seed, group_size, split, world)
     (out / "images").mkdir(parents=True, exist_ok=True)
     text_rng = random.Random(f"captions:{split}:{seed}")
     pixel_rng = random.Random(f"pixels:{split}:{seed}")
@@ -264,6 +332,7 @@ def _write_world(
         "images": len(records),
         "groups": len({s.group for s in scenes}),
         "group_size": group_size,
+        "world": world,
         "seed": seed,
         "split": split,
         "image_size": image_size,
