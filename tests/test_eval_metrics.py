@@ -101,3 +101,28 @@ def test_parse_variants_rejects_unknown_names():
     for bad in ("kep", "filler:x", "filler:", ""):
         with pytest.raises(UserError):
             parse_variants(bad)
+
+
+def test_paired_bootstrap_interval():
+    from caption_debias.evaluate.metrics import paired_bootstrap
+
+    same = paired_bootstrap([1, 0, 1, 0], [1, 0, 1, 0])
+    assert same["gap"] == same["lo"] == same["hi"] == 0.0
+    rng = torch.Generator().manual_seed(0)
+    a = (torch.rand(800, generator=rng) < 0.2).tolist()
+    b = [1 if (x or i % 10 == 0) else 0 for i, x in enumerate(a)]  # b answers a's hits and 1 in 10 more
+    gap = paired_bootstrap(a, b, resamples=1000, seed=3)
+    assert gap["gap"] == pytest.approx(100.0 * (sum(b) - sum(a)) / 800)
+    assert 0.0 < gap["lo"] < gap["gap"] < gap["hi"]
+    # Paired: b never misses where a hits, so no resample can show b behind.
+    assert gap["lo"] > 0 and gap == paired_bootstrap(a, b, resamples=1000, seed=3)
+    with pytest.raises(ValueError):
+        paired_bootstrap([], [])
+
+
+def test_chunked_ranks_equal_whole_matrix_ranks():
+    from caption_debias.evaluate.metrics import text_to_image_ranks, text_to_image_ranks_chunked
+
+    sim = torch.randn(50, 20).round(decimals=1)  # ties included
+    ti = torch.randint(0, 20, (50,))
+    assert torch.equal(text_to_image_ranks_chunked(sim, ti, chunk=7), text_to_image_ranks(sim, ti))

@@ -26,6 +26,33 @@ def text_to_image_ranks(sim: torch.Tensor, text_image: torch.Tensor) -> torch.Te
     return (sim >= right).sum(dim=1) - 1  # minus the right image itself
 
 
+def text_to_image_ranks_chunked(sim: torch.Tensor, text_image: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
+    """text_to_image_ranks over row chunks: only a chunk of booleans beyond the matrix itself."""
+    ti = torch.as_tensor(text_image, dtype=torch.long, device=sim.device)
+    parts = [text_to_image_ranks(sim[s : s + chunk], ti[s : s + chunk]) for s in range(0, sim.shape[0], chunk)]
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.long)
+
+
+def paired_bootstrap(
+    a_hits: Sequence[float], b_hits: Sequence[float], resamples: int = 2000, seed: int = 0, level: float = 0.95
+) -> dict[str, float]:
+    """b - a in percent points over the same queries, with a paired percentile-bootstrap interval:
+    queries are resampled with replacement and both models keep their own answer to each."""
+    import numpy as np
+
+    diff = np.asarray(b_hits, dtype=np.float64) - np.asarray(a_hits, dtype=np.float64)
+    if diff.ndim != 1 or diff.size == 0:
+        raise ValueError("paired_bootstrap needs two equal, non-empty lists of per-query hits")
+    rng = np.random.default_rng(seed)
+    means = np.empty(resamples)
+    for s in range(0, resamples, 256):  # blocks of resamples keep the index matrix small
+        idx = rng.integers(0, diff.size, size=(min(256, resamples - s), diff.size))
+        means[s : s + len(idx)] = diff[idx].mean(axis=1)
+    tail = (1.0 - level) / 2
+    lo, hi = np.quantile(means, [tail, 1.0 - tail])
+    return {"gap": 100.0 * float(diff.mean()), "lo": 100.0 * float(lo), "hi": 100.0 * float(hi), "level": level}
+
+
 def own_scores(sim: torch.Tensor, text_image: torch.Tensor) -> torch.Tensor:
     """sim[t, image of t] for every text t."""
     return sim.gather(1, text_image.view(-1, 1)).view(-1)

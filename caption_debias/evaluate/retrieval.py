@@ -7,14 +7,14 @@ and compared by cosine similarity, on the model's own device (GPU when the model
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.evaluate.benchmarks import RetrievalData, load_prepared
-from caption_debias.evaluate.metrics import retrieval_recall
+from caption_debias.evaluate.metrics import retrieval_recall, text_to_image_ranks_chunked
 from caption_debias.evaluate.variants import DEFAULT_VARIANTS, make_variant, parse_variants, short_counts
 
 if TYPE_CHECKING:
@@ -119,6 +119,9 @@ class RetrievalRun:
     n_images: int
     n_texts: int
     image_features: Any  # reuse across calls on the same model and data
+    # {variant: rank of each text's own image, 0 = first, ties against it}: per-query hits for
+    # paired comparisons of two models on the same queries (metrics.paired_bootstrap)
+    t2i_ranks: dict[str, Any] = field(default_factory=dict)
 
 
 def run_retrieval(
@@ -140,7 +143,7 @@ def run_retrieval(
         image_features = encode_images(loaded, data.images, batch_size, workers)
         data.image_features[loaded.model] = image_features
     text_image = torch.as_tensor(data.text_image, device=image_features.device)
-    table = {}
+    table, ranks = {}, {}
     for variant in variants:
         texts = [make_variant(sents, variant) for sents in data.captions]
         # Identical texts (e.g. shared summaries under `first`) are encoded once, so they get
@@ -149,8 +152,12 @@ def run_retrieval(
         where = {t: i for i, t in enumerate(unique)}
         unique_features = encode_texts(loaded, unique, max(batch_size, 64))
         text_features = unique_features[torch.as_tensor([where[t] for t in texts], device=unique_features.device)]
-        table[variant] = retrieval_recall(text_features @ image_features.t(), text_image, rule=recall_rule)
-    return RetrievalRun(table, short_counts(data.captions, variants), data.n_images, len(data.captions), image_features)
+        sim = text_features @ image_features.t()
+        table[variant] = retrieval_recall(sim, text_image, rule=recall_rule)
+        ranks[variant] = text_to_image_ranks_chunked(sim, text_image).cpu()
+    return RetrievalRun(
+        table, short_counts(data.captions, variants), data.n_images, len(data.captions), image_features, ranks
+    )
 
 
 def evaluate(
