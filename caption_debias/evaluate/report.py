@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from caption_debias import html_report
+from caption_debias.stats.plots import legend_outside
 
 PROBE_JSON = "probe.json"
 ATTENTION_PNG = "attention.png"
@@ -61,7 +62,7 @@ def plot_attention(result: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = plt.subplots(figsize=(9, 4))
     for label, r in result["models"].items():
         mean = r["attention"]["mean"]
         pts = [(p, v) for p, v in enumerate(mean) if v is not None and v > 0]
@@ -72,7 +73,7 @@ def plot_attention(result: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("mean attention from the pooled (EOT) query")
     ax.set_title(f"Attention by token position, {result['data']['name']}")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    legend_outside(ax)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -84,7 +85,7 @@ def plot_filler(result: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(8, 4))
     for label, r in result["models"].items():
         curve = r["filler_curve"]
         ax.plot(curve["n"], curve["t2i_r1"], marker="o", label=f"{label} T2I")
@@ -93,7 +94,7 @@ def plot_filler(result: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("R@1 (%)")
     ax.set_title("Filler prefix probe")
     ax.grid(True, alpha=0.3)
-    ax.legend()
+    legend_outside(ax)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -82,7 +82,7 @@ def curation_stats(ds: PreparedDataset) -> dict[str, Any] | None:
 
 
 def _funnel_figure(curated: list[tuple[str, dict]]) -> bytes:
-    from caption_debias.stats.plots import _color, _png, _pyplot
+    from caption_debias.stats.plots import _color, _png, _pyplot, legend_outside
 
     plt = _pyplot()
     steps = [s["step"] for s in curated[0][1]["funnel"]]
@@ -105,7 +105,7 @@ def _funnel_figure(curated: list[tuple[str, dict]]) -> bytes:
     ax.set_xlabel("rows left, share of rows read")
     ax.set_title(FIGURE_TITLES["curation_funnel"])
     if len(curated) > 1:
-        ax.legend(loc="lower right")
+        legend_outside(ax)
     return _png(fig)
 
 
@@ -141,7 +141,7 @@ def _coverage_figure(curated: list[tuple[str, dict]]) -> bytes:
 
 
 def _sizes_figure(curated: list[tuple[str, dict]]) -> bytes:
-    from caption_debias.stats.plots import _color, _png, _pyplot
+    from caption_debias.stats.plots import _color, _png, _pyplot, legend_outside
 
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 3.6))
@@ -160,7 +160,7 @@ def _sizes_figure(curated: list[tuple[str, dict]]) -> bytes:
     ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
     ax.set_xlabel("shorter side (px)")
     ax.set_title(FIGURE_TITLES["image_sizes"])
-    ax.legend(loc="upper right")
+    legend_outside(ax)
     return _png(fig)
 
 

@@ -66,9 +66,11 @@ def _percent_axis(ax, axis: str = "y") -> None:
     (ax.yaxis if axis == "y" else ax.xaxis).set_major_formatter(PercentFormatter(1.0, decimals=0))
 
 
-def _legend(ax, loc: str) -> None:
+def legend_outside(ax) -> None:
+    """The legend to the right of the axes, where it cannot cover the data (the stats, probe
+    and demo plots all use it)."""
     if ax.get_legend_handles_labels()[0]:  # an empty dataset draws nothing to label
-        ax.legend(loc=loc)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False, fontsize="small")
 
 
 def _fractions(hist: dict[str, int]) -> dict[int, float]:
@@ -103,7 +105,7 @@ def sentences_per_caption(groups: Groups) -> bytes:
     ax.set_xlim(0.4, last + 0.6)
     ax.grid(axis="x", visible=False)
     _percent_axis(ax)
-    _legend(ax, "upper right")
+    legend_outside(ax)
     return _png(fig)
 
 
@@ -155,7 +157,7 @@ def tokens_per_caption(groups: Groups) -> bytes:
     ax.set_xlabel(f"CLIP tokens with start and end (last bin: {MAX_TOKENS}+)")
     ax.set_ylabel("captions")
     ax.set_xlim(0, None)
-    _legend(ax, "center right")
+    legend_outside(ax)
     return _png(fig)
 
 
@@ -168,7 +170,7 @@ def first_sentence_tokens(groups: Groups) -> bytes:
     ax.set_xlabel("CLIP tokens without start and end (last bin: 120+)")
     ax.set_ylabel("captions")
     ax.set_xlim(0, None)
-    _legend(ax, "upper right")
+    legend_outside(ax)
     return _png(fig)
 
 
@@ -189,7 +191,7 @@ def summary_positions(groups: Groups) -> bytes:
     ax.grid(axis="x", visible=False)
     _percent_axis(ax)
     if len(groups) > 1:
-        _legend(ax, "upper right")
+        legend_outside(ax)
     return _png(fig)
 
 

@@ -213,6 +213,11 @@ def render_markdown(stats: dict[str, Any], figure_files: dict[str, str]) -> str:
 
 
 def render_html(stats: dict[str, Any], figures: dict[str, bytes]) -> str:
+    return html_report.page("caption-debias stats", html_body(stats, figures))
+
+
+def html_body(stats: dict[str, Any], figures: dict[str, bytes], title: str = "<h1>Dataset statistics</h1>") -> str:
+    """The report's content without the page around it (the demo report embeds it)."""
     e = html_report.esc
     groups = _table_groups(stats)
     tp = stats["tokens_per_caption"]
@@ -248,7 +253,7 @@ Prepared with {e(_prepared_line(stats))}."""
     phrases_note = (
         f"The first {stats['options']['phrase_words']} lowercased words of the first sentence, punctuation dropped."
     )
-    body = f"""<h1>Dataset statistics</h1>
+    return f"""{title}
 <p class="sub">{folders}{by}</p>
 {"".join(html_report.warn(n) for n in notes(stats))}{html_report.cards(cards)}
 <h2>Plots</h2>
@@ -262,7 +267,6 @@ Prepared with {e(_prepared_line(stats))}."""
 <h2>Rejects by reason</h2>
 {rejects}
 {curation.html_section(stats, {n: p for n, p in figures.items() if n in curation.FIGURE_TITLES})}"""
-    return html_report.page("caption-debias stats", body)
 
 
 def write_report(stats: dict[str, Any], report_dir: str | Path) -> dict[str, Path]:
@@ -279,7 +283,8 @@ def write_report(stats: dict[str, Any], report_dir: str | Path) -> dict[str, Pat
         return _write_report(stats, out)
 
 
-def _write_report(stats: dict[str, Any], out: Path) -> dict[str, Path]:
+def report_figures(stats: dict[str, Any]) -> dict[str, bytes]:
+    """{name: PNG} of every plot the report shows."""
     from caption_debias.stats.plots import all_figures
 
     groups = comparison_groups(stats)
@@ -287,6 +292,11 @@ def _write_report(stats: dict[str, Any], out: Path) -> dict[str, Path]:
         groups = groups[:MAX_PLOT_GROUPS]  # the tables still list every group
     figures = all_figures(groups)
     figures.update(curation.figures(stats))
+    return figures
+
+
+def _write_report(stats: dict[str, Any], out: Path) -> dict[str, Path]:
+    figures = report_figures(stats)
     files = {"stats": out / "stats.json", "markdown": out / "report.md", "html": out / "report.html"}
     files["stats"].write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     figure_files = {}
