@@ -143,12 +143,13 @@ def tokens_per_caption(groups: Groups) -> bytes:
     top = ax.get_ylim()[1]
     for limit, name in ((CLIP_CONTEXT, "CLIP"), (LONGCLIP_CONTEXT, "Long-CLIP")):
         ax.axvline(limit, color="#b5495b", linestyle="--", linewidth=1.3)
-        ax.text(
-            limit + 4,
+        ax.text(  # left of its line: the right edge of the axes is the legend's
+            limit - 4,
             top * 0.97,
             f"{name} {limit}",
             color="#b5495b",
             va="top",
+            ha="right",
             fontsize=9,
             fontweight="bold",
             bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1.5},
