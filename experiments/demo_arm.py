@@ -1,8 +1,9 @@
-"""One demo fine-tune arm from an existing demo run's stage 1, with other settings; prints t2i R@1.
+"""One demo fine-tune arm from an existing demo run's start, with other settings; prints t2i R@1.
 
-What docs/demo.md's tuning table was measured with: the demo's stage-1 run and worlds stay
-fixed, one arm is retrained with another lr / batching / lambda_s, and evaluated on the
-demo's test world (keep / remove / move). One torch thread, so two arms can run side by side.
+What docs/demo.md's v1 tuning tables were measured with: the demo's start (its stage-1 run
+under `--preset v1`, the shipped demo-start otherwise) and worlds stay fixed, one arm is
+retrained with another lr / batching / lambda_s, and evaluated on the demo's test world
+(keep / remove / move). One torch thread, so two arms can run side by side.
 
     .venv/bin/python experiments/demo_arm.py --demo demo-out --arm debias --lr 2e-3 --random-batches --out /tmp/arm
 """
@@ -22,7 +23,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--demo", type=Path, required=True, help="a `caption-debias demo --out` folder")
     p.add_argument(
-        "--arm", choices=("longclip", "debias", "stage1"), required=True, help="stage1: evaluate the stage-1 run only"
+        "--arm", choices=("longclip", "debias", "start"), required=True, help="start: evaluate the start only"
     )
     p.add_argument("--out", type=Path, required=True, help="run folder for the fine-tune")
     p.add_argument("--steps", type=int, default=300)
@@ -45,8 +46,8 @@ def main() -> None:
     from caption_debias.train.loop import train
 
     started = time.perf_counter()
-    run = a.demo / "runs" / "stage1"
-    if a.arm != "stage1":
+    run = json.loads((a.demo / "results.json").read_text("utf-8"))["start"]
+    if a.arm != "start":
         cfg = _train_config(
             recipe=a.arm,
             model=str(run),
@@ -68,7 +69,7 @@ def main() -> None:
         )
         run = Path(train(cfg.validate()))
     scores = evaluate(
-        load_model(str(run)),
+        load_model(str(run)),  # the start's spec, or the new run folder
         as_data(a.demo / "prepared" / "test", a.demo / "world" / "test"),
         variants=("keep", "remove", "move"),
         batch_size=256,

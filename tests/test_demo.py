@@ -10,6 +10,8 @@ from caption_debias import html_report
 from caption_debias.errors import UserError
 
 TINY = dict(
+    start="train",  # the v1 path: a stage-1 run of `tiny` inside the demo
+    world="layouts",
     model="tiny",
     train_images=48,
     test_images=24,
@@ -38,14 +40,14 @@ def test_artifacts_exist_and_agree(demo_run):
     assert on_disk["summary"] == json.loads(json.dumps(results["summary"]))
     page = (out / "report.html").read_text("utf-8")
     assert html_report.CSS in page  # the shared page builder
-    for needle in ("text-to-image R@1", "Loss curves", "Dataset statistics", "data:image/png;base64,"):
+    for needle in ("text-to-image R@1", "Long-caption loss", "Dataset statistics", "data:image/png;base64,"):
         assert needle in page
     assert len(tables) == 1 and "longclip" in tables[0] and "debias" in tables[0]
     assert set(results["timings_s"]) >= {
         "synth",
         "prepare",
         "stats",
-        "stage1",
+        "start",
         "stretch",
         "longclip",
         "debias",
@@ -68,7 +70,7 @@ def test_numbers_come_from_real_runs(demo_run):
     out, results, _ = demo_run
     # Each run trained its own budget and logged it.
     for name, steps in (
-        ("stage1", TINY["stage1_steps"]),
+        ("start", TINY["stage1_steps"]),
         ("longclip", TINY["finetune_steps"]),
         ("debias", TINY["finetune_steps"]),
     ):
@@ -79,12 +81,12 @@ def test_numbers_come_from_real_runs(demo_run):
     # Stage 1 batches are whole hard-negative groups; the fine-tunes draw random batches.
     group_keys = {
         name: json.loads((out / "runs" / name / "config.json").read_text("utf-8"))["config"]["group_key"]
-        for name in ("stage1", "longclip", "debias")
+        for name in ("start", "longclip", "debias")
     }
-    assert group_keys == {"stage1": "group", "longclip": None, "debias": None}
+    assert group_keys == {"start": "group", "longclip": None, "debias": None}
     # The summary is computed from the eval tables, not written by hand.
     ev = results["eval"]
-    for model in ("stage1", "longclip", "debias"):
+    for model in ("start", "longclip", "debias"):
         for variant in ("keep", "remove", "move", "filler:3"):
             r1 = ev[model][variant]["t2i"]["r1"]
             assert 0.0 <= r1 <= 100.0
@@ -93,19 +95,73 @@ def test_numbers_come_from_real_runs(demo_run):
     assert drop["longclip"] == pytest.approx(
         ev["longclip"]["keep"]["t2i"]["r1"] - ev["longclip"]["remove"]["t2i"]["r1"], abs=0.01
     )
+    # Each gap is debias - longclip of the tables, inside its own bootstrap interval.
+    for variant, gap in results["summary"]["gaps"].items():
+        expected = ev["debias"][variant]["t2i"]["r1"] - ev["longclip"][variant]["t2i"]["r1"]
+        assert gap["gap"] == pytest.approx(expected, abs=0.01)
+        assert gap["lo"] <= gap["gap"] <= gap["hi"] and gap["level"] == 0.95
+    assert results["summary"]["queries"] == TINY["test_images"]
     # Different recipes from the same start end in different weights, so the fine-tuned models differ.
     from caption_debias.model.load import load_model
 
     a = load_model(str(out / "runs" / "longclip")).model.state_dict()
     b = load_model(str(out / "runs" / "debias")).model.state_dict()
     assert any(not a[k].equal(b[k]) for k in a)
-    assert results["probe"]["models"].keys() == {"stage1", "longclip", "debias"}
+    assert results["probe"]["models"].keys() == {"start", "longclip", "debias"}
 
 
-def test_unknown_preset_is_a_user_error(tmp_path):
+def test_report_shows_stats_long_loss_and_probe(demo_run):
+    out, results, _ = demo_run
+    page = (out / "report.html").read_text("utf-8")
+    # The stats report's own sections (pictures and its figures table), not a JSON dump.
+    for needle in ("Tokens per caption", "median tokens per caption", "Top opening phrases", "long-caption loss"):
+        assert needle in page
+    assert '"tokens_per_caption": {' not in page
+    assert "Attention by token position" in page and "Filler prefix probe" in page
+    assert page.count("data:image/png;base64,") >= 5  # stats plots, loss, attention, filler
+
+
+def test_shipped_start_is_shared_and_loads_like_any_checkpoint(tmp_path):
+    """The default presets fine-tune both arms from the package's demo-start, read through
+    load_model's local-dir: path; its weights are fp16 and under 20 MB."""
+    from caption_debias.demo import DemoConfig, preset, run_demo, shipped_start
+    from caption_debias.model.load import load_model
+
+    start = shipped_start()
+    weights = start / "open_clip_model.safetensors"
+    assert weights.stat().st_size < 20 * 2**20
+    from safetensors import safe_open
+
+    with safe_open(str(weights), "pt") as f:
+        assert {str(f.get_slice(k).get_dtype()) for k in f.keys()} == {"F16"}
+    loaded = load_model(f"local-dir:{start}")
+    assert loaded.context_length == 77
+    assert preset("full", tmp_path).start == preset("quick", tmp_path).start == "shipped"
+
+    tiny = dict(train_images=24, test_images=16, batch_size=8, finetune_steps=2, eval_batch_size=16)
+    results = run_demo(DemoConfig(out=tmp_path / "demo", seed=1, preset="test", **tiny), quiet=True)
+    assert results["start"] == f"local-dir:{start}"
+    assert results["stretch"] == {"from": 77, "to": 248, "head_kept": True}
+    assert not (tmp_path / "demo" / "runs" / "start").exists()  # nothing trained for the start
+    for arm in ("longclip", "debias"):
+        cfg = json.loads((tmp_path / "demo" / "runs" / arm / "config.json").read_text("utf-8"))["config"]
+        assert cfg["model"] == f"local-dir:{start}"
+
+
+def test_presets(tmp_path):
     from caption_debias.demo import preset
 
-    assert preset("quick", tmp_path).stage1_steps < preset("full", tmp_path).stage1_steps
+    full, quick, v1 = (preset(name, tmp_path) for name in ("full", "quick", "v1"))
+    assert full.world == quick.world == "objects"
+    assert quick.finetune_steps < full.finetune_steps and quick.train_images < full.train_images
+    # v1 reproduces the first demo's documented table: its world, its own stage 1, its budgets.
+    assert (v1.world, v1.start, v1.stage1_steps, v1.finetune_steps, v1.finetune_lr) == (
+        "layouts",
+        "train",
+        600,
+        300,
+        2e-3,
+    )
     with pytest.raises(UserError, match="preset"):
         preset("huge", tmp_path)
 
