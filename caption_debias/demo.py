@@ -151,6 +151,11 @@ class _Stage:
             self.owner._progress.advance(self.owner._overall)
 
 
+# Training options of every demo run (and of the experiments behind docs/demo.md): a small
+# world decoded once into memory, fp32 on the CPU, no reporters or progress bars.
+CPU_RUN = dict(cache_images=True, precision="fp32", report_to="", quiet=True, workers=0)
+
+
 def _train_config(**wanted: Any):
     """A TrainConfig from the demo's settings; fails loudly if the train API lacks a field."""
     from caption_debias.train.config import TrainConfig
@@ -256,11 +261,7 @@ def _run_demo_locked(cfg: DemoConfig, out: Path, quiet: bool, on_table: Callable
             batch_size=cfg.batch_size,
             seed=cfg.seed,
             group_size=cfg.group_size,
-            cache_images=True,
-            precision="fp32",
-            report_to="",
-            quiet=True,
-            workers=0,
+            **CPU_RUN,
             **cfg.extra_train,
         )
         if cfg.start == SHIPPED_START:

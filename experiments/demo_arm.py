@@ -40,7 +40,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from caption_debias.demo import _budget, _train_config
+    from caption_debias.demo import CPU_RUN, _budget, _train_config
     from caption_debias.evaluate.retrieval import as_data, evaluate
     from caption_debias.model.load import load_model
     from caption_debias.train.loop import train
@@ -60,11 +60,7 @@ def main() -> None:
             seed=a.seed,
             group_key=None if a.random_batches else "group",
             group_size=4,
-            cache_images=True,
-            precision="fp32",
-            report_to="",
-            quiet=True,
-            workers=0,
+            **CPU_RUN,
             **_budget(a.steps, a.lr),
         )
         run = Path(train(cfg.validate()))

@@ -40,7 +40,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(a.threads)
-    from caption_debias.demo import _budget, _train_config
+    from caption_debias.demo import CPU_RUN, _budget, _train_config
     from caption_debias.model.export import export
     from caption_debias.prepare.options import PrepareOptions
     from caption_debias.prepare.run import prepare
@@ -61,11 +61,7 @@ def main() -> None:
         context_length=77,
         batch_size=a.batch_size,
         seed=a.seed,
-        cache_images=True,
-        precision="fp32",
-        report_to="",
-        quiet=True,
-        workers=0,
+        **CPU_RUN,
         **_budget(a.steps, a.lr),
     )
     train(cfg.validate())

@@ -72,7 +72,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from caption_debias.demo import _budget, _train_config
+    from caption_debias.demo import CPU_RUN, _budget, _train_config
     from caption_debias.evaluate.retrieval import as_data, encode_images, encode_texts
     from caption_debias.evaluate.variants import make_variant
     from caption_debias.model.load import load_model
@@ -110,11 +110,7 @@ def main() -> None:
             context_length=a.context_length,
             batch_size=64,
             seed=a.seed,
-            cache_images=True,
-            precision="fp32",
-            report_to="",
-            quiet=True,
-            workers=0,
+            **CPU_RUN,
             **_budget(a.steps, a.lr),
         )
         train(cfg.validate())
