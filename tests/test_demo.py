@@ -178,3 +178,15 @@ def test_cli_help_and_one_line_error(tmp_path):
     bad = subprocess.run([*exe, "--out", str(blocker), "--quiet"], capture_output=True, text=True)
     assert bad.returncode != 0
     assert bad.stderr.strip().count("\n") == 0 and "not a folder" in bad.stderr
+
+
+def test_cli_preset_errors_are_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    exe = [sys.executable, "-m", "caption_debias.cli.main", "demo", "--out", str(tmp_path / "d"), "--quiet"]
+    for extra, needle in ((["--preset", "huge"], "unknown demo preset"), (["--quick", "--preset", "v1"], "--quick")):
+        bad = subprocess.run([*exe, *extra], capture_output=True, text=True)
+        assert bad.returncode != 0
+        assert bad.stderr.strip().count("\n") == 0 and needle in bad.stderr, bad.stderr
+    assert not (tmp_path / "d" / "runs").exists()
