@@ -1,12 +1,12 @@
 """Make the demo's shared start: `demo-small` trained on short, mostly summary-like captions at
 context 77, as CLIP is, then shipped as package data (caption_debias/assets/demo-start/).
 
-Seeded, on one torch thread (a rerun was not compared bit for bit). A separate `objects` world (split `start`, its
-own seed: a random stream no demo world uses) is prepared like any dump, and the
-`short` recipe trains on one sentence per caption: the summary half the time, otherwise one
-other sentence. The run's last checkpoint is exported as an open_clip `local-dir:` folder
-with fp16 weights, which `load_model` reads like any checkpoint; the folder's
-`open_clip_config.json` records how it was made. The model card is in docs/demo.md.
+Seeded, on one torch thread (a rerun was not compared bit for bit). A separate `objects`
+world (split `start`, its own seed: a random stream no demo world uses) is prepared like any
+dump, and the `short` recipe trains on one sentence per caption: the summary half the time,
+otherwise one other sentence. The run's last checkpoint is exported as an open_clip
+`local-dir:` folder with fp16 weights, which `load_model` reads like any checkpoint; the
+folder's `open_clip_config.json` records how it was made. The model card is in docs/demo.md.
 
     .venv/bin/python experiments/demo_start.py --work /tmp/demo-start            # writes the asset
     .venv/bin/python experiments/demo_start.py --work /tmp/t --steps 30 --no-ship  # a timing try
