@@ -484,11 +484,8 @@ def write_report(results: dict[str, Any], path: Path, probe_dir: Path) -> None:
     loss_curves = html_report.figure(_loss_curves_png(results["curves"]), "long-caption loss", wide=True)
     stats = results["stats"]
     # the stats report's own sections, one heading level down inside this page
-    stats_html = html_body(stats, report_figures(stats), title="<h2>Dataset statistics</h2>")
-    stats_html = (
-        stats_html.replace("<h2>Plots</h2>", "<h3>Plots</h3>").replace("<h2>", "<h3>").replace("</h2>", "</h3>")
-    )
-    stats_html = stats_html.replace("<h3>Dataset statistics</h3>", "<h2>Dataset statistics</h2>", 1)
+    sections = html_body(stats, report_figures(stats), title="").replace("<h2>", "<h3>").replace("</h2>", "</h3>")
+    stats_html = f"<h2>Dataset statistics</h2>{sections}"
     start_note = (
         "the shipped <code>demo-start</code> (short captions at context 77, docs/demo.md)"
         if cfg["start"] == SHIPPED_START
