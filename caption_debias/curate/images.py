@@ -10,11 +10,12 @@ of each side) straight to greyscale, which is all a 32 x 32 perceptual hash need
 from __future__ import annotations
 
 import hashlib
-import io
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+
+from caption_debias import image_files
 
 OK, MISSING, UNREADABLE, NOT_CHECKED = 0, 1, 2, 3
 STATUS_NAMES = {OK: "present", MISSING: "missing", UNREADABLE: "unreadable", NOT_CHECKED: "not_checked"}
@@ -52,46 +53,55 @@ def phash_of(image) -> int:
 
 
 def image_facts(path: Path) -> ImageFacts:
-    """Specification: the facts of one image file."""
-    from PIL import Image, ImageFile, UnidentifiedImageError
+    """Specification: the facts of one image file (read bounded and never blocking: image_files.read_regular)."""
+    from PIL import ImageFile, UnidentifiedImageError
 
     try:
-        data = path.read_bytes()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return ImageFacts(MISSING)
-    except OSError as exc:
-        return ImageFacts(UNREADABLE, error=f"{type(exc).__name__}: {exc.strerror or exc}")
+        data = image_files.read_regular(path)
+    except image_files.ImageProblem as exc:
+        return ImageFacts(MISSING if exc.reason == image_files.MISSING else UNREADABLE, error=exc.detail)
     digest = hashlib.sha256(data).digest()
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(data)) as im:
-                width, height = im.size
-                if im.format == "JPEG":
-                    im.draft("L", (DRAFT_SIDE, DRAFT_SIDE))
-                # the decoder gets the whole file in one call, not in 64 KiB pieces (it backtracks at each)
-                im.decodermaxblock = max(len(data), ImageFile.MAXBLOCK)
-                im.load()  # decodes every byte: a truncated or corrupt file fails here
-                phash = phash_of(im)
+        with image_files.open_image(data, path.name) as im:
+            width, height = im.size
+            if im.format == "JPEG":
+                im.draft("L", (DRAFT_SIDE, DRAFT_SIDE))
+            # the decoder gets the whole file in one call, not in 64 KiB pieces (it backtracks at each)
+            im.decodermaxblock = max(len(data), ImageFile.MAXBLOCK)
+            im.load()  # decodes every byte: a truncated or corrupt file fails here
+            phash = phash_of(image_files.to_8bit_grey(im) if im.mode in image_files.SIXTEEN_BIT else im)
+    except image_files.ImageProblem as exc:  # beyond the MAX_PIXELS rule
+        return ImageFacts(UNREADABLE, sha256=digest, error=exc.detail)
     except UnidentifiedImageError:
         return ImageFacts(UNREADABLE, sha256=digest, error="not an image Pillow can identify")
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombWarning) as exc:
+    except Exception as exc:  # noqa: BLE001  Pillow's plugins raise many types on corrupt input
         return ImageFacts(UNREADABLE, sha256=digest, error=f"{type(exc).__name__}: {exc}")
-    except Image.DecompressionBombError as exc:
-        return ImageFacts(UNREADABLE, sha256=digest, error=f"DecompressionBombError: {exc}")
     return ImageFacts(OK, width, height, digest, phash)
 
 
-def image_facts_batch(paths: list[Path | None], threads: int = 4) -> list[ImageFacts]:
-    """image_facts for every path (None: not checked, e.g. a URL), in order."""
+def relative_facts(root: image_files.ImageRoot, image: str) -> ImageFacts:
+    """The facts of `image`, a path relative to the image root that must stay inside it (image_files.ImageRoot)."""
+    try:
+        path = root.resolve(image)
+    except image_files.ImageProblem as exc:
+        return ImageFacts(MISSING if exc.reason == image_files.MISSING else UNREADABLE, error=exc.detail)
+    return image_facts(path)
+
+
+def image_facts_batch(paths: list, threads: int = 4, root: str | Path | None = None) -> list[ImageFacts]:
+    """image_facts for every path (None: not checked, e.g. a URL), in order.
+
+    With `root`, each path is a string relative to it and checked to stay inside it (relative_facts).
+    """
+    one = image_facts if root is None else partial(relative_facts, image_files.ImageRoot(root))
     todo = [(i, p) for i, p in enumerate(paths) if p is not None]
     out = [ImageFacts(NOT_CHECKED)] * len(paths)
     if threads <= 1 or len(todo) < 2:
         for i, p in todo:
-            out[i] = image_facts(p)
+            out[i] = one(p)
         return out
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        for (i, _), facts in zip(todo, pool.map(image_facts, [p for _, p in todo])):
+        for (i, _), facts in zip(todo, pool.map(one, [p for _, p in todo])):
             out[i] = facts
     return out
 

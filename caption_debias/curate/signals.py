@@ -122,9 +122,8 @@ def _coverage(images: list[str], facts: list[img.ImageFacts]) -> dict[str, dict[
 
 
 def image_signals(images: list[str], image_root: str, threads: int) -> tuple[list[img.ImageFacts], dict]:
-    root = Path(image_root)
-    paths = [None if img.is_url(i) else root / i for i in images]
-    facts = img.image_facts_batch(paths, threads)
+    paths = [None if img.is_url(i) else i for i in images]
+    facts = img.image_facts_batch(paths, threads, root=image_root)
     return facts, _coverage(images, facts)
 
 

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from caption_debias import storage
 from caption_debias.curate.options import REASONS
+from caption_debias.image_files import ImageRoot
 from caption_debias.prepare import state
 from caption_debias.prepare.writer import atomic_output, sha256_file, write_json, write_shard
 from caption_debias.records import excerpt
@@ -123,7 +124,7 @@ def build_table(task: dict[str, Any]) -> tuple[pa.Table, list[dict[str, Any]]]:
 
 def _write_embedded(table: pa.Table, path: Path, image_root: str) -> str:
     """Write `table` with image_bytes filled, EMBED_ROW_GROUP rows at a time (atomic, like write_shard)."""
-    root = Path(image_root)
+    root = ImageRoot(image_root)
     col = table.schema.get_field_index("image_bytes")
     with atomic_output(path) as tmp:
         with pq.ParquetWriter(tmp, table.schema, compression="zstd") as writer:
@@ -132,9 +133,9 @@ def _write_embedded(table: pa.Table, path: Path, image_root: str) -> str:
                 blobs = []
                 for image in part.column("image").to_pylist():
                     try:
-                        blobs.append((root / image).read_bytes() if "://" not in image else None)
-                    except OSError:
-                        blobs.append(None)  # gone since the signals were taken: null, not a failed run
+                        blobs.append(root.read(image) if "://" not in image else None)
+                    except OSError:  # gone (or swapped) since the signals were taken: null, not a failed run
+                        blobs.append(None)
                 part = part.set_column(col, table.schema.field(col), pa.array(blobs, pa.binary()))
                 writer.write_table(part)
         digest = sha256_file(tmp)

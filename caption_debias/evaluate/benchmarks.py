@@ -14,6 +14,9 @@ from typing import Callable, Iterable, Sequence
 
 from caption_debias import storage
 from caption_debias.errors import UserError
+from caption_debias.image_files import MISSING, ImageProblem, ImageRoot, path_problem
+
+SKIPPED_WHY = "image path absolute or outside the image root (after symlinks), or unusable"
 
 
 @dataclass
@@ -44,12 +47,19 @@ class RetrievalData:
             raise UserError(f"{self.name}: {len(missing)} of {len(self.images)} images missing, first: {missing[0]}")
 
 
-def outside_root(rel) -> bool:
-    """An image path that is absolute or climbs out of the image root (prepare rejects these too)."""
-    from caption_debias.readers.common import image_problem
-
-    problem = image_problem(rel) if isinstance(rel, str) else None
-    return problem is not None and problem.startswith(("absolute image path", "image path escapes"))
+def outside_root(rel, root: ImageRoot | None = None) -> bool:
+    """An image path the image root refuses: absolute, climbing out, holding a control character, or
+    (given the root) a symlink out of it or a symlink loop. A missing file is not refused here:
+    RetrievalData.check_images names it."""
+    if not isinstance(rel, str):
+        return False
+    if root is None:
+        return path_problem(rel) is not None
+    try:
+        root.resolve(rel)
+    except ImageProblem as exc:
+        return exc.reason != MISSING
+    return False
 
 
 class _Builder:
@@ -63,11 +73,15 @@ class _Builder:
         self.images: list[Path] = []
         self.captions: list[list[str]] = []
         self.text_image: list[int] = []
-        self.outside_root = 0  # pairs skipped: image path absolute or outside the image root
+        self.outside_root = 0  # pairs skipped: image path outside the image root (or unusable)
+        self._roots: dict[Path, ImageRoot] = {}
 
     def inside(self, root: Path, rel) -> Path | None:
-        """root / rel, or None (counted) when rel is absolute or climbs out of root."""
-        if outside_root(rel):
+        """root / rel, or None (counted) when the root refuses rel (outside_root)."""
+        guard = self._roots.get(root)
+        if guard is None:
+            guard = self._roots[root] = ImageRoot(root)
+        if outside_root(rel, guard):
             self.outside_root += 1
             return None
         return root / rel
@@ -86,7 +100,7 @@ class _Builder:
 
     def build(self, name: str, definition: str, **info) -> RetrievalData:
         if self.outside_root:
-            definition += f"; {self.outside_root} pairs skipped: image path absolute or outside the image root"
+            definition += f"; {self.outside_root} pairs skipped: {SKIPPED_WHY}"
         if not self.images:
             raise UserError(f"{name}: no image-caption pairs found ({definition})")
         info.setdefault("segmenter", self.segmenter.name)
@@ -271,10 +285,11 @@ def load_prepared(path: Path, image_root: Path | None, name: str | None = None) 
     captions: list[list[str]] = []
     text_image: list[int] = []
     skipped = 0  # prepare never writes such paths; a folder made by other means might
+    guard = ImageRoot(root)
     for image, sents in zip(table.column("image").to_pylist(), table.column("sentences").to_pylist()):
         if "://" in image:
             raise UserError(f"{path}: image {image!r} is a URL; evaluation needs local images")
-        if outside_root(image):
+        if outside_root(image, guard):
             skipped += 1
             continue
         if image not in index:
@@ -284,7 +299,7 @@ def load_prepared(path: Path, image_root: Path | None, name: str | None = None) 
         text_image.append(index[image])
     definition = f"prepared folder {path} (sentences as prepared)"
     if skipped:
-        definition += f"; {skipped} rows skipped: image path absolute or outside the image root"
+        definition += f"; {skipped} rows skipped: {SKIPPED_WHY}"
     if not images:
         raise UserError(f"{path}: prepared folder has no rows ({definition})")
     return RetrievalData(

@@ -16,6 +16,7 @@ from caption_debias.errors import UserError
 from caption_debias.evaluate.benchmarks import RetrievalData, load_prepared
 from caption_debias.evaluate.metrics import retrieval_recall, text_to_image_ranks_chunked
 from caption_debias.evaluate.variants import DEFAULT_VARIANTS, make_variant, parse_variants, short_counts
+from caption_debias.image_files import ImageProblem, decode_rgb, read_regular
 
 if TYPE_CHECKING:
     import torch
@@ -52,13 +53,11 @@ class _ImageFiles:
         return len(self.paths)
 
     def __getitem__(self, i: int):
-        from PIL import Image, UnidentifiedImageError
-
+        # Bounded, never blocking, and decoded to the same RGB as train's (image_files).
         try:
-            with Image.open(self.paths[i]) as im:
-                return self.preprocess(im.convert("RGB"))
-        except (OSError, UnidentifiedImageError) as exc:
-            raise UserError(f"{self.paths[i]}: unreadable image ({exc})") from None
+            return self.preprocess(decode_rgb(read_regular(self.paths[i]), str(self.paths[i])))
+        except ImageProblem as exc:
+            raise UserError(f"{self.paths[i]}: unreadable image ({exc.detail})") from None
 
 
 def encode_images(loaded, paths: Sequence[Path], batch_size: int = 64, workers: int | None = None):

@@ -13,10 +13,10 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from caption_debias.image_files import MISSING as IMAGE_MISSING  # no file (or tar member) at the row's image path
+from caption_debias.image_files import UNREADABLE as IMAGE_UNREADABLE  # there, but not an image, or not allowed
+from caption_debias.image_files import ImageProblem, ImageRoot, decode_8bit, read_member
 from caption_debias.pack.options import PackOptions
-
-IMAGE_MISSING = "image_missing"  # no file (or tar member) at the row's image path
-IMAGE_UNREADABLE = "image_unreadable"  # there, but not a decodable image
 
 
 class ImageFailed(Exception):
@@ -73,7 +73,7 @@ class ImageReader:
     """Reads and resizes images of one root; keeps the img2dataset tars it opened (close() them)."""
 
     def __init__(self, root: str | Path, options: PackOptions):
-        self.root = Path(root)
+        self.root = ImageRoot(root)
         self.resizer = _resizer_class()(
             image_size=options.image_size,
             resize_mode=options.resize_mode,
@@ -81,10 +81,15 @@ class ImageReader:
             encode_format="jpg",
             encode_quality=options.encode_quality,
         )
-        self._tars: dict[str, tarfile.TarFile | None] = {}
+        self._tars: dict[str, tarfile.TarFile | ImageFailed] = {}
+        self._files: list = []  # the tars' open files (tarfile does not close a file it was given)
 
     def raw(self, image: str) -> bytes:
-        """The file's bytes, or ImageFailed(image_missing | image_unreadable)."""
+        """The file's bytes, or ImageFailed(image_missing | image_unreadable).
+
+        Paths go through image_files.ImageRoot: inside the root after symlinks, regular files only,
+        at most image_files.MAX_FILE_BYTES.
+        """
         if "://" in image:
             raise ImageFailed(
                 IMAGE_MISSING, f"{image} is a URL; download it (caption-debias urls, img2dataset) and pack that folder"
@@ -93,36 +98,56 @@ class ImageReader:
         try:
             if sep:
                 return self._member(tar_name + ".tar", member)
-            path = self.root / image
-            if not path.is_file():
-                raise ImageFailed(IMAGE_MISSING, f"no file {image} under the image root")
-            return path.read_bytes()
-        except OSError as exc:
-            raise ImageFailed(IMAGE_UNREADABLE, f"{image}: {exc.strerror or exc}") from None
+            return self.root.read(image)
+        except ImageProblem as exc:
+            raise ImageFailed(exc.reason, exc.detail) from None
+        except (OSError, tarfile.TarError) as exc:
+            raise ImageFailed(IMAGE_UNREADABLE, f"{image}: {getattr(exc, 'strerror', None) or exc}") from None
 
     def _member(self, tar_name: str, member: str) -> bytes:
         if tar_name not in self._tars:
-            path = self.root / tar_name
-            self._tars[tar_name] = tarfile.open(path) if path.is_file() else None
+            try:
+                fh = self.root.open(tar_name, max_bytes=None)  # a tar's size is not an image's
+                self._files.append(fh)
+                self._tars[tar_name] = tarfile.open(fileobj=fh)
+            except ImageProblem as exc:
+                self._tars[tar_name] = ImageFailed(exc.reason, exc.detail)
+            except (OSError, tarfile.TarError) as exc:
+                self._tars[tar_name] = ImageFailed(IMAGE_UNREADABLE, f"{tar_name}: not a readable tar ({exc})")
         tar = self._tars[tar_name]
-        if tar is None:
-            raise ImageFailed(IMAGE_MISSING, f"no file {tar_name} under the image root")
+        if isinstance(tar, ImageFailed):
+            raise ImageFailed(tar.reason, tar.detail)
         try:
             info = tar.getmember(member)
         except KeyError:
             raise ImageFailed(IMAGE_MISSING, f"no member {member} in {tar_name}") from None
-        return tar.extractfile(info).read()
+        return read_member(tar, info, f"{tar_name}#{member}")
 
     def resized(self, image: str) -> Resized:
-        """img2dataset's resize and JPEG re-encode of the row's image."""
+        """img2dataset's resize and JPEG re-encode of the row's image, decoded by image_files.decode_rgb.
+
+        The resizer decodes with OpenCV, which keeps 16 bits per channel (its JPEG then saturates
+        to white), ignores EXIF orientation and differs from Pillow on palette and CMYK images; so
+        it is handed the decoded pixels as a binary PGM/PPM (a header and the raw bytes: nothing
+        to decode), the same pixels train reads.
+        """
         data = self.raw(image)
-        jpg, width, height, original_width, original_height, err = self.resizer(io.BytesIO(data))
+        try:
+            pixels = decode_8bit(data, image)
+        except ImageProblem as exc:
+            raise ImageFailed(exc.reason, exc.detail) from None
+        magic = b"P5" if pixels.mode == "L" else b"P6"  # grey stays one channel, as OpenCV would decode it
+        ppm = magic + b" %d %d 255\n" % pixels.size + pixels.tobytes()
+        jpg, width, height, original_width, original_height, err = self.resizer(io.BytesIO(ppm))
         if err is not None:
             raise ImageFailed(IMAGE_UNREADABLE, f"{image}: {err}")
         return Resized(jpg, width, height, original_width, original_height)
 
     def close(self) -> None:
         for tar in self._tars.values():
-            if tar is not None:
+            if isinstance(tar, tarfile.TarFile):
                 tar.close()
+        for fh in self._files:
+            fh.close()
         self._tars.clear()
+        self._files.clear()

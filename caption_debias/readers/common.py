@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import posixpath
 import re
 from pathlib import Path
 from typing import Any
 
 from caption_debias import storage
+from caption_debias.image_files import control_character, path_problem
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 
 
 def is_url(value: str) -> bool:
@@ -18,21 +17,19 @@ def is_url(value: str) -> bool:
 
 
 def image_problem(image: Any) -> str | None:
-    """Why an image reference cannot be used, or None when it is a safe relative path or a URL."""
+    """Why an image reference cannot be used, or None when it is a safe relative path or a URL.
+
+    A relative path must pass image_files.path_problem (no control character, not absolute, no
+    climb out of the root), the rule every later stage applies again when it opens the file.
+    """
     if not isinstance(image, str):
         return "missing image" if image is None else "non-string image"
     if not image.strip():
         return "missing image"
     if is_url(image):
-        return None
-    if image.startswith(("/", "\\")) or _DRIVE.match(image):
-        return f"absolute image path: {image}"
-    if ".." not in image:  # only a '..' part can climb out (normpath costs more than the rest together)
-        return None
-    norm = posixpath.normpath(image.replace("\\", "/"))
-    if norm == ".." or norm.startswith("../"):
-        return f"image path escapes the image root: {image}"
-    return None
+        where = control_character(image)
+        return None if where is None else f"control character in image URL: {where}"
+    return path_problem(image)
 
 
 def caption_problem(caption: Any) -> str | None:

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from caption_debias import augment
 from caption_debias.errors import UserError
+from caption_debias.image_files import ImageRoot, decode_rgb, read_member
 from caption_debias.train.config import RECIPES
 
 log = logging.getLogger(__name__)
@@ -38,22 +39,24 @@ class FolderImages:
 
     `SHARD.tar#MEMBER` (img2dataset webdataset output, as the img2dataset reader writes it)
     is read from inside the tar; each process keeps its open tars and their member index.
+    Every path goes through image_files.ImageRoot (inside the root after symlinks, regular
+    files only, bounded reads) and every picture through image_files.decode_rgb, as in pack.
     """
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
         if not self.root.is_dir():
             raise UserError(f"--image-root {self.root}: no such folder")
+        self._guard = ImageRoot(self.root)
         self._tars: dict[str, Any] = {}
         self._downloads = None  # img2dataset download index, built on first URL (train/webdataset_source.py)
 
-    def _tar_member(self, tar_name: str, member: str):
-        import io
+    def _tar_member(self, tar_name: str, member: str) -> bytes:
         import tarfile
 
         tar = self._tars.get(tar_name)
         if tar is None:
-            tar = self._tars[tar_name] = tarfile.open(self.root / tar_name)
+            tar = self._tars[tar_name] = tarfile.open(fileobj=self._guard.open(tar_name, max_bytes=None))
             tar.getmembers()  # index every member once
         names = [member] + [f"{member.rsplit('.', 1)[0]}.{ext}" for ext in ("jpg", "png", "webp", "jpeg")]
         for name in names:
@@ -61,12 +64,10 @@ class FolderImages:
                 info = tar.getmember(name)
             except KeyError:
                 continue
-            return io.BytesIO(tar.extractfile(info).read())
+            return read_member(tar, info, f"{tar_name}#{name}")
         raise FileNotFoundError(f"{member} not in {tar_name}")
 
     def open(self, key: str, image: str):
-        from PIL import Image
-
         if "://" in image:
             # A URL row: its image is in img2dataset's webdataset output under the root, found by key.
             from caption_debias.train.webdataset_source import build_index, is_img2dataset_webdataset
@@ -79,12 +80,11 @@ class FolderImages:
                 )
             image = self._downloads.member(key)
         tar_name, sep, member = image.partition(".tar#")
-        source = self._tar_member(tar_name + ".tar", member) if sep else self.root / image
-        with Image.open(source) as im:
-            return im.convert("RGB")
+        data = self._tar_member(tar_name + ".tar", member) if sep else self._guard.read(image)
+        return decode_rgb(data, image)
 
     def __getstate__(self):  # DataLoader workers open their own tar handles
-        return {"root": self.root, "_tars": {}, "_downloads": None}
+        return {**self.__dict__, "_tars": {}, "_downloads": None}
 
 
 @dataclass

@@ -9,13 +9,13 @@ KEY.json's, read with the image, so nothing but the manifest is loaded up front;
 
 from __future__ import annotations
 
-import io
 import json
 from typing import Any
 
 import numpy as np
 
 from caption_debias.errors import UserError
+from caption_debias.image_files import decode_rgb
 from caption_debias.pack.folder import PackedFolder, is_packed
 from caption_debias.train.data import uses_stored_ids
 
@@ -75,12 +75,8 @@ class PackedImages:
         self.folder = folder
 
     def open(self, key: str, image: str):
-        from PIL import Image
-
         tar_name, _, member = image.partition("#")
-        data = self.folder.member_by_name(tar_name, member)
-        with Image.open(io.BytesIO(data)) as im:
-            return im.convert("RGB")
+        return decode_rgb(self.folder.member_by_name(tar_name, member), image)
 
 
 def load_packed(

@@ -50,6 +50,8 @@ def build_index(root: str | Path) -> DownloadIndex:
     root = Path(root)
     index = DownloadIndex()
     for tar in sorted(root.glob("*.tar")):
+        if not tar.is_file():  # a FIFO or device named *.tar would block tarfile.open
+            continue
         meta = tar.with_suffix(".parquet")
         if meta.is_file() and KEY_COLUMN in pq.ParquetFile(meta).schema_arrow.names:
             table = pq.read_table(meta, columns=[KEY_COLUMN, "key", "status", "error_message"]).to_pylist()

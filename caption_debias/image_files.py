@@ -1,0 +1,287 @@
+"""Image files as every stage opens them: the image root is a boundary, reads are bounded, one decode to RGB.
+
+curate, pack, train, eval and probe all read image files named by a dataset's `image`
+column, which an edited or foreign folder may fill with anything. Here, and only here:
+
+- `ImageRoot.resolve`: whether a relative path stays inside the image root once symlinks are
+  resolved (no `..` climb, no absolute path, no control characters, no symlink out, no loop);
+- `read_regular`: the bytes of a regular file, at most MAX_FILE_BYTES, without ever blocking on
+  a FIFO, socket or device (checked by stat before opening, and by fstat on the opened file);
+- `open_image`: Pillow's lazy open with the one MAX_PIXELS rule (the decompression-bomb limit);
+- `decode_8bit` / `decode_rgb`: 8-bit grey or RGB (pack) and RGB (train, eval) as Pillow's own
+  conversions give it, with EXIF orientation applied, high bit depth scaled (not clipped) and
+  transparency composited onto white.
+
+The checks guard against mistakes and untrusted folders, not against someone swapping files
+under the root while a run reads it (that needs openat2's RESOLVE_BENEATH, which Python lacks).
+Rules and the user-visible outcome of each fault: docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import posixpath
+import re
+import stat
+import warnings
+from pathlib import Path
+
+MISSING = "image_missing"  # no file at the path (the removal reasons of curate and pack)
+UNREADABLE = "image_unreadable"  # something is there, but it is not an image this toolkit reads
+
+MAX_FILE_BYTES = 256 * 1024 * 1024  # larger image files are unreadable: a 1 GB '.jpg' is never read into memory
+# Pillow's own hard decompression-bomb limit (2 x Image.MAX_IMAGE_PIXELS, about 13,377 x 13,377): larger is
+# unreadable everywhere; below it, Pillow's warning (at half this) is not an error anywhere.
+MAX_PIXELS = 178_956_970
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+_FILE_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+class ImageProblem(OSError):
+    """Why one image cannot be used: `reason` (MISSING or UNREADABLE) and a one-line `detail`.
+
+    An OSError, so code that already treats an unreadable file as one bad row keeps doing so.
+    """
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+def control_character(text: str) -> str | None:
+    """'U+0000 at 5' for the first control character (C0, DEL, C1) in `text`, or None."""
+    m = _CONTROL.search(text)
+    return None if m is None else f"U+{ord(m.group()):04X} at {m.start()}"
+
+
+def path_problem(image: str) -> str | None:
+    """Why a relative image path can never be inside a root, from its text alone (no file system), or None."""
+    where = control_character(image)
+    if where is not None:
+        return f"control character in image path: {where}"
+    if image.startswith(("/", "\\")) or _DRIVE.match(image):
+        return f"absolute image path: {image}"
+    if ".." in image:  # only a '..' part can climb out (normpath costs more than the rest together)
+        norm = posixpath.normpath(image.replace("\\", "/"))
+        if norm == ".." or norm.startswith("../"):
+            return f"image path escapes the image root: {image}"
+    return None
+
+
+class ImageRoot:
+    """A folder of images; every path read from a dataset goes through `resolve` or `read`."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.real = Path(os.path.realpath(self.root))
+
+    def resolve(self, image: str) -> Path:
+        """The real path of `image` (relative to the root), or ImageProblem when it is not a file inside it."""
+        if not isinstance(image, str):
+            raise ImageProblem(UNREADABLE, f"image path is {type(image).__name__}, not text")
+        problem = path_problem(image)
+        if problem is not None:
+            raise ImageProblem(UNREADABLE, problem)
+        try:
+            real = Path(os.path.realpath(self.root / image, strict=True))
+        except FileNotFoundError:
+            raise ImageProblem(MISSING, f"no file {image} under the image root") from None
+        except OSError as exc:  # ELOOP (a symlink loop), EACCES, ENAMETOOLONG, ...
+            raise ImageProblem(UNREADABLE, f"{image}: {exc.strerror or exc}") from None
+        if not real.is_relative_to(self.real):
+            raise ImageProblem(UNREADABLE, f"{image}: a symlink to {real}, outside the image root")
+        return real
+
+    def read(self, image: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+        """The bytes of `image` under the root (resolve, then read_regular)."""
+        return read_regular(self.resolve(image), max_bytes, name=image)
+
+    def open(self, image: str, max_bytes: int | None = MAX_FILE_BYTES):
+        """A binary file object on `image` under the root (for tars: read by parts, not all at once)."""
+        return open_regular(self.resolve(image), max_bytes, name=image)
+
+
+def _kind_problem(mode: int, name: str) -> ImageProblem | None:
+    if stat.S_ISREG(mode):
+        return None
+    for test, kind in _FILE_KINDS:
+        if test(mode):
+            return ImageProblem(MISSING if kind == "a folder" else UNREADABLE, f"{name} is {kind}, not a file")
+    return ImageProblem(UNREADABLE, f"{name} is not a regular file")
+
+
+def _too_large(size: int, max_bytes: int, name: str) -> ImageProblem:
+    return ImageProblem(UNREADABLE, f"{name} is {size:,} bytes, more than the maximum {max_bytes:,} for an image")
+
+
+def open_regular(path: str | Path, max_bytes: int | None = MAX_FILE_BYTES, name: str | None = None):
+    """A binary file object on the regular file `path`; ImageProblem for anything else, never blocking.
+
+    stat first, so a FIFO or device is never opened; then open with O_NONBLOCK (a FIFO swapped in
+    between does not block the open) and check the opened descriptor again with fstat.
+    """
+    name = str(path) if name is None else name
+    try:
+        st = os.stat(path)
+        problem = _kind_problem(st.st_mode, name)
+        if problem is not None:
+            raise problem
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise _too_large(st.st_size, max_bytes, name)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        raise ImageProblem(MISSING, f"no file {name}") from None
+    except ValueError as exc:  # an embedded NUL byte
+        raise ImageProblem(UNREADABLE, f"{name!r}: {exc}") from None
+    except ImageProblem:
+        raise
+    except OSError as exc:
+        raise ImageProblem(UNREADABLE, f"{name}: {exc.strerror or exc}") from None
+    try:
+        problem = _kind_problem(os.fstat(fd).st_mode, name)
+        if problem is not None:
+            raise problem
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)  # a regular file: reads never wait anyway
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: str | Path, max_bytes: int = MAX_FILE_BYTES, name: str | None = None) -> bytes:
+    """The bytes of the regular file `path`, at most `max_bytes` (ImageProblem otherwise), never blocking."""
+    name = str(path) if name is None else name
+    with open_regular(path, max_bytes, name) as fh:
+        try:
+            data = fh.read(max_bytes + 1)  # a file that grew since stat is still read no further
+        except OSError as exc:
+            raise ImageProblem(UNREADABLE, f"{name}: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise _too_large(len(data), max_bytes, name)
+    return data
+
+
+def read_member(tar, info, name: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of tar member `info` (a regular file, or a link to one inside the tar), bounded like files."""
+    if info.size > max_bytes:
+        raise _too_large(info.size, max_bytes, name)
+    fh = tar.extractfile(info) if (info.isfile() or info.islnk() or info.issym()) else None
+    if fh is None:
+        raise ImageProblem(UNREADABLE, f"{name} is not a regular file in its tar")
+    try:
+        data = fh.read(max_bytes + 1)
+    except (OSError, KeyError) as exc:  # KeyError: a link to a member that is not there
+        raise ImageProblem(UNREADABLE, f"{name}: {exc}") from None
+    if len(data) > max_bytes:
+        raise _too_large(len(data), max_bytes, name)
+    return data
+
+
+def check_pixels(size: tuple[int, int], name: str = "image") -> None:
+    """ImageProblem when an image of `size` (width, height) is beyond the MAX_PIXELS rule."""
+    width, height = size
+    if width * height > MAX_PIXELS:
+        raise ImageProblem(
+            UNREADABLE,
+            f"{name} is {width} x {height} = {width * height:,} pixels, more than the maximum {MAX_PIXELS:,}",
+        )
+
+
+def open_image(data: bytes, name: str = "image"):
+    """Pillow's lazy open of `data` (header read, pixels not decoded) under the MAX_PIXELS rule.
+
+    Pillow's own errors propagate (the caller names them); the bomb warning is not one of them:
+    MAX_PIXELS decides.
+    """
+    from PIL import Image
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            im = Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError as exc:  # Pillow's own check, at MAX_PIXELS too, comes first
+        raise ImageProblem(UNREADABLE, f"{name}: more than the maximum {MAX_PIXELS:,} pixels ({exc})") from None
+    try:
+        check_pixels(im.size, name)
+    except ImageProblem:
+        im.close()
+        raise
+    return im
+
+
+SIXTEEN_BIT = {"I;16", "I;16L", "I;16B", "I;16N", "I"}  # one channel, 0..65535 (PNG, TIFF)
+_ORIENTATION = 0x0112  # the EXIF tag ImageOps.exif_transpose follows
+
+
+def to_8bit_grey(im):
+    """A 16-bit (or 32-bit integer) grey image as 8-bit 'L', its high byte as Pillow reads 16-bit RGB;
+    Pillow's own convert('L') clips every value above 255 to white."""
+    import numpy as np
+    from PIL import Image
+
+    a = np.asarray(im).astype(np.int64) >> 8
+    return Image.fromarray(np.clip(a, 0, 255).astype(np.uint8), "L")
+
+
+def to_8bit(im):
+    """8-bit 'L' (grey sources: 1, L, 16-bit grey) or 'RGB' (all others) of a Pillow image: EXIF
+    orientation applied, 16-bit grey scaled, palette, CMYK and the rest by Pillow's own conversion,
+    transparency composited onto white (as img2dataset's resizer does)."""
+    from PIL import Image, ImageOps
+
+    if im.getexif().get(_ORIENTATION, 1) != 1:
+        im = ImageOps.exif_transpose(im)
+    if im.mode in SIXTEEN_BIT:
+        return to_8bit_grey(im)
+    if im.mode in ("L", "RGB"):
+        return im
+    if im.mode == "1":
+        return im.convert("L")
+    if (im.mode == "P" and "transparency" in im.info) or im.mode in ("RGBA", "LA", "PA", "RGBa", "La"):
+        rgba = im.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, rgba).convert("RGB")
+    return im.convert("RGB")
+
+
+def to_rgb(im):
+    """8-bit RGB of a Pillow image (to_8bit, grey repeated in the three channels)."""
+    im = to_8bit(im)
+    return im if im.mode == "RGB" else im.convert("RGB")
+
+
+def decode_8bit(data: bytes, name: str = "image"):
+    """The decoded picture of an image file's bytes as to_8bit gives it ('L' or 'RGB');
+    ImageProblem(UNREADABLE) when it is not an image."""
+    from PIL import UnidentifiedImageError
+
+    try:
+        im = open_image(data, name)
+        im.load()  # every byte decoded: a truncated or corrupt file fails here, not later
+        return to_8bit(im)
+    except ImageProblem:
+        raise
+    except UnidentifiedImageError:
+        raise ImageProblem(UNREADABLE, f"{name}: not an image Pillow can identify") from None
+    except Exception as exc:  # noqa: BLE001  Pillow's plugins raise many types on corrupt input
+        raise ImageProblem(UNREADABLE, f"{name}: {type(exc).__name__}: {exc}") from None
+
+
+def decode_rgb(data: bytes, name: str = "image"):
+    """The decoded 8-bit RGB picture of an image file's bytes (train, eval); ImageProblem(UNREADABLE)
+    when it is not an image."""
+    im = decode_8bit(data, name)
+    return im if im.mode == "RGB" else im.convert("RGB")

@@ -1,0 +1,470 @@
+"""Hostile image files and paths (issue 25): the image root is a boundary, reads are bounded and never
+block, and every stage decodes a picture to the same pixels.
+
+One folder holds every hostile path at once (a FIFO, a symlink to /dev/zero, `../`, an absolute
+path, a symlink out, a symlink loop, a NUL byte, a 1 GB sparse '.jpg'), put into a prepared
+shard by editing it, as a foreign or hand-edited folder would; each stage that opens images
+(curate, pack, train, eval, probe) reads it. Commands that could hang run in a subprocess
+with a timeout, so a regression fails instead of blocking the suite.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import random
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from curate_fixtures import caption, scene  # noqa: E402
+
+GOOD = 6
+BIG = 1024**3  # the sparse '.jpg': 1 GiB of holes, no disk used
+# rows whose path the image root refuses (eval and probe skip these with a count)
+PATH_ROWS = {
+    "dev_zero": "zero.jpg",  # a symlink to /dev/zero
+    "dotdot": "../outside/secret.png",
+    "absolute": None,  # the absolute path of outside/secret.png, set by the fixture
+    "symlink_out": "sub/out.png",
+    "symlink_loop": "loop.png",
+    "nul": "img/\x00c0.png",
+}
+# rows inside the root that are not image files (eval and probe refuse the run in one line)
+FILE_ROWS = {"fifo": "fifo.png", "big": "big.jpg"}
+
+
+def cli(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
+    """The CLI in a subprocess that reports its peak memory (KiB) on the last stderr line."""
+    wrapper = (
+        "import resource, runpy, sys\n"
+        "sys.argv = ['caption-debias', *sys.argv[1:]]\n"
+        "try:\n"
+        "    runpy.run_module('caption_debias.cli.main', run_name='__main__')\n"
+        "finally:\n"
+        "    print(f'PEAK_KIB {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}', file=sys.stderr)\n"
+    )
+    try:
+        return subprocess.run([sys.executable, "-c", wrapper, *args], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"caption-debias {args[0]} did not finish in {timeout} s (blocked on a special file?)")
+
+
+def peak_kib(proc: subprocess.CompletedProcess) -> int:
+    return int(proc.stderr.strip().splitlines()[-1].split()[1])
+
+
+def edit_images(folder: Path, images: dict[int, str]) -> None:
+    """Set the `image` of rows (by position) in a prepared folder's one shard, as a hand edit would,
+    keeping the manifest's shard entry (digest, size) true to the edited file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    manifest_path = folder / "manifest.json"
+    manifest = json.loads(manifest_path.read_text("utf-8"))
+    (entry,) = manifest["shards"]
+    shard = folder / entry["path"]
+    table = pq.read_table(shard)
+    column = table.column("image").to_pylist()
+    for i, image in images.items():
+        column[i] = image
+    at = table.schema.get_field_index("image")
+    pq.write_table(table.set_column(at, table.schema.field(at), pa.array(column, pa.string())), shard)
+    data = shard.read_bytes()
+    for name, value in (("sha256", hashlib.sha256(data).hexdigest()), ("bytes", len(data))):
+        if name in entry:
+            entry[name] = value
+    manifest_path.write_text(json.dumps(manifest), "utf-8")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> dict:
+    """images/ (the root: good pictures and every hostile file), outside/secret.png, and prepared
+    folders whose rows are the GOOD pictures then the hostile paths (`all`) or only PATH_ROWS (`paths`)."""
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+
+    root = tmp_path_factory.mktemp("hostile")
+    images, outside = root / "images", root / "outside"
+    (images / "img").mkdir(parents=True)
+    (images / "sub").mkdir()
+    outside.mkdir()
+    for i in range(GOOD):
+        scene(100 + i).save(images / "img" / f"c{i}.png")
+    scene(999).save(outside / "secret.png")
+    os.mkfifo(images / "fifo.png")
+    os.symlink("/dev/zero", images / "zero.jpg")
+    os.symlink("../../outside/secret.png", images / "sub" / "out.png")
+    os.symlink("loop2.png", images / "loop.png")
+    os.symlink("loop.png", images / "loop2.png")
+    with open(images / "big.jpg", "wb") as fh:
+        fh.truncate(BIG)
+    paths = {**PATH_ROWS, "absolute": str(outside / "secret.png")}
+    rng = random.Random(3)
+    hostile = {**paths, **FILE_ROWS}
+    rows = [f"img/c{i}.png" for i in range(GOOD)] + [f"placeholder/{name}.png" for name in hostile]
+    table = root / "table.jsonl"
+    table.write_text("".join(json.dumps({"image": r, "caption": caption(rng)}) + "\n" for r in rows), "utf-8")
+    folders = {}
+    for variant, names in (("all", list(hostile)), ("paths", list(paths))):
+        folder = root / f"prepared-{variant}"
+        prepare([table], folder, PrepareOptions(format="table", quiet=True))
+        edit = {GOOD + i: hostile[name] for i, name in enumerate(hostile) if name in names}
+        edit.update({GOOD + i: f"img/c{i % GOOD}.png" for i, name in enumerate(hostile) if name not in names})
+        edit_images(folder, edit)
+        folders[variant] = folder
+    keys = _keys(folders["all"])
+    return {
+        "root": root,
+        "images": images,
+        "secret": (outside / "secret.png").read_bytes(),
+        "all": folders["all"],
+        "paths": folders["paths"],
+        "hostile": {keys[GOOD + i]: name for i, name in enumerate(hostile)},
+        "good": set(keys[:GOOD]),
+    }
+
+
+def _keys(folder: Path) -> list[str]:
+    from caption_debias.dataset import PreparedDataset
+
+    return PreparedDataset.open(folder).read(["key"]).column("key").to_pylist()
+
+
+def _removed(folder: Path) -> dict[str, dict]:
+    lines = (folder / "removed.jsonl").read_text("utf-8").splitlines()
+    return {d["key"]: d for d in map(json.loads, lines)}
+
+
+def _assert_details(details: dict[str, str]) -> None:
+    """What the user reads for each hostile row (the detail of its removal or skip)."""
+    assert "a FIFO, not a file" in details["fifo"]
+    assert "1,073,741,824 bytes, more than the maximum" in details["big"]
+    for name in ("dev_zero", "symlink_out"):
+        assert "outside the image root" in details[name], details[name]
+    assert "escapes the image root" in details["dotdot"]
+    assert "absolute image path" in details["absolute"]
+    assert "symbolic links" in details["symlink_loop"]
+    assert "control character in image path: U+0000" in details["nul"]
+
+
+# -- every stage that opens images, on every hostile path --------------------------------------
+
+
+def test_curate_removes_each_hostile_path_as_image_unreadable_and_embeds_nothing_from_outside(world, tmp_path):
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "curated"
+    proc = cli(
+        "curate", str(world["all"]), "--out", str(out), "--image-root", str(world["images"]), "-q", "--embed-images"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    removed = _removed(out)
+    details = {}
+    for key, name in world["hostile"].items():
+        assert removed[key]["reason"] == "image_unreadable", (name, removed.get(key))
+        details[name] = removed[key]["detail"]["error"]
+    _assert_details(details)
+    kept = pq.read_table(sorted(out.glob("shards/*.parquet"))).to_pylist()
+    assert {r["key"] for r in kept} == world["good"]
+    assert all(r["image_bytes"] == (world["images"] / r["image"]).read_bytes() for r in kept)
+    assert world["secret"] not in [r["image_bytes"] for r in kept]
+    assert peak_kib(proc) < 700 * 1024  # the 1 GiB '.jpg' was never read
+
+
+def test_pack_removes_each_hostile_path_as_image_unreadable(world, tmp_path):
+    out = tmp_path / "packed"
+    proc = cli(
+        "pack", str(world["all"]), "--out", str(out), "--image-root", str(world["images"]), "--image-size", "32", "-q"
+    )
+    assert proc.returncode == 0, proc.stderr
+    removed = _removed(out)
+    assert set(removed) == set(world["hostile"])
+    assert {d["reason"] for d in removed.values()} == {"image_unreadable"}
+    _assert_details({world["hostile"][k]: d["detail"] for k, d in removed.items()})
+    manifest = json.loads((out / "manifest.json").read_text("utf-8"))
+    assert manifest["counts"]["written"] == GOOD
+    assert peak_kib(proc) < 700 * 1024
+
+
+def test_train_skips_each_hostile_image_with_a_count(world, tmp_path):
+    run = tmp_path / "run"
+    n = GOOD + len(world["hostile"])
+    args = ["--model", "tiny", "--batch-size", str(n), "--max-steps", "1", "--precision", "fp32", "--report-to", ""]
+    proc = cli("train", str(world["all"]), "--image-root", str(world["images"]), "--out", str(run), "-q", *args)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    last = json.loads((run / "metrics.jsonl").read_text("utf-8").splitlines()[-1])
+    assert last["skipped_images"] == len(world["hostile"])  # one epoch of one batch: each row once
+    skipped = [line for line in proc.stderr.splitlines() if line.startswith("caption-debias: skipped unreadable")]
+    details = {}
+    for line in skipped:
+        key = line.split("(key ", 1)[1].split(")", 1)[0]
+        details[world["hostile"][key]] = line
+    assert set(details) == set(world["hostile"].values())
+    _assert_details(details)
+    assert peak_kib(proc) < 1500 * 1024  # torch and the model, but never the 1 GiB file
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from caption_debias.model.load import load_model
+
+    return load_model("tiny")
+
+
+def test_eval_skips_paths_outside_the_root_with_a_count(world, tiny):
+    from caption_debias.evaluate.retrieval import as_data, evaluate
+
+    data = as_data(world["paths"], world["images"])
+    assert data.info["skipped_outside_image_root"] == len(PATH_ROWS)
+    real = world["images"].resolve()
+    assert all(p.resolve().is_relative_to(real) for p in data.images)
+    assert data.n_images == GOOD
+    table = evaluate(tiny, data)
+    assert 0 <= table["keep"]["t2i"]["r1"] <= 100
+
+
+def test_probe_skips_paths_outside_the_root_with_a_count(world, tiny):
+    from caption_debias.evaluate.probe import probe
+
+    result = probe({"tiny": tiny}, world["paths"], None, image_root=world["images"])
+    assert result["data"]["skipped_outside_image_root"] == len(PATH_ROWS)
+    assert result["data"]["images"] == GOOD
+
+
+@pytest.mark.parametrize("name", sorted(FILE_ROWS))
+def test_eval_refuses_a_special_or_huge_file_in_one_line(world, tiny, tmp_path, name):
+    """A FIFO or a 1 GB file inside the root is one clear error for eval (its set must be whole), never a hang."""
+    import shutil
+
+    from caption_debias.errors import UserError
+    from caption_debias.evaluate.retrieval import evaluate
+
+    folder = tmp_path / "one-bad"
+    shutil.copytree(world["paths"], folder)
+    edit_images(folder, {0: FILE_ROWS[name]})
+    with pytest.raises(UserError, match=FILE_ROWS[name]) as err:
+        evaluate(tiny, (folder, world["images"]))
+    assert len(str(err.value).splitlines()) == 1
+
+
+# -- the shared rules, one call each -----------------------------------------------------------
+
+
+def test_image_root_resolve_names_each_refusal(world):
+    from caption_debias.image_files import MISSING, UNREADABLE, ImageProblem, ImageRoot
+
+    root = ImageRoot(world["images"])
+    assert root.resolve("img/c0.png") == (world["images"] / "img" / "c0.png").resolve()
+    with pytest.raises(ImageProblem) as gone:
+        root.resolve("img/none.png")
+    assert gone.value.reason == MISSING
+    for image in [*PATH_ROWS.values()][:-1] + ["img/\x00c0.png", "img/c0.png\n", "C:\\x.png", 7]:
+        if image is None:
+            continue
+        with pytest.raises(ImageProblem) as refused:
+            root.resolve(image)
+        assert refused.value.reason == UNREADABLE, image
+
+
+def test_read_regular_refuses_devices_fifos_and_large_files_without_reading(world, tmp_path):
+    from caption_debias.image_files import ImageProblem, read_regular
+
+    for path, what in (("/dev/zero", "a character device"), (world["images"] / "fifo.png", "a FIFO")):
+        with pytest.raises(ImageProblem, match=what):
+            read_regular(path)
+    with pytest.raises(ImageProblem, match="1,073,741,824 bytes"):
+        read_regular(world["images"] / "big.jpg")
+    small = tmp_path / "s.bin"
+    small.write_bytes(b"x" * 100)
+    assert read_regular(small) == b"x" * 100
+    with pytest.raises(ImageProblem, match="100 bytes, more than the maximum 99"):
+        read_regular(small, max_bytes=99)
+
+
+def test_prepare_rejects_control_characters_in_image_paths(tmp_path):
+    from caption_debias.dataset import PreparedDataset
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+
+    rows = [
+        {"image": "ok.jpg", "caption": "A red kite."},
+        {"image": "a\x00b.jpg", "caption": "A red kite."},
+        {"image": "tab\there.jpg", "caption": "A red kite."},
+        {"image": "del\x7f.jpg", "caption": "A red kite."},
+        {"image": "https://x.org/\x00.jpg", "caption": "A red kite."},
+    ]
+    table = tmp_path / "t.jsonl"
+    table.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    manifest = prepare([table], tmp_path / "p", PrepareOptions(format="table", quiet=True))
+    assert manifest["counts"]["written"] == 1
+    reasons = manifest["counts"]["rejects_by_reason"]
+    assert reasons == {"control character in image path": 3, "control character in image URL": 1}
+    rejects = list(PreparedDataset.open(tmp_path / "p").rejects())
+    assert any("U+0000 at 1" in r["reason"] for r in rejects)
+
+
+# -- one decode: pack and train give the pixels Pillow's own conversions give -----------------
+
+
+def _png16(rgb16: np.ndarray) -> bytes:
+    """A 16-bit-per-channel RGB PNG (Pillow cannot write one), written with zlib by the spec."""
+    h, w, _ = rgb16.shape
+    raw = b"".join(b"\x00" + row.astype(">u2").tobytes() for row in rgb16)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", w, h, 16, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+def _over_white(im):
+    from PIL import Image
+
+    rgba = im.convert("RGBA")
+    return Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba).convert("RGB")
+
+
+def _alpha(size) -> "object":
+    from PIL import Image
+
+    w, h = size
+    return Image.fromarray(np.tile(np.linspace(0, 255, w, dtype=np.uint8), (h, 1)), "L")
+
+
+def _picture_file(kind: str, folder: Path):
+    """(file name, the reference picture): what Pillow's own conversion makes of the file."""
+    from PIL import Image, ImageOps
+
+    base = scene(7, (72, 48))
+    path = folder / f"{kind}.png"
+    if kind == "rgb16":
+        wide = np.asarray(base).astype(np.uint16) * 256 + 3 * np.arange(72, dtype=np.uint16)[None, :, None]
+        path.write_bytes(_png16(wide))
+        return path.name, Image.fromarray((wide >> 8).astype(np.uint8), "RGB")
+    if kind == "grey16":
+        wide = np.asarray(base.convert("L")).astype(np.uint16) * 256 + 100
+        Image.fromarray(wide).save(path)  # mode I;16
+        return path.name, Image.fromarray((wide >> 8).astype(np.uint8), "L")
+    if kind == "palette_transparent":
+        pal = base.quantize(16)
+        pal.save(path, transparency=int(np.asarray(pal)[0, 0]))
+        with Image.open(path) as im:
+            return path.name, _over_white(im)
+    if kind == "cmyk":
+        path = path.with_suffix(".jpg")
+        base.convert("CMYK").save(path, quality=95)
+        with Image.open(path) as im:
+            return path.name, im.convert("RGB")
+    if kind in ("la", "rgba"):
+        im = base.convert("L" if kind == "la" else "RGB")
+        im.putalpha(_alpha(im.size))
+        im.save(path)
+        with Image.open(path) as back:
+            return path.name, _over_white(back)
+    if kind == "exif_rotated":
+        path = path.with_suffix(".jpg")
+        exif = Image.Exif()
+        exif[0x0112] = 6  # rotate 90 degrees clockwise to display
+        base.save(path, quality=95, exif=exif.tobytes())
+        with Image.open(path) as im:
+            return path.name, ImageOps.exif_transpose(im).convert("RGB")
+    raise AssertionError(kind)
+
+
+KINDS = ["rgb16", "grey16", "palette_transparent", "cmyk", "la", "rgba", "exif_rotated"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_train_and_pack_decode_to_pillows_own_conversion(tmp_path, kind):
+    from caption_debias.pack.images import ImageReader, _resizer_class
+    from caption_debias.pack.options import PackOptions
+    from caption_debias.train.data import FolderImages
+
+    name, reference = _picture_file(kind, tmp_path)
+    got = FolderImages(tmp_path).open("k", name)
+    assert got.mode == "RGB" and np.array_equal(np.asarray(got), np.asarray(reference.convert("RGB")))
+    options = PackOptions(image_root=str(tmp_path), image_size=40)
+    packed = ImageReader(tmp_path, options).resized(name)
+    lossless = io.BytesIO()
+    reference.save(lossless, "PNG")  # the resizer given the reference picture, without loss
+    resizer = _resizer_class()(
+        40, options.resize_mode, False, encode_format="jpg", encode_quality=options.encode_quality
+    )
+    assert packed.jpg == resizer(io.BytesIO(lossless.getvalue()))[0]
+    assert (packed.original_width, packed.original_height) == reference.size
+
+
+@pytest.mark.parametrize("kind", ["rgb16", "grey16"])
+def test_curate_hashes_high_bit_depth_as_its_8_bit_picture(tmp_path, kind):
+    from caption_debias.curate.images import OK, image_facts
+
+    name, reference = _picture_file(kind, tmp_path)
+    reference.save(tmp_path / "eight.png")
+    wide, eight = image_facts(tmp_path / name), image_facts(tmp_path / "eight.png")
+    assert wide.status == eight.status == OK
+    assert wide.phash == eight.phash and (wide.width, wide.height) == (eight.width, eight.height)
+
+
+# -- one pixel rule for curate and pack ---------------------------------------------------------
+
+
+def _png_header_only(width: int, height: int) -> bytes:
+    """A PNG whose header claims width x height (no pixel data: a rule on size must refuse it unread)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b"")
+
+
+def _both_stages(folder: Path, name: str) -> tuple[str | None, str | None]:
+    """(curate's error, pack's error) for image `name` in `folder`; None where the stage takes the image."""
+    from caption_debias.curate.images import OK, image_facts
+    from caption_debias.pack.images import ImageFailed, ImageReader
+    from caption_debias.pack.options import PackOptions
+
+    facts = image_facts(folder / name)
+    try:
+        ImageReader(folder, PackOptions(image_root=str(folder), image_size=32)).resized(name)
+        packed = None
+    except ImageFailed as failed:
+        packed = failed.detail
+    return (None if facts.status == OK else facts.error), packed
+
+
+def test_curate_and_pack_share_one_pixel_rule(tmp_path):
+    """Just past Pillow's bomb warning (10000 x 10000) the size is no fault in either stage; past
+    MAX_PIXELS it is image_unreadable in both. Header-only PNGs: the rule is decided before decoding."""
+    from caption_debias.image_files import MAX_PIXELS
+
+    side = int(MAX_PIXELS**0.5) + 1
+    (tmp_path / "bomb.png").write_bytes(_png_header_only(side, side))
+    (tmp_path / "large.png").write_bytes(_png_header_only(10000, 10000))
+    for error in _both_stages(tmp_path, "bomb.png"):
+        assert f"more than the maximum {MAX_PIXELS:,}" in error
+    for error in _both_stages(tmp_path, "large.png"):  # no pixel data: a decode error, not the size rule
+        assert "maximum" not in error and "Bomb" not in error and "bomb" not in error, error
+
+
+@pytest.mark.slow
+def test_a_10000_square_png_is_kept_by_curate_and_packed_by_pack(tmp_path):
+    from PIL import Image, ImageDraw
+
+    large = Image.new("L", (10000, 10000), 40)
+    ImageDraw.Draw(large).rectangle((2000, 3000, 7000, 6000), fill=220)
+    large.save(tmp_path / "large.png", compress_level=1)
+    del large
+    assert _both_stages(tmp_path, "large.png") == (None, None)
