@@ -4,7 +4,10 @@ Writes N synthetic JPEGs with ShareGPT4V-like sizes (sides 1024-2048 px, quality
 times on the same files:
   baseline: open + full decode (Image.load) + imagehash.phash + hashlib.sha256 of the bytes
   curate:   caption_debias.curate.images.image_facts (header size, JPEG draft decoding to >= 128 px
-            greyscale, phash, sha256), one thread, and image_facts_batch on 4 threads
+            greyscale, phash, sha256), one thread, and image_facts_batch on 4 threads (also with
+            root-relative paths, as curate calls it: image_files.ImageRoot's path check)
+  read:     the bytes alone, Path.read_bytes against ImageRoot.read (symlinks resolved, inside the
+            root, a regular file, at most MAX_FILE_BYTES)
 and prints files/s and CPU time per file (process time, every thread), each with its ratio to
 the baseline, and the floor of any path that decodes every byte (draft decoding alone). Also checks the two
 paths' perceptual hashes agree (Hamming).
@@ -90,6 +93,10 @@ def main() -> None:
             im.decodermaxblock = len(data)
             im.load()
 
+    from caption_debias.image_files import ImageRoot
+
+    guard = ImageRoot(args.dir)
+    rels = [p.name for p in paths]
     n = len(paths)
     base = best(lambda: [baseline(p) for p in paths])
     rows = [
@@ -98,6 +105,10 @@ def main() -> None:
         ("curate image_facts_batch, 2 threads", best(lambda: images.image_facts_batch(paths, 2))),
         ("curate image_facts_batch, 4 threads", best(lambda: images.image_facts_batch(paths, 4))),
         ("floor: draft decode only (no hashes)", best(lambda: [draft_decode_only(p) for p in paths])),
+        # curate's own call: paths relative to --image-root, each checked to stay inside it
+        ("curate batch, 4 threads, root-relative", best(lambda: images.image_facts_batch(rels, 4, root=args.dir))),
+        ("read only: Path.read_bytes", best(lambda: [p.read_bytes() for p in paths])),
+        ("read only: ImageRoot.read (checked)", best(lambda: [guard.read(r) for r in rels])),
     ]
     print(f"{'':40s} {'files/s':>9} {'vs base':>8} {'CPU ms/file':>12} {'vs base (CPU)':>14}")
     for name, (wall, cpu) in rows:
