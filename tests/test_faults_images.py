@@ -199,7 +199,8 @@ def test_pack_removes_each_hostile_path_as_image_unreadable(world, tmp_path):
 def test_train_skips_each_hostile_image_with_a_count(world, tmp_path):
     run = tmp_path / "run"
     n = GOOD + len(world["hostile"])
-    args = ["--model", "tiny", "--batch-size", str(n), "--max-steps", "1", "--precision", "fp32", "--report-to", "", "--workers", "0"]
+    args = ["--model", "tiny", "--batch-size", str(n), "--max-steps", "1", "--precision", "fp32", "--workers", "0"]
+    args += ["--report-to", ""]
     proc = cli("train", str(world["all"]), "--image-root", str(world["images"]), "--out", str(run), "-q", *args)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
