@@ -126,13 +126,12 @@ def _too_large(size: int, max_bytes: int, name: str) -> ImageProblem:
     return ImageProblem(UNREADABLE, f"{name} is {size:,} bytes, more than the maximum {max_bytes:,} for an image")
 
 
-def open_regular(path: str | Path, max_bytes: int | None = MAX_FILE_BYTES, name: str | None = None):
-    """A binary file object on the regular file `path`; ImageProblem for anything else, never blocking.
+def _open_fd(path: str | Path, max_bytes: int | None, name: str) -> tuple[int, int]:
+    """(descriptor, size) of the regular file `path`; ImageProblem for anything else, never blocking.
 
     stat first, so a FIFO or device is never opened; then open with O_NONBLOCK (a FIFO swapped in
     between does not block the open) and check the opened descriptor again with fstat.
     """
-    name = str(path) if name is None else name
     try:
         st = os.stat(path)
         problem = _kind_problem(st.st_mode, name)
@@ -150,23 +149,35 @@ def open_regular(path: str | Path, max_bytes: int | None = MAX_FILE_BYTES, name:
     except OSError as exc:
         raise ImageProblem(UNREADABLE, f"{name}: {exc.strerror or exc}") from None
     try:
-        problem = _kind_problem(os.fstat(fd).st_mode, name)
+        st = os.fstat(fd)
+        problem = _kind_problem(st.st_mode, name)
         if problem is not None:
             raise problem
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)  # a regular file: reads never wait anyway
-        return os.fdopen(fd, "rb")
+        return fd, st.st_size
     except BaseException:
         os.close(fd)
         raise
 
 
+def open_regular(path: str | Path, max_bytes: int | None = MAX_FILE_BYTES, name: str | None = None):
+    """A buffered binary file object on the regular file `path` (for tars); ImageProblem for anything
+    else, never blocking (_open_fd)."""
+    fd, _ = _open_fd(path, max_bytes, str(path) if name is None else name)
+    return os.fdopen(fd, "rb")
+
+
 def read_regular(path: str | Path, max_bytes: int = MAX_FILE_BYTES, name: str | None = None) -> bytes:
     """The bytes of the regular file `path`, at most `max_bytes` (ImageProblem otherwise), never blocking."""
     name = str(path) if name is None else name
-    with open_regular(path, max_bytes, name) as fh:
+    fd, size = _open_fd(path, max_bytes, name)
+    with os.fdopen(fd, "rb", buffering=0) as fh:
         try:
-            data = fh.read(max_bytes + 1)  # a file that grew since stat is still read no further
+            # the size from fstat, plus one byte to see growth: read(max_bytes) would allocate max_bytes
+            data = fh.read(min(size, max_bytes) + 1)
+            if len(data) > size:  # it grew since fstat: read on, still no further than the maximum
+                data += fh.read(max_bytes + 1 - len(data))
         except OSError as exc:
             raise ImageProblem(UNREADABLE, f"{name}: {exc.strerror or exc}") from None
     if len(data) > max_bytes:
