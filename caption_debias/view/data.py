@@ -1,0 +1,607 @@
+"""What the viewer reads: folders opened lazily, a small in-memory index, pages of rows by row group.
+
+Opening a folder reads its manifest and Parquet footers only. The index (key, source and every
+numeric column, one row per kept row: tens of bytes a row) is built once from those narrow
+columns; filters and sorts run on it with polars and give row addresses (folder, shard, row).
+A page then reads only the row groups its rows sit in, with the display columns (never
+`image_bytes`, token ids or embeddings), through a small cache of recent row groups.
+A curated folder's `removed.jsonl` is read into a second small table (its rows with reason,
+detail and the 200-character caption); a removed row's whole caption is looked up by key in the
+input folder it came from when that folder is still there.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from caption_debias.dataset import PreparedDataset
+from caption_debias.errors import UserError
+
+PAGE_MAX = 200
+# display columns read for a page (those present); per-sentence score columns come from the scorers
+ROW_COLUMNS = ("key", "source", "split", "image", "caption", "sentences", "summary_mask", "num_tokens")
+SENTENCE_COLUMNS = ("summary_scores", "sentence_scores", "sentence_grounding", "sentence_keep")
+HEAVY = ("image_bytes", "sentence_tokens", "image_embedding", "caption_embedding")
+DUPLICATE_REASONS = ("duplicate_image", "duplicate_caption", "near_duplicate_caption", "eval_overlap")
+CACHED_ROW_GROUPS = 8
+
+
+def _numeric(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+
+
+def sentence_roles(mask: list[bool] | None, n: int) -> list[str]:
+    """Each sentence's role from prepare's summary_mask: opening / closing summary, summary (in the middle), detail."""
+    mask = list(mask or [])[:n] + [False] * max(0, n - len(mask or []))
+    roles = []
+    for i, flagged in enumerate(mask):
+        if not flagged:
+            roles.append("detail")
+        elif i == 0:
+            roles.append("opening summary")
+        elif i == n - 1:
+            roles.append("closing summary")
+        else:
+            roles.append("summary")
+    return roles
+
+
+@dataclass
+class Folder:
+    """One opened folder: its dataset, row-group layout, removals and image root."""
+
+    index: int
+    name: str
+    ds: PreparedDataset
+    image_root: Path | None
+    kind: str  # prepared | curated
+    schema: pa.Schema
+    # per shard: row-group start offsets (the last entry is the shard's row count)
+    row_groups: list[list[int]] = field(default_factory=list)
+    removed: Any = None  # polars DataFrame of removed.jsonl, or None
+
+    @property
+    def path(self) -> Path:
+        return self.ds.folder
+
+
+def _image_root(ds: PreparedDataset, given: str | None) -> Path | None:
+    if given is not None:
+        return Path(given)
+    root = (ds.manifest.get("options") or {}).get("image_root")
+    if isinstance(root, str) and "://" not in root and Path(root).is_dir():
+        return Path(root)
+    return None
+
+
+def _read_removed(path: Path, folder_index: int):
+    import polars as pl
+
+    keys, reasons, details, images, captions, inputs, sims, matches, bys = ([] for _ in range(9))
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+                detail = r.get("detail") or {}
+                keys.append(str(r["key"]))
+                reasons.append(str(r["reason"]))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                raise UserError(f"{path}:{n}: not a removal line (curate writes key, reason, detail, ...)") from None
+            details.append(json.dumps(detail, ensure_ascii=False))
+            images.append(str(r.get("image") or ""))
+            captions.append(str(r.get("caption") or ""))
+            inputs.append(str(r.get("input") or ""))
+            sim = detail.get("similarity") if isinstance(detail, dict) else None
+            sims.append(float(sim) if isinstance(sim, (int, float)) else None)
+            matches.append(detail.get("match") if isinstance(detail, dict) else None)
+            bys.append(detail.get("by") if isinstance(detail, dict) else None)
+    return pl.DataFrame(
+        {
+            "_removed": list(range(len(keys))),
+            "key": keys,
+            "source": [k.split("/", 1)[0] for k in keys],
+            "reason": reasons,
+            "detail": details,
+            "image": images,
+            "caption": captions,
+            "input": inputs,
+            "similarity": sims,
+            "match": matches,
+            "by": bys,
+        },
+        schema_overrides={"similarity": pl.Float64, "match": pl.String, "by": pl.String, "_removed": pl.Int64},
+    ).with_columns(pl.lit(folder_index, pl.Int32).alias("_folder"))
+
+
+def open_folder(index: int, path: str, image_root: str | None, name: str) -> Folder:
+    ds = PreparedDataset.open(path, allow_incomplete=True)
+    if ds.shard_paths:
+        schema = pq.read_schema(ds.shard_paths[0])
+    else:
+        from caption_debias.schema import shard_arrow_schema
+
+        schema = shard_arrow_schema()
+    layout = []
+    for shard in ds.shard_paths:
+        meta = pq.read_metadata(shard)
+        starts = [0]
+        for i in range(meta.num_row_groups):
+            starts.append(starts[-1] + meta.row_group(i).num_rows)
+        layout.append(starts)
+    removed_path = ds.folder / "removed.jsonl"
+    curated = isinstance(ds.manifest.get("curation"), dict) or removed_path.is_file()
+    removed = _read_removed(removed_path, index) if removed_path.is_file() else None
+    return Folder(
+        index=index,
+        name=name,
+        ds=ds,
+        image_root=_image_root(ds, image_root),
+        kind="curated" if curated else "prepared",
+        schema=schema,
+        row_groups=layout,
+        removed=removed,
+    )
+
+
+@dataclass
+class Query:
+    """One page request: which rows (kept, or removed of a reason), filters, sort and the slice."""
+
+    view: str = "kept"  # kept | removed
+    reason: str | None = None  # removed rows of this reason (None: all reasons)
+    sources: tuple[str, ...] = ()
+    text: str = ""
+    ranges: tuple[tuple[str, float | None, float | None], ...] = ()
+    sort: str | None = None
+    descending: bool = False
+    offset: int = 0
+    limit: int = 48
+
+    def selection(self) -> tuple:
+        """Everything but the slice: pages of one selection share its filtered, sorted index."""
+        return (self.view, self.reason, self.sources, self.text.lower(), self.ranges, self.sort, self.descending)
+
+
+class ViewData:
+    """The folders a `view` serves: index, pages, single rows, removed rows and their matches."""
+
+    def __init__(self, folders: list[str], image_root: str | None = None):
+        from caption_debias.stats.compute import dataset_names
+
+        if not folders:
+            raise UserError("give at least one folder")
+        if image_root is not None and not Path(image_root).is_dir():
+            raise UserError(f"--image-root {image_root}: no such folder")
+        names = dataset_names(folders)
+        self.folders = [open_folder(i, f, image_root, n) for i, (f, n) in enumerate(zip(folders, names))]
+        self._index = None
+        self._index_ready = threading.Event()
+        self._index_error: BaseException | None = None
+        self._lock = threading.Lock()  # the row-group cache
+        self._index_lock = threading.Lock()
+        self._row_groups: OrderedDict[tuple, pa.Table] = OrderedDict()
+        self._selections: OrderedDict[tuple, Any] = OrderedDict()
+        self._text_masks: OrderedDict[str, Any] = OrderedDict()
+        self._inputs: dict[str, PreparedDataset | None] = {}
+        self.numeric_columns = self._numeric_columns()
+
+    # ---- the index ---------------------------------------------------------------------------
+    def _numeric_columns(self) -> list[str]:
+        cols = ["num_tokens", "num_sentences"]
+        for f in self.folders:
+            for fld in f.schema:
+                if _numeric(fld.type) and fld.name not in cols:
+                    cols.append(fld.name)
+        return cols
+
+    def build_index(self) -> None:
+        """Read the narrow columns of every shard once (call from a thread; pages wait on it)."""
+        import polars as pl
+
+        try:
+            parts = []
+            for f in self.folders:
+                numeric = [c.name for c in f.schema if _numeric(c.type)]
+                cols = ["key", "source", "summary_mask"] + [c for c in numeric if c not in ("key", "source")]
+                for s, path in enumerate(f.ds.shard_paths):
+                    t = pq.read_table(path, columns=cols)
+                    lengths = pa.compute.list_value_length(t.column("summary_mask")).cast(pa.int32())
+                    t = t.drop_columns(["summary_mask"]).append_column("num_sentences", lengths)
+                    df = pl.from_arrow(t).with_columns(
+                        pl.lit(f.index, pl.Int32).alias("_folder"),
+                        pl.lit(s, pl.Int32).alias("_shard"),
+                        pl.int_range(0, t.num_rows, dtype=pl.Int32).alias("_row"),
+                        pl.col("source").cast(pl.Categorical),
+                    )
+                    parts.append(df)
+            if parts:
+                index = pl.concat(parts, how="diagonal_relaxed")
+            else:
+                index = pl.DataFrame(
+                    schema={"key": pl.String, "source": pl.Categorical, "_folder": pl.Int32, "_shard": pl.Int32}
+                )
+            for c in self.numeric_columns:
+                if c not in index.columns:
+                    index = index.with_columns(pl.lit(None, pl.Float64).alias(c))
+            self._index = index
+        except BaseException as exc:  # reported by the page that waits on it
+            self._index_error = exc
+        finally:
+            self._index_ready.set()
+
+    def index(self):
+        if not self._index_ready.is_set() and self._index is None and self._index_error is None:
+            with self._index_lock:
+                if not self._index_ready.is_set():
+                    self.build_index()
+        self._index_ready.wait()
+        if self._index_error is not None:
+            raise UserError(f"could not index the folders: {self._index_error}")
+        return self._index
+
+    @property
+    def total_rows(self) -> int:
+        return sum(f.ds.rows for f in self.folders)
+
+    def sources(self) -> list[str]:
+        names: set[str] = set()
+        for f in self.folders:
+            for s in (f.ds.manifest.get("counts") or {}).get("by_source", {}) or {}:
+                names.add(s)
+        if not names:
+            names = {str(s) for s in self.index()["source"].unique().to_list() if s is not None}
+        for f in self.folders:
+            if f.removed is not None:
+                names.update(f.removed["source"].unique().to_list())
+        return sorted(names)
+
+    def reasons(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for f in self.folders:
+            if f.removed is not None:
+                for reason, n in f.removed.group_by("reason").len().iter_rows():
+                    counts[reason] = counts.get(reason, 0) + n
+        from caption_debias.curate.options import REASONS
+
+        order = {r: i for i, r in enumerate(REASONS)}
+        return dict(sorted(counts.items(), key=lambda kv: (order.get(kv[0], 99), kv[0])))
+
+    def meta(self) -> dict[str, Any]:
+        ranges = {}
+        if self._index_ready.is_set() and self._index is not None:
+            idx = self._index
+            for c in self.numeric_columns:
+                s = idx[c]
+                if s.dtype == __import__("polars").Boolean:
+                    s = s.cast(int)
+                lo, hi = s.min(), s.max()
+                ranges[c] = [lo, hi]
+        return {
+            "folders": [
+                {
+                    "name": f.name,
+                    "path": str(f.path),
+                    "kind": f.kind,
+                    "rows": f.ds.rows,
+                    "removed": 0 if f.removed is None else f.removed.height,
+                    "image_root": str(f.image_root) if f.image_root else None,
+                }
+                for f in self.folders
+            ],
+            "rows": self.total_rows,
+            "removed": sum(0 if f.removed is None else f.removed.height for f in self.folders),
+            "sources": self.sources(),
+            "reasons": self.reasons(),
+            "numeric": self.numeric_columns,
+            "ranges": ranges,
+        }
+
+    # ---- selections ---------------------------------------------------------------------------
+    def _text_mask(self, text: str):
+        """Which kept rows' captions contain `text` (case-insensitive), one lazy pass over the caption column."""
+        import polars as pl
+
+        needle = text.lower()
+        if needle in self._text_masks:
+            self._text_masks.move_to_end(needle)
+            return self._text_masks[needle]
+        parts = []
+        for f in self.folders:
+            if f.ds.shard_paths:
+                parts.append(
+                    pl.scan_parquet([str(p) for p in f.ds.shard_paths])
+                    .select(pl.col("caption").str.to_lowercase().str.contains(needle, literal=True).alias("m"))
+                    .collect()["m"]
+                )
+        mask = pl.concat(parts) if parts else pl.Series("m", [], pl.Boolean)
+        self._text_masks[needle] = mask
+        while len(self._text_masks) > 4:
+            self._text_masks.popitem(last=False)
+        return mask
+
+    def select(self, q: Query):
+        """The filtered, sorted rows of a query (index rows, or removed rows), cached per selection."""
+        import polars as pl
+
+        key = q.selection()
+        if key in self._selections:
+            self._selections.move_to_end(key)
+            return self._selections[key]
+        if q.view == "removed":
+            frames = [f.removed for f in self.folders if f.removed is not None]
+            df = pl.concat(frames, how="vertical_relaxed") if frames else None
+            if df is None:
+                return pl.DataFrame()
+            if q.reason:
+                df = df.filter(pl.col("reason") == q.reason)
+            if q.text:
+                df = df.filter(pl.col("caption").str.to_lowercase().str.contains(q.text.lower(), literal=True))
+        else:
+            df = self.index()
+            if q.text:
+                df = df.filter(self._text_mask(q.text))
+        if q.sources:
+            df = df.filter(pl.col("source").cast(pl.String).is_in(list(q.sources)))
+        for col, lo, hi in q.ranges:
+            if col not in df.columns:
+                raise UserError(f"no column {col!r} to filter on")
+            c = pl.col(col).cast(pl.Float64)
+            if lo is not None:
+                df = df.filter(c >= lo)
+            if hi is not None:
+                df = df.filter(c <= hi)
+        if q.sort:
+            if q.sort not in df.columns:
+                raise UserError(f"no column {q.sort!r} to sort by")
+            df = df.sort(q.sort, descending=q.descending, nulls_last=True, maintain_order=True)
+        self._selections[key] = df
+        while len(self._selections) > 8:
+            self._selections.popitem(last=False)
+        return df
+
+    def page(self, q: Query) -> dict[str, Any]:
+        limit = max(1, min(q.limit, PAGE_MAX))
+        plain = q.view == "kept" and not (q.sources or q.text or q.ranges or q.sort)
+        if plain:  # file order: no index needed, rows straight from their row groups
+            total = self.total_rows
+            addresses = self._plain_addresses(q.offset, limit)
+            return {"total": total, "offset": q.offset, "rows": self.rows(addresses)}
+        df = self.select(q)
+        total = df.height
+        part = df.slice(q.offset, limit)
+        if q.view == "removed":
+            rows = self.removed_rows(list(zip(part["_folder"], part["_removed"])))
+        else:
+            rows = self.rows(list(zip(part["_folder"], part["_shard"], part["_row"])))
+        return {"total": total, "offset": q.offset, "rows": rows}
+
+    def _plain_addresses(self, offset: int, limit: int) -> list[tuple[int, int, int]]:
+        out = []
+        for f in self.folders:
+            for s, starts in enumerate(f.row_groups):
+                n = starts[-1]
+                if offset >= n:
+                    offset -= n
+                    continue
+                take = min(n - offset, limit - len(out))
+                out.extend((f.index, s, r) for r in range(offset, offset + take))
+                offset = 0
+                if len(out) >= limit:
+                    return out
+        return out
+
+    # ---- rows ---------------------------------------------------------------------------------
+    def _columns(self, f: Folder, detail: bool) -> list[str]:
+        names = f.schema.names
+        if detail:
+            return [c for c in names if c not in HEAVY]
+        want = list(ROW_COLUMNS) + list(SENTENCE_COLUMNS) + [c.name for c in f.schema if _numeric(c.type)]
+        return [c for c in dict.fromkeys(want) if c in names]
+
+    def _row_group(self, f: Folder, shard: int, group: int, detail: bool) -> pa.Table:
+        key = (f.index, shard, group, detail)
+        with self._lock:
+            if key in self._row_groups:
+                self._row_groups.move_to_end(key)
+                return self._row_groups[key]
+        table = pq.ParquetFile(f.ds.shard_paths[shard]).read_row_group(group, columns=self._columns(f, detail))
+        with self._lock:
+            self._row_groups[key] = table
+            while len(self._row_groups) > CACHED_ROW_GROUPS:
+                self._row_groups.popitem(last=False)
+        return table
+
+    def _locate(self, f: Folder, shard: int, row: int) -> tuple[int, int]:
+        import bisect
+
+        starts = f.row_groups[shard]
+        if not 0 <= row < starts[-1]:
+            raise KeyError(row)
+        g = bisect.bisect_right(starts, row) - 1
+        return g, row - starts[g]
+
+    def raw_row(self, folder: int, shard: int, row: int, detail: bool = False) -> dict[str, Any]:
+        f = self.folders[folder]
+        if not 0 <= shard < len(f.row_groups):
+            raise KeyError(shard)
+        g, r = self._locate(f, shard, row)
+        table = self._row_group(f, shard, g, detail)
+        return {c: table.column(c)[r].as_py() for c in table.column_names}
+
+    def rows(self, addresses: list[tuple[int, int, int]]) -> list[dict[str, Any]]:
+        return [self.card(self.raw_row(int(f), int(s), int(r)), int(f), int(s), int(r)) for f, s, r in addresses]
+
+    def card(self, raw: dict[str, Any], folder: int, shard: int, row: int) -> dict[str, Any]:
+        """A row as the page shows it: sentences with roles and scores, counts, scalars."""
+        f = self.folders[folder]
+        sentences = raw.get("sentences") or []
+        roles = sentence_roles(raw.get("summary_mask"), len(sentences))
+        per = {c: raw.get(c) for c in SENTENCE_COLUMNS if raw.get(c) is not None}
+        sents = []
+        for i, text in enumerate(sentences):
+            s = {"text": text, "role": roles[i]}
+            for c, values in per.items():
+                if i < len(values):
+                    s[c] = values[i]
+            sents.append(s)
+        scalars = {
+            c.name: raw.get(c.name)
+            for c in f.schema
+            if _numeric(c.type) and c.name in raw and c.name not in ("num_tokens",) and raw.get(c.name) is not None
+        }
+        return {
+            "id": f"{folder}:{shard}:{row}",
+            "folder": folder,
+            "key": raw.get("key"),
+            "source": raw.get("source"),
+            "split": raw.get("split"),
+            "image": raw.get("image"),
+            "caption": raw.get("caption"),
+            "sentences": sents,
+            "num_tokens": raw.get("num_tokens"),
+            "scalars": scalars,
+            "thumb": f"api/thumb?f={folder}&s={shard}&r={row}",
+            "link": self.image_link(folder, raw.get("image")),
+        }
+
+    def image_link(self, folder: int, image: str | None) -> str | None:
+        f = self.folders[folder]
+        if not image or f.image_root is None or "://" in image:
+            return image if image and "://" in image else None
+        from urllib.parse import quote
+
+        return f"image/{folder}/{quote(image)}"
+
+    def detail(self, folder: int, shard: int, row: int) -> dict[str, Any]:
+        """Every column of one row (heavy ones summarised), and its card."""
+        f = self.folders[folder]
+        raw = self.raw_row(folder, shard, row, detail=True)
+        columns = {}
+        for fld in f.schema:
+            if fld.name in HEAVY:
+                columns[fld.name] = _heavy_summary(f, shard, row, fld, self)
+            elif fld.name in raw:
+                columns[fld.name] = raw[fld.name]
+        card = self.card(raw, folder, shard, row)
+        card["columns"] = columns
+        card["sentence_tokens"] = columns.get("sentence_tokens")
+        card["folder_name"] = f.name
+        card["path"] = f"{f.path}/shards/... row {row} of {f.ds.manifest['shards'][shard]['path']}"
+        return card
+
+    # ---- lookups by key -----------------------------------------------------------------------
+    def find_key(self, key: str, folder: int | None = None) -> tuple[int, int, int] | None:
+        import polars as pl
+
+        idx = self.index()
+        hit = idx.filter(pl.col("key") == key)
+        if folder is not None:
+            hit = hit.filter(pl.col("_folder") == folder)
+        if hit.height == 0:
+            return None
+        return int(hit["_folder"][0]), int(hit["_shard"][0]), int(hit["_row"][0])
+
+    def _input_rows(self, input_path: str, keys: list[str]) -> dict[str, dict[str, Any]]:
+        """Removed rows' whole rows by key from the folder they were read from (none when that folder is gone):
+        one lazy scan that reads the key column and the matching rows."""
+        import polars as pl
+
+        if input_path not in self._inputs:
+            try:
+                self._inputs[input_path] = PreparedDataset.open(input_path, allow_incomplete=True)
+            except (UserError, OSError):
+                self._inputs[input_path] = None
+        ds = self._inputs[input_path]
+        if ds is None or not ds.shard_paths or not keys:
+            return {}
+        cols = [c for c in ROW_COLUMNS + SENTENCE_COLUMNS if c in pq.read_schema(ds.shard_paths[0]).names]
+        df = pl.scan_parquet([str(p) for p in ds.shard_paths]).filter(pl.col("key").is_in(keys)).select(cols).collect()
+        return {r["key"]: r for r in df.iter_rows(named=True)}
+
+    def removed_rows(self, items: list[tuple[int, int]]) -> list[dict[str, Any]]:
+        wanted: dict[str, list[str]] = {}
+        for folder, i in items:
+            r = self.folders[int(folder)].removed.row(int(i), named=True)
+            if r["input"]:
+                wanted.setdefault(r["input"], []).append(r["key"])
+        found = {path: self._input_rows(path, keys) for path, keys in wanted.items()}
+        return [self.removed_row(f, i, found) for f, i in items]
+
+    def removed_row(self, folder: int, i: int, found: dict | None = None) -> dict[str, Any]:
+        f = self.folders[int(folder)]
+        r = f.removed.row(int(i), named=True)
+        if found is None:
+            found = {r["input"]: self._input_rows(r["input"], [r["key"]])} if r["input"] else {}
+        full = found.get(r["input"], {}).get(r["key"])
+        base = full or {"key": r["key"], "source": r["source"], "image": r["image"], "caption": r["caption"]}
+        card = self.card({**base, "image": r["image"]}, int(folder), -1, -1)
+        card.update(
+            id=f"{folder}:r{i}",
+            thumb=f"api/thumb?f={folder}&removed={i}",
+            reason=r["reason"],
+            detail=json.loads(r["detail"]),
+            similarity=r["similarity"],
+            match=r["match"],
+            by=r["by"],
+            input=r["input"],
+            full_caption=full is not None,
+        )
+        return card
+
+    def pair(self, folder: int, i: int) -> dict[str, Any]:
+        """A removed duplicate or overlap and the kept row it matched (None when not in these folders)."""
+        removed = self.removed_row(folder, i)
+        match = None
+        key = removed.get("match")
+        if isinstance(key, str):
+            at = self.find_key(key, folder) or self.find_key(key)
+            if at is not None:
+                match = self.detail(*at)
+        return {"removed": removed, "match": match, "similarity": removed.get("similarity"), "by": removed.get("by")}
+
+    # ---- images -------------------------------------------------------------------------------
+    def image_source(self, folder: int, shard: int | None, row: int | None, removed: int | None):
+        """('bytes', data) or ('file', root, relative) or ('none', why) for one row's picture."""
+        f = self.folders[folder]
+        if removed is not None:
+            image = f.removed["image"][int(removed)]
+        else:
+            raw = self.raw_row(folder, shard, row)
+            image = raw.get("image")
+            if "image_bytes" in f.schema.names:
+                g, r = self._locate(f, shard, row)
+                col = pq.ParquetFile(f.ds.shard_paths[shard]).read_row_group(g, columns=["image_bytes"]).column(0)
+                data = col[r].as_py()
+                if data:
+                    return ("bytes", data)
+        if not image:
+            return ("none", "no image")
+        if "://" in image:
+            return ("none", "image is a URL")
+        if f.image_root is None:
+            return ("none", "no --image-root")
+        return ("file", f.image_root, image)
+
+
+def _heavy_summary(f: Folder, shard: int, row: int, fld: pa.Field, data: ViewData) -> Any:
+    """A short description of a column too large to show whole (bytes, token ids, embeddings)."""
+    if fld.name == "sentence_tokens":
+        g, r = data._locate(f, shard, row)
+        col = pq.ParquetFile(f.ds.shard_paths[shard]).read_row_group(g, columns=[fld.name]).column(0)
+        return col[r].as_py()
+    t = fld.type
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return f"<{fld.name}: bytes, not shown>"
+    if pa.types.is_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_large_list(t):
+        return f"<{fld.name}: vector of {t.value_type}, not shown>"
+    return f"<{fld.name}: {t}>"
