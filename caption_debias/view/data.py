@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from caption_debias.dataset import PreparedDataset
@@ -214,8 +215,8 @@ class ViewData:
                 numeric = [c.name for c in f.schema if _numeric(c.type)]
                 cols = ["key", "source", "summary_mask"] + [c for c in numeric if c not in ("key", "source")]
                 for s, path in enumerate(f.ds.shard_paths):
-                    t = pq.read_table(path, columns=cols)
-                    lengths = pa.compute.list_value_length(t.column("summary_mask")).cast(pa.int32())
+                    t = pq.ParquetFile(path).read(columns=cols)  # not read_table: it imports pyarrow.dataset (a second)
+                    lengths = pc.list_value_length(t.column("summary_mask")).cast(pa.int32())
                     t = t.drop_columns(["summary_mask"]).append_column("num_sentences", lengths)
                     df = pl.from_arrow(t).with_columns(
                         pl.lit(f.index, pl.Int32).alias("_folder"),
@@ -303,6 +304,7 @@ class ViewData:
             "sources": self.sources(),
             "reasons": self.reasons(),
             "numeric": self.numeric_columns,
+            "columns": sorted({c for f in self.folders for c in f.schema.names}),
             "ranges": ranges,
         }
 

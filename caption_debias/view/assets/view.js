@@ -124,7 +124,7 @@ function cardHtml(card, range) {
   }
   const partial = card.reason && card.full_caption === false ? `<div class="muted">first 200 characters (the input folder is not there)</div>` : "";
   return `<article class="card${card.reason ? " removed" : ""}" data-id="${esc(card.id)}" data-key="${esc(card.key)}">
-  <div class="thumb"><img src="${esc(card.thumb)}" alt="${esc(card.key)}" loading="lazy"></div>
+  <div class="thumb"><img src="${esc(card.thumb)}" alt="${esc(card.key)}"></div>
   <div class="body">
     <div class="head"><span class="key">${esc(card.key)}</span><span class="badge src">${esc(card.source)}</span>${reason}</div>
     <div class="counts">${tokensHtml(card.num_tokens)} <span class="nsent">${card.sentences ? card.sentences.length : 0} sentences</span> ${scalarsHtml(card)}</div>
@@ -225,6 +225,8 @@ function fillControls(meta) {
     for (const [r, n] of Object.entries(meta.reasons)) rows.push(`<option value="removed:${esc(r)}">removed: ${esc(r)} (${n.toLocaleString("en")})</option>`);
   }
   $("rows").innerHTML = rows.join("");
+  $("legend-keep").hidden = !meta.columns.includes("sentence_keep");
+  $("legend-grounding").hidden = !meta.columns.includes("sentence_grounding");
   $("source").innerHTML = `<option value="">all sources</option>` + meta.sources.map((s) => `<option>${esc(s)}</option>`).join("");
   const numeric = meta.numeric.map((c) => `<option>${esc(c)}</option>`).join("");
   $("range-col").innerHTML = `<option value="">column…</option>` + numeric;
