@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -28,11 +29,14 @@ from caption_debias.errors import UserError
 
 PAGE_MAX = 200
 # display columns read for a page (those present); per-sentence score columns come from the scorers
-ROW_COLUMNS = ("key", "source", "split", "image", "caption", "sentences", "summary_mask", "num_tokens")
+# (sentences come from caption + sentence_spans: half the bytes of reading both texts)
+ROW_COLUMNS = ("key", "source", "split", "image", "caption", "sentence_spans", "summary_mask", "num_tokens")
 SENTENCE_COLUMNS = ("summary_scores", "sentence_scores", "sentence_grounding", "sentence_keep")
 HEAVY = ("image_bytes", "sentence_tokens", "image_embedding", "caption_embedding")
 DUPLICATE_REASONS = ("duplicate_image", "duplicate_caption", "near_duplicate_caption", "eval_overlap")
-CACHED_ROW_GROUPS = 8
+CACHED_ROW_GROUPS = 4  # whole row groups kept (file-order paging); about 10 MB each at 8,192 long captions
+CACHED_ROWS = 4096  # single rows kept (sorted and filtered pages, thumbnails, the prefetched next page)
+READ_THREADS = 4
 
 
 def _numeric(t: pa.DataType) -> bool:
@@ -83,45 +87,61 @@ def _image_root(ds: PreparedDataset, given: str | None) -> Path | None:
     return None
 
 
+def _line_starts(path: Path) -> Any:
+    """Byte offset of every non-empty line (numpy int64), read in chunks: a removed row's whole line
+    (its full detail) is read back by offset when it is shown, not kept in memory."""
+    import numpy as np
+
+    starts, ends, base, chunk_size = [np.zeros(1, np.int64)], [], 0, 16 << 20
+    with open(path, "rb") as fh:
+        while chunk := fh.read(chunk_size):
+            nl = np.flatnonzero(np.frombuffer(chunk, np.uint8) == 10).astype(np.int64) + base
+            ends.append(nl)
+            starts.append(nl + 1)
+            base += len(chunk)
+    ends.append(np.array([base], np.int64))
+    s, e = np.concatenate(starts), np.concatenate(ends)
+    return s[e > s]
+
+
 def _read_removed(path: Path, folder_index: int):
+    """removed.jsonl as a small table (key, reason, image, 200-character caption, input, match, by,
+    similarity), read by polars' NDJSON reader; line offsets for the whole line."""
     import polars as pl
 
-    keys, reasons, details, images, captions, inputs, sims, matches, bys = ([] for _ in range(9))
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                r = json.loads(line)
-                detail = r.get("detail") or {}
-                keys.append(str(r["key"]))
-                reasons.append(str(r["reason"]))
-            except (ValueError, KeyError, TypeError, AttributeError):
-                raise UserError(f"{path}:{n}: not a removal line (curate writes key, reason, detail, ...)") from None
-            details.append(json.dumps(detail, ensure_ascii=False))
-            images.append(str(r.get("image") or ""))
-            captions.append(str(r.get("caption") or ""))
-            inputs.append(str(r.get("input") or ""))
-            sim = detail.get("similarity") if isinstance(detail, dict) else None
-            sims.append(float(sim) if isinstance(sim, (int, float)) else None)
-            matches.append(detail.get("match") if isinstance(detail, dict) else None)
-            bys.append(detail.get("by") if isinstance(detail, dict) else None)
-    return pl.DataFrame(
-        {
-            "_removed": list(range(len(keys))),
-            "key": keys,
-            "source": [k.split("/", 1)[0] for k in keys],
-            "reason": reasons,
-            "detail": details,
-            "image": images,
-            "caption": captions,
-            "input": inputs,
-            "similarity": sims,
-            "match": matches,
-            "by": bys,
-        },
-        schema_overrides={"similarity": pl.Float64, "match": pl.String, "by": pl.String, "_removed": pl.Int64},
-    ).with_columns(pl.lit(folder_index, pl.Int32).alias("_folder"))
+    schema = {
+        "key": pl.String,
+        "reason": pl.String,
+        "image": pl.String,
+        "caption": pl.String,
+        "input": pl.String,
+        "detail": pl.Struct({"match": pl.String, "by": pl.String, "similarity": pl.Float64}),
+    }
+    try:
+        df = pl.read_ndjson(path, schema=schema) if path.stat().st_size else pl.DataFrame(schema=schema)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise UserError(f"{path}: not curate's removal lines ({str(exc).splitlines()[0][:200]})") from None
+    starts = _line_starts(path)
+    if len(starts) != df.height:
+        raise UserError(f"{path}: {len(starts)} lines but {df.height} removal records")
+    if df["key"].null_count() or df["reason"].null_count():
+        raise UserError(f"{path}: a removal line without key or reason")
+    return (
+        df.unnest("detail")
+        .with_columns(
+            pl.int_range(0, df.height, dtype=pl.Int64).alias("_removed"),
+            pl.col("key").str.split_exact("/", 1).struct.field("field_0").alias("source"),
+            pl.col("image", "caption", "input").fill_null(""),
+            pl.lit(folder_index, pl.Int32).alias("_folder"),
+        )
+        .with_columns(pl.Series("_offset", starts))
+    )
+
+
+def _removed_line(path: Path, offset: int) -> dict[str, Any]:
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        return json.loads(fh.readline())
 
 
 def open_folder(index: int, path: str, image_root: str | None, name: str) -> Folder:
@@ -191,6 +211,8 @@ class ViewData:
         self._lock = threading.Lock()  # the row-group cache
         self._index_lock = threading.Lock()
         self._row_groups: OrderedDict[tuple, pa.Table] = OrderedDict()
+        self._rows: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
+        self._image_column: tuple[Any, Any] = (None, None)
         self._selections: OrderedDict[tuple, Any] = OrderedDict()
         self._text_masks: OrderedDict[str, Any] = OrderedDict()
         self._inputs: dict[str, PreparedDataset | None] = {}
@@ -309,49 +331,56 @@ class ViewData:
         }
 
     # ---- selections ---------------------------------------------------------------------------
-    def _text_mask(self, text: str):
-        """Which kept rows' captions contain `text` (case-insensitive), one lazy pass over the caption column."""
+    def _groups(self) -> list[tuple[int, int, int, int]]:
+        """(folder, shard, row group, rows) of every row group, in index order."""
+        return [
+            (f.index, s, g, starts[g + 1] - starts[g])
+            for f in self.folders
+            for s, starts in enumerate(f.row_groups)
+            for g in range(len(starts) - 1)
+        ]
+
+    def _text_scan(self, text: str, rows_wanted: int | None, match_filter) -> tuple[Any, bool]:
+        """Kept rows whose caption holds `text` (any case), scanning the caption column row group by
+        row group in file order and stopping once `rows_wanted` rows pass `match_filter` (None: scan all).
+
+        The scan's progress is kept per search text, so the next page goes on where this one stopped.
+        Returns (matching index rows so far, whether every row was searched).
+        """
         import polars as pl
 
         needle = text.lower()
-        if needle in self._text_masks:
+        with self._lock:
+            state = self._text_masks.get(needle)
+            if state is None:
+                state = self._text_masks[needle] = {"parts": [], "groups": 0, "rows": 0, "lock": threading.Lock()}
             self._text_masks.move_to_end(needle)
-            return self._text_masks[needle]
-        parts = []
-        for f in self.folders:
-            if f.ds.shard_paths:
-                parts.append(
-                    pl.scan_parquet([str(p) for p in f.ds.shard_paths])
-                    .select(pl.col("caption").str.to_lowercase().str.contains(needle, literal=True).alias("m"))
-                    .collect()["m"]
-                )
-        mask = pl.concat(parts) if parts else pl.Series("m", [], pl.Boolean)
-        self._text_masks[needle] = mask
-        while len(self._text_masks) > 4:
-            self._text_masks.popitem(last=False)
-        return mask
+            while len(self._text_masks) > 4:
+                self._text_masks.popitem(last=False)
+        index, groups = self.index(), self._groups()
+        with state["lock"]:
+            step = 2
+            while True:
+                mask = pl.Series("m", np.concatenate(state["parts"]) if state["parts"] else np.zeros(0, bool))
+                found = match_filter(index.head(state["rows"]).filter(mask))
+                done = state["groups"] == len(groups)
+                if done or (rows_wanted is not None and found.height >= rows_wanted):
+                    return found, done
+                for f, s, g, n in groups[state["groups"] : state["groups"] + step]:
+                    col = (
+                        pq.ParquetFile(self.folders[f].ds.shard_paths[s])
+                        .read_row_group(g, columns=["caption"])
+                        .column(0)
+                    )
+                    hit = pc.match_substring(col, text, ignore_case=True)
+                    state["parts"].append(hit.fill_null(False).to_numpy(zero_copy_only=False))
+                    state["groups"] += 1
+                    state["rows"] += n
+                step *= 2
 
-    def select(self, q: Query):
-        """The filtered, sorted rows of a query (index rows, or removed rows), cached per selection."""
+    def _filters(self, df, q: Query):
         import polars as pl
 
-        key = q.selection()
-        if key in self._selections:
-            self._selections.move_to_end(key)
-            return self._selections[key]
-        if q.view == "removed":
-            frames = [f.removed for f in self.folders if f.removed is not None]
-            df = pl.concat(frames, how="vertical_relaxed") if frames else None
-            if df is None:
-                return pl.DataFrame()
-            if q.reason:
-                df = df.filter(pl.col("reason") == q.reason)
-            if q.text:
-                df = df.filter(pl.col("caption").str.to_lowercase().str.contains(q.text.lower(), literal=True))
-        else:
-            df = self.index()
-            if q.text:
-                df = df.filter(self._text_mask(q.text))
         if q.sources:
             df = df.filter(pl.col("source").cast(pl.String).is_in(list(q.sources)))
         for col, lo, hi in q.ranges:
@@ -362,30 +391,65 @@ class ViewData:
                 df = df.filter(c >= lo)
             if hi is not None:
                 df = df.filter(c <= hi)
-        if q.sort:
-            if q.sort not in df.columns:
-                raise UserError(f"no column {q.sort!r} to sort by")
-            df = df.sort(q.sort, descending=q.descending, nulls_last=True, maintain_order=True)
-        self._selections[key] = df
-        while len(self._selections) > 8:
-            self._selections.popitem(last=False)
         return df
 
+    def select(self, q: Query, rows_wanted: int | None = None) -> tuple[Any, bool]:
+        """The filtered, sorted rows of a query (index rows, or removed rows), cached per selection;
+        and whether they are all there (a text search in file order stops once a page is filled)."""
+        import polars as pl
+
+        key = q.selection()
+        if key in self._selections:
+            self._selections.move_to_end(key)
+            return self._selections[key], True
+        if q.sort and q.sort not in (self.numeric_columns if q.view == "kept" else ["similarity"]):
+            raise UserError(f"no column {q.sort!r} to sort by")
+        if q.view == "removed":
+            frames = [f.removed for f in self.folders if f.removed is not None]
+            if not frames:
+                return pl.DataFrame(), True
+            df = pl.concat(frames, how="vertical_relaxed")
+            if q.reason:
+                df = df.filter(pl.col("reason") == q.reason)
+            if q.text:
+                df = df.filter(pl.col("caption").str.to_lowercase().str.contains(q.text.lower(), literal=True))
+            df = self._filters(df, q)
+            complete = True
+        elif q.text:
+            df, complete = self._text_scan(q.text, None if q.sort else rows_wanted, lambda part: self._filters(part, q))
+        else:
+            df, complete = self._filters(self.index(), q), True
+        if q.sort:
+            df = df.sort(q.sort, descending=q.descending, nulls_last=True, maintain_order=True)
+        if complete:
+            self._selections[key] = df
+            while len(self._selections) > 8:
+                self._selections.popitem(last=False)
+        return df, complete
+
     def page(self, q: Query) -> dict[str, Any]:
+        """One page: {total (None while a text search has not reached the end), searched, offset, rows}."""
         limit = max(1, min(q.limit, PAGE_MAX))
         plain = q.view == "kept" and not (q.sources or q.text or q.ranges or q.sort)
         if plain:  # file order: no index needed, rows straight from their row groups
             total = self.total_rows
             addresses = self._plain_addresses(q.offset, limit)
             return {"total": total, "offset": q.offset, "rows": self.rows(addresses)}
-        df = self.select(q)
-        total = df.height
+        df, complete = self.select(q, rows_wanted=q.offset + limit + 1)
         part = df.slice(q.offset, limit)
+        out: dict[str, Any] = {"total": df.height if complete else None, "offset": q.offset}
+        if not complete:
+            out["at_least"] = df.height
+            out["searched"] = self._text_masks[q.text.lower()]["rows"]
+            out["of"] = self.total_rows
         if q.view == "removed":
-            rows = self.removed_rows(list(zip(part["_folder"], part["_removed"])))
+            out["rows"] = self.removed_rows(list(zip(part["_folder"], part["_removed"])))
         else:
-            rows = self.rows(list(zip(part["_folder"], part["_shard"], part["_row"])))
-        return {"total": total, "offset": q.offset, "rows": rows}
+            out["rows"] = self.rows(list(zip(part["_folder"], part["_shard"], part["_row"])))
+            following = df.slice(q.offset + limit, limit)
+            if following.height:
+                self.prefetch(list(zip(following["_folder"], following["_shard"], following["_row"])))
+        return out
 
     def _plain_addresses(self, offset: int, limit: int) -> list[tuple[int, int, int]]:
         out = []
@@ -410,13 +474,19 @@ class ViewData:
         want = list(ROW_COLUMNS) + list(SENTENCE_COLUMNS) + [c.name for c in f.schema if _numeric(c.type)]
         return [c for c in dict.fromkeys(want) if c in names]
 
+    def _read_group(self, f: Folder, shard: int, group: int, detail: bool) -> pa.Table:
+        return pq.ParquetFile(f.ds.shard_paths[shard]).read_row_group(
+            group, columns=self._columns(f, detail), use_threads=False
+        )
+
     def _row_group(self, f: Folder, shard: int, group: int, detail: bool) -> pa.Table:
+        """A row group's display columns; the last few are kept (the next page in file order is in them)."""
         key = (f.index, shard, group, detail)
         with self._lock:
             if key in self._row_groups:
                 self._row_groups.move_to_end(key)
                 return self._row_groups[key]
-        table = pq.ParquetFile(f.ds.shard_paths[shard]).read_row_group(group, columns=self._columns(f, detail))
+        table = self._read_group(f, shard, group, detail)
         with self._lock:
             self._row_groups[key] = table
             while len(self._row_groups) > CACHED_ROW_GROUPS:
@@ -426,6 +496,8 @@ class ViewData:
     def _locate(self, f: Folder, shard: int, row: int) -> tuple[int, int]:
         import bisect
 
+        if not 0 <= shard < len(f.row_groups):
+            raise KeyError(shard)
         starts = f.row_groups[shard]
         if not 0 <= row < starts[-1]:
             raise KeyError(row)
@@ -434,19 +506,69 @@ class ViewData:
 
     def raw_row(self, folder: int, shard: int, row: int, detail: bool = False) -> dict[str, Any]:
         f = self.folders[folder]
-        if not 0 <= shard < len(f.row_groups):
-            raise KeyError(shard)
         g, r = self._locate(f, shard, row)
+        if not detail:
+            with self._lock:
+                hit = self._rows.get((folder, shard, row))
+            if hit is not None:
+                return hit
         table = self._row_group(f, shard, g, detail)
         return {c: table.column(c)[r].as_py() for c in table.column_names}
 
+    def _load_rows(self, addresses: list[tuple[int, int, int]]) -> None:
+        """Put the display columns of these rows into the row cache: each row group they sit in read
+        once, several at a time (pyarrow decodes without the GIL), only the wanted rows kept."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        groups: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+        with self._lock:
+            for f, s, r in addresses:
+                if (f, s, r) not in self._rows:
+                    g, i = self._locate(self.folders[f], s, r)
+                    groups.setdefault((f, s, g), []).append((r, i))
+        if not groups:
+            return
+
+        def load(item):
+            (f, s, g), wanted = item
+            key = (f, s, g, False)
+            with self._lock:
+                table = self._row_groups.get(key)
+            if table is None:
+                table = self._read_group(self.folders[f], s, g, False)
+                if len(wanted) > 1:  # a run of rows (file order, a narrow filter): the next page is likely here too
+                    with self._lock:
+                        self._row_groups[key] = table
+                        while len(self._row_groups) > CACHED_ROW_GROUPS:
+                            self._row_groups.popitem(last=False)
+            part = table.take(pa.array([i for _, i in wanted])).to_pylist()
+            return [((f, s, r), row) for (r, _), row in zip(wanted, part)]
+
+        with ThreadPoolExecutor(max_workers=min(READ_THREADS, len(groups))) as pool:
+            loaded = [x for chunk in pool.map(load, groups.items()) for x in chunk]
+        with self._lock:
+            for address, row in loaded:
+                self._rows[address] = row
+            while len(self._rows) > CACHED_ROWS:
+                self._rows.popitem(last=False)
+
     def rows(self, addresses: list[tuple[int, int, int]]) -> list[dict[str, Any]]:
-        return [self.card(self.raw_row(int(f), int(s), int(r)), int(f), int(s), int(r)) for f, s, r in addresses]
+        addresses = [(int(f), int(s), int(r)) for f, s, r in addresses]
+        self._load_rows(addresses)
+        return [self.card(self.raw_row(f, s, r), f, s, r) for f, s, r in addresses]
+
+    def prefetch(self, addresses: list[tuple[int, int, int]]) -> None:
+        """Read the next page's rows in the background (a user's next click is most often "next")."""
+        addresses = [(int(f), int(s), int(r)) for f, s, r in addresses]
+        threading.Thread(target=self._load_rows, args=(addresses,), daemon=True, name="view-prefetch").start()
 
     def card(self, raw: dict[str, Any], folder: int, shard: int, row: int) -> dict[str, Any]:
         """A row as the page shows it: sentences with roles and scores, counts, scalars."""
         f = self.folders[folder]
-        sentences = raw.get("sentences") or []
+        sentences = raw.get("sentences")
+        if sentences is None:  # schemas/shard.schema.json: caption[start:end].strip() == sentence
+            caption = raw.get("caption") or ""
+            sentences = [caption[sp["start"] : sp["end"]].strip() for sp in raw.get("sentence_spans") or []]
         roles = sentence_roles(raw.get("summary_mask"), len(sentences))
         per = {c: raw.get(c) for c in SENTENCE_COLUMNS if raw.get(c) is not None}
         sents = []
@@ -542,6 +664,7 @@ class ViewData:
     def removed_row(self, folder: int, i: int, found: dict | None = None) -> dict[str, Any]:
         f = self.folders[int(folder)]
         r = f.removed.row(int(i), named=True)
+        line = _removed_line(f.path / "removed.jsonl", r["_offset"])
         if found is None:
             found = {r["input"]: self._input_rows(r["input"], [r["key"]])} if r["input"] else {}
         full = found.get(r["input"], {}).get(r["key"])
@@ -551,7 +674,7 @@ class ViewData:
             id=f"{folder}:r{i}",
             thumb=f"api/thumb?f={folder}&removed={i}",
             reason=r["reason"],
-            detail=json.loads(r["detail"]),
+            detail=line.get("detail") or {},
             similarity=r["similarity"],
             match=r["match"],
             by=r["by"],
@@ -582,7 +705,13 @@ class ViewData:
             image = raw.get("image")
             if "image_bytes" in f.schema.names:
                 g, r = self._locate(f, shard, row)
-                col = pq.ParquetFile(f.ds.shard_paths[shard]).read_row_group(g, columns=["image_bytes"]).column(0)
+                key = (folder, shard, g)
+                with self._lock:
+                    col = self._image_column[1] if self._image_column[0] == key else None
+                if col is None:  # one row group's images kept: a page's thumbnails ask for them together
+                    col = pq.ParquetFile(f.ds.shard_paths[shard]).read_row_group(g, columns=["image_bytes"]).column(0)
+                    with self._lock:
+                        self._image_column = (key, col)
                 data = col[r].as_py()
                 if data:
                     return ("bytes", data)

@@ -139,10 +139,16 @@ function render(res) {
   const range = groundingRange(res.rows);
   $("grid").innerHTML = res.rows.length ? res.rows.map((c) => cardHtml(c, range)).join("") : `<p class="empty">No rows match.</p>`;
   const end = res.offset + res.rows.length;
-  $("status").textContent = `${res.total.toLocaleString("en")} ${state.view === "removed" ? "removed" : "kept"} rows match`;
-  $("pageinfo").textContent = res.rows.length ? `${(res.offset + 1).toLocaleString("en")}–${end.toLocaleString("en")} of ${res.total.toLocaleString("en")}` : "";
+  const what = state.view === "removed" ? "removed" : "kept";
+  const n = (x) => x.toLocaleString("en");
+  if (res.total === null) {  // a text search in file order stops once the page is full
+    $("status").textContent = `at least ${n(res.at_least)} ${what} rows match (searched ${n(res.searched)} of ${n(res.of)} rows so far; the next page searches on)`;
+  } else {
+    $("status").textContent = `${n(res.total)} ${what} rows match`;
+  }
+  $("pageinfo").textContent = res.rows.length ? `${n(res.offset + 1)}–${n(end)} of ${res.total === null ? "more" : n(res.total)}` : "";
   $("prev").disabled = res.offset === 0;
-  $("next").disabled = end >= res.total;
+  $("next").disabled = res.total === null ? res.rows.length < PAGE : end >= res.total;
   for (const el of document.querySelectorAll(".card")) {
     const card = lastRows.find((c) => c.id === el.dataset.id);
     el.addEventListener("click", (ev) => {
