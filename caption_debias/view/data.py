@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from caption_debias.dataset import PreparedDataset
+from caption_debias.dataset import PreparedDataset, dataset_names
 from caption_debias.errors import UserError
 
 PAGE_MAX = 200
@@ -37,6 +37,8 @@ DUPLICATE_REASONS = ("duplicate_image", "duplicate_caption", "near_duplicate_cap
 CACHED_ROW_GROUPS = 4  # whole row groups kept (file-order paging); about 10 MB each at 8,192 long captions
 CACHED_ROWS = 4096  # single rows kept (sorted and filtered pages, thumbnails, the prefetched next page)
 READ_THREADS = 4
+FEW_ROWS = 4  # rows of one row group on a page below which its pages are streamed, not read whole
+HEAD_BATCH = 512
 
 
 def _numeric(t: pa.DataType) -> bool:
@@ -197,8 +199,6 @@ class ViewData:
     """The folders a `view` serves: index, pages, single rows, removed rows and their matches."""
 
     def __init__(self, folders: list[str], image_root: str | None = None):
-        from caption_debias.stats.compute import dataset_names
-
         if not folders:
             raise UserError("give at least one folder")
         if image_root is not None and not Path(image_root).is_dir():
@@ -213,6 +213,7 @@ class ViewData:
         self._row_groups: OrderedDict[tuple, pa.Table] = OrderedDict()
         self._rows: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
         self._image_column: tuple[Any, Any] = (None, None)
+        self._prefetching: tuple[threading.Thread | None, set] = (None, set())
         self._selections: OrderedDict[tuple, Any] = OrderedDict()
         self._text_masks: OrderedDict[str, Any] = OrderedDict()
         self._inputs: dict[str, PreparedDataset | None] = {}
@@ -421,9 +422,11 @@ class ViewData:
             df, complete = self._filters(self.index(), q), True
         if q.sort:
             df = df.sort(q.sort, descending=q.descending, nulls_last=True, maintain_order=True)
+        # only the row addresses are kept: 12 bytes a row, not a copy of the index
+        df = df.select([c for c in ("_folder", "_shard", "_row", "_removed") if c in df.columns])
         if complete:
             self._selections[key] = df
-            while len(self._selections) > 8:
+            while len(self._selections) > 6:
                 self._selections.popitem(last=False)
         return df, complete
 
@@ -478,6 +481,19 @@ class ViewData:
         return pq.ParquetFile(f.ds.shard_paths[shard]).read_row_group(
             group, columns=self._columns(f, detail), use_threads=False
         )
+
+    def _read_head(self, f: Folder, shard: int, group: int, rows: int) -> pa.Table:
+        """The first `rows` rows of a row group, decoding its pages only that far (half the work on average)."""
+        pf = pq.ParquetFile(f.ds.shard_paths[shard], pre_buffer=False, buffer_size=1 << 16)
+        batches, got = [], 0
+        for batch in pf.iter_batches(
+            batch_size=HEAD_BATCH, row_groups=[group], columns=self._columns(f, False), use_threads=False
+        ):
+            batches.append(batch)
+            got += batch.num_rows
+            if got >= rows:
+                break
+        return pa.Table.from_batches(batches)
 
     def _row_group(self, f: Folder, shard: int, group: int, detail: bool) -> pa.Table:
         """A row group's display columns; the last few are kept (the next page in file order is in them)."""
@@ -534,7 +550,10 @@ class ViewData:
             key = (f, s, g, False)
             with self._lock:
                 table = self._row_groups.get(key)
-            if table is None:
+            if table is None and len(wanted) <= FEW_ROWS:
+                # a few rows (sorted pages): stream the group's pages and stop after the last one wanted
+                table = self._read_head(self.folders[f], s, g, max(i for _, i in wanted) + 1)
+            elif table is None:
                 table = self._read_group(self.folders[f], s, g, False)
                 if len(wanted) > 1:  # a run of rows (file order, a narrow filter): the next page is likely here too
                     with self._lock:
@@ -551,16 +570,22 @@ class ViewData:
                 self._rows[address] = row
             while len(self._rows) > CACHED_ROWS:
                 self._rows.popitem(last=False)
+        pa.default_memory_pool().release_unused()  # the row groups read are gone: give their pages back
 
     def rows(self, addresses: list[tuple[int, int, int]]) -> list[dict[str, Any]]:
         addresses = [(int(f), int(s), int(r)) for f, s, r in addresses]
+        thread, wanted = self._prefetching
+        if thread is not None and wanted.intersection(addresses):
+            thread.join()  # the rows are being read already: wait for them rather than read them twice
         self._load_rows(addresses)
         return [self.card(self.raw_row(f, s, r), f, s, r) for f, s, r in addresses]
 
     def prefetch(self, addresses: list[tuple[int, int, int]]) -> None:
         """Read the next page's rows in the background (a user's next click is most often "next")."""
         addresses = [(int(f), int(s), int(r)) for f, s, r in addresses]
-        threading.Thread(target=self._load_rows, args=(addresses,), daemon=True, name="view-prefetch").start()
+        thread = threading.Thread(target=self._load_rows, args=(addresses,), daemon=True, name="view-prefetch")
+        self._prefetching = (thread, set(addresses))
+        thread.start()
 
     def card(self, raw: dict[str, Any], folder: int, shard: int, row: int) -> dict[str, Any]:
         """A row as the page shows it: sentences with roles and scores, counts, scalars."""
