@@ -67,12 +67,11 @@ def collect(folders: list[str], image_root: str | None = None, thumbs_dir=None) 
         data = ViewData([folder], image_root)
         f = data.folders[0]
         entry: dict[str, Any] = {"name": f.name, "path": str(f.path), "kind": f.kind, "sources": {}, "reasons": {}}
-        for source in data.sources():
-            cards = data.page(Query(sources=(source,), limit=PER_SOURCE))["rows"]
-            if cards:
-                for c in cards:
-                    c["img"] = _thumb(data, thumbs, c, None)
-                entry["sources"][source] = cards
+        for source, addresses in data.first_per_source(PER_SOURCE).items():
+            cards = data.rows(addresses)
+            for c in cards:
+                c["img"] = _thumb(data, thumbs, c, None)
+            entry["sources"][source] = cards
         for reason in data.reasons():
             cards = data.page(Query(view="removed", reason=reason, limit=PER_REASON))["rows"]
             for c in cards:

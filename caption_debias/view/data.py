@@ -454,6 +454,18 @@ class ViewData:
                 self.prefetch(list(zip(following["_folder"], following["_shard"], following["_row"])))
         return out
 
+    def first_per_source(self, n: int) -> dict[str, list[tuple[int, int, int]]]:
+        """The first `n` rows of every source in file order, from the `source` column alone (no index)."""
+        found: dict[str, list[tuple[int, int, int]]] = {}
+        for f in self.folders:
+            for s, path in enumerate(f.ds.shard_paths):
+                sources = pq.ParquetFile(path).read(columns=["source"]).column(0).to_pylist()
+                for r, source in enumerate(sources):
+                    rows = found.setdefault(source, [])
+                    if len(rows) < n:
+                        rows.append((f.index, s, r))
+        return dict(sorted(found.items()))
+
     def _plain_addresses(self, offset: int, limit: int) -> list[tuple[int, int, int]]:
         out = []
         for f in self.folders:
