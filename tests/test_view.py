@@ -293,3 +293,23 @@ def test_serves_on_loopback_by_default(world):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_packed_folder_shows_the_folder_it_was_packed_from(world, tmp_path, client_for):
+    pytest.importorskip("webdataset")
+    from caption_debias.pack.options import PackOptions
+    from caption_debias.pack.run import pack
+
+    out = tmp_path / "packed"
+    pack(world["curated"], out, PackOptions(image_root=str(world["images"]), image_size=32, quiet=True))
+    data = ViewData([str(out)])
+    assert data.folders[0].name == "packed (packed from curated)" and data.total_rows == 13
+    assert data.folders[0].image_root == world["images"]
+    client = client_for([out])
+    row = client.get("/api/page").json()["rows"][0]
+    assert client.get("/" + row["thumb"]).headers["content-type"] == "image/jpeg"
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["input"]["path"] = str(tmp_path / "gone")
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(UserError, match="a packed folder; view reads the folder it was packed from"):
+        ViewData([str(out)])

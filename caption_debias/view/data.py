@@ -146,7 +146,33 @@ def _removed_line(path: Path, offset: int) -> dict[str, Any]:
         return json.loads(fh.readline())
 
 
+PACKED_KIND = "caption-debias packed"  # pack/state.py KIND: a packed folder's manifest says so
+
+
+def _packed_input(path: str) -> tuple[str, str | None] | None:
+    """A packed folder's input (the prepared or curated folder it was packed from) and image root, else None."""
+    try:
+        manifest = json.loads((Path(path) / "manifest.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or manifest.get("kind") != PACKED_KIND:
+        return None
+    given = str((manifest.get("input") or {}).get("path") or "")
+    if not given or not Path(given).is_dir():
+        raise UserError(
+            f"{path}: a packed folder; view reads the folder it was packed from ({given or 'not recorded'}), "
+            "which is not there"
+        )
+    return given, (manifest.get("options") or {}).get("image_root") or None
+
+
 def open_folder(index: int, path: str, image_root: str | None, name: str) -> Folder:
+    packed = _packed_input(path)
+    if packed is not None:  # the rows and captions of a packed folder are those of its input
+        path, packed_root = packed
+        name = f"{name} (packed from {Path(path).name})"
+        if image_root is None and packed_root and Path(packed_root).is_dir():
+            image_root = packed_root
     ds = PreparedDataset.open(path, allow_incomplete=True)
     if ds.shard_paths:
         schema = pq.read_schema(ds.shard_paths[0])
