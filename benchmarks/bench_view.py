@@ -36,11 +36,14 @@ CHILD = r"""
 import json, sys, time
 from _common import peak_rss_mib
 mode, folder = sys.argv[1], sys.argv[2]
-out = {}
+out, cpu = {}, {}
 def timed(name, fn):
-    t0 = time.perf_counter(); r = fn(); out[name] = round(time.perf_counter() - t0, 3); return r
+    t0, c0 = time.perf_counter(), time.process_time()
+    r = fn()
+    out[name] = round(time.perf_counter() - t0, 3); cpu[name] = round(time.process_time() - c0, 3)
+    return r
 if mode == "view":
-    t0 = time.perf_counter()
+    timed("imports", lambda: __import__("caption_debias.view.app") and __import__("starlette.testclient"))
     from starlette.testclient import TestClient
     from caption_debias.view.app import create_app
     from caption_debias.view.data import ViewData
@@ -51,8 +54,7 @@ if mode == "view":
         client = TestClient(create_app(data, ThumbCache(tempfile.mkdtemp())))
         client.get("/api/page", params={"limit": 48}).raise_for_status()
         return data, client
-    data, client = first()
-    out["open + first page"] = round(time.perf_counter() - t0, 3)
+    data, client = timed("open + first page", first)
     get = lambda **p: client.get("/api/page", params={"limit": 48, **p}).json()
     timed("index (background)", lambda: client.get("/api/meta").json())
     timed("next page", lambda: get(offset=48))
@@ -66,16 +68,14 @@ if mode == "view":
     timed("duplicate pair", lambda: client.get("/api/pair", params={"f": 0, "removed": page["rows"][0]["id"].split("r")[1]}).json())
     hits = timed("text search (first time)", lambda: get(q="wooden"))
     timed("text search: next page", lambda: get(q="wooden", offset=48))
-    out["text search hits"] = hits["total"]
+    out["text search: rows found, rows searched"] = f"{hits['at_least']:,} of {hits['searched']:,}"
 elif mode == "polars":
     import polars as pl
     from caption_debias.dataset import PreparedDataset
     ds = PreparedDataset.open(folder)
     cols = ["key", "source", "image", "caption", "sentences", "summary_mask", "num_tokens"]
     scan = lambda: pl.scan_parquet([str(p) for p in ds.shard_paths])
-    t0 = time.perf_counter()
-    scan().select(cols).slice(0, 48).collect()
-    out["open + first page"] = round(time.perf_counter() - t0, 3)
+    timed("open + first page", lambda: scan().select(cols).slice(0, 48).collect())
     timed("next page", lambda: scan().select(cols).slice(48, 48).collect())
     timed("page 10,000", lambda: scan().select(cols).slice(480_000, 48).collect())
     timed("filter: source", lambda: scan().filter(pl.col("source") == "coco").select(cols).slice(0, 48).collect())
@@ -97,7 +97,7 @@ elif mode == "thumbs":
     timed("thumbnail: make (1024 px JPEG)", lambda: cache.for_file(root, "a.jpg"))
     timed("thumbnail: from cache", lambda: cache.for_file(root, "a.jpg"))
 out["peak RSS MiB"] = round(peak_rss_mib())
-print(json.dumps(out))
+print(json.dumps({"wall": out, "cpu": cpu}))
 """
 
 
@@ -151,17 +151,18 @@ def main() -> None:
         add_removed(big, args.removed)
     size = sum(p.stat().st_size for p in (big / "shards").iterdir())
     print(f"folder: {args.rows:,} rows, {size / 2**20:,.0f} MiB of shards ({time.perf_counter() - t0:.0f} s to make)")
+    load = os.getloadavg()[0]
     view, base, thumbs = run_child("view", big), run_child("polars", big), run_child("thumbs", big)
-    print("| step | view s | polars lazy scan s | ratio |")
-    print("|---|---|---|---|")
-    for step, v in view.items():
-        b = base.get(step)
-        ratio = (
-            f"{b / v:.1f}x" if isinstance(b, (int, float)) and v and "MiB" not in step and "hits" not in step else ""
-        )
-        print(f"| {step} | {v} | {'' if b is None else b} | {ratio} |")
-    for step, v in thumbs.items():
-        print(f"| {step} | {v} | | |")
+    print(f"load average before the runs: {load:.1f} (2 cores)")
+    print("| step | view wall s | view CPU s | polars wall s | polars CPU s | ratio (CPU) |")
+    print("|---|---|---|---|---|---|")
+    for step, v in view["wall"].items():
+        c, bw, bc = view["cpu"].get(step), base["wall"].get(step), base["cpu"].get(step)
+        ratio = f"{bc / c:.1f}x" if isinstance(bc, float) and c else ""
+        cells = ["" if x is None else x for x in (v, c, bw, bc)]
+        print(f"| {step} | {' | '.join(map(str, cells))} | {ratio} |")
+    for step, v in thumbs["wall"].items():
+        print(f"| {step} | {v} | {thumbs['cpu'].get(step, '')} | | | |")
     print(json.dumps({"view": view, "polars": base, "thumbs": thumbs}))
 
 

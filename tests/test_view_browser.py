@@ -128,7 +128,8 @@ def test_reason_filter_shows_exactly_the_removed_rows_of_that_reason(served, pag
     for reason, keys in removed_keys(world["curated"]).items():
         page.select_option("#rows", f"removed:{reason}")
         page.wait_for_function(
-            "n => document.querySelector('#status').textContent === `${n} removed rows match`", arg=len(keys)
+            "n => document.querySelector('#status').textContent === `${n} removed ${n === 1 ? 'row matches' : 'rows match'}`",
+            arg=len(keys),
         )
         got = page.locator(".card").evaluate_all("els => els.map(e => e.dataset.key)")
         assert sorted(got) == sorted(keys), reason
@@ -136,6 +137,12 @@ def test_reason_filter_shows_exactly_the_removed_rows_of_that_reason(served, pag
         if reason == "near_duplicate_caption":
             shot(page, "filter-reason")
     images_loaded(page, ".card img")  # removed rows come with their images (or a placeholder saying why)
+    page.select_option("#rows", "removed:image_missing")
+    page.wait_for_function("document.querySelector('#status').textContent === '1 removed row matches'")
+    page.locator('.card[data-key="table/missing"]').click()  # not a duplicate: its own detail, reason first
+    page.wait_for_selector("#modal table.sentences")
+    assert page.locator("#modal .badge.reason").inner_text() == "image_missing"
+    assert page.locator("#modal img.big").get_attribute("src").endswith("removed=0")
 
 
 def test_duplicate_opens_beside_the_row_it_matched(served, page):

@@ -164,6 +164,8 @@ def serve(data: ViewData, host: str = "127.0.0.1", port: int = 8765, announce=pr
     sock = bind(host, port)
     threading.Thread(target=data.index, daemon=True, name="view-index").start()
     app = create_app(data, ThumbCache(thumbs_dir))
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        announce(f"warning: listening on {host}: whoever reaches it sees every row and image (no authentication)")
     shown = f"[{host}]" if ":" in host else host
     announce(f"caption-debias view: http://{shown}:{sock.getsockname()[1]}/ (Ctrl-C to stop)")
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")

@@ -37,6 +37,7 @@ const server = {
   },
   async detail(card) {
     const [f, s, r] = card.id.split(":");
+    if (s.startsWith("r")) return (await fetch(`api/row?f=${f}&removed=${s.slice(1)}`)).json();
     return (await fetch(`api/row?f=${f}&s=${s}&r=${r}`)).json();
   },
   async pair(card) {
@@ -144,7 +145,7 @@ function render(res) {
   if (res.total === null) {  // a text search in file order stops once the page is full
     $("status").textContent = `at least ${n(res.at_least)} ${what} rows match (searched ${n(res.searched)} of ${n(res.of)} rows so far; the next page searches on)`;
   } else {
-    $("status").textContent = `${n(res.total)} ${what} rows match`;
+    $("status").textContent = `${n(res.total)} ${what} ${res.total === 1 ? "row matches" : "rows match"}`;
   }
   $("pageinfo").textContent = res.rows.length ? `${n(res.offset + 1)}–${n(end)} of ${res.total === null ? "more" : n(res.total)}` : "";
   $("prev").disabled = res.offset === 0;
