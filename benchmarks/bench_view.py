@@ -124,6 +124,62 @@ def add_removed(folder: Path, count: int) -> None:
             fh.write(json.dumps(line) + "\n")
 
 
+def browser_run(folder: Path, chromium: str) -> dict:
+    """What a user waits for: `caption-debias view` started as a process, Chromium (Playwright) on its page;
+    seconds from the process start to the first page's cards, then to each change's cards."""
+    from playwright.sync_api import sync_playwright
+
+    out = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1360, "height": 900})
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from caption_debias.cli.main import main; main()",
+                "view",
+                str(folder),
+                "--port",
+                "0",
+                "-q",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            url = proc.stdout.readline().split()[2]
+            out["process start -> address printed"] = round(time.perf_counter() - t0, 2)
+            page.goto(url)
+            page.wait_for_selector(".card")
+            out["process start -> first page's cards"] = round(time.perf_counter() - t0, 2)
+
+            def change(name, action, status_has):
+                t = time.perf_counter()
+                action()
+                page.wait_for_function("s => document.querySelector('#status').textContent.includes(s)", arg=status_has)
+                page.wait_for_selector(".card")
+                out[name] = round(time.perf_counter() - t, 2)
+
+            page.wait_for_function("document.querySelectorAll('#sort option').length > 1")
+            out["process start -> filters ready (index built)"] = round(time.perf_counter() - t0, 2)
+            change("next page", lambda: page.click("#next"), "kept rows match")
+            change("source filter", lambda: page.select_option("#source", "coco"), "kept rows match")
+            change("sort by num_tokens", lambda: page.select_option("#sort", "num_tokens"), "kept rows match")
+            change("next page (sorted)", lambda: page.click("#next"), "kept rows match")
+            change(
+                "removed: duplicate_image",
+                lambda: (page.select_option("#source", ""), page.select_option("#rows", "removed:duplicate_image")),
+                "removed",
+            )
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+            browser.close()
+    return out
+
+
 def run_child(mode: str, folder: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run([sys.executable, "-c", CHILD, mode, str(folder)], capture_output=True, text=True, env=env)
@@ -139,6 +195,7 @@ def main() -> None:
     parser.add_argument("--removed", type=int, default=50_000, help="lines of the generated removed.jsonl")
     parser.add_argument("--work", type=Path, default=Path("/tmp/view-bench"))
     parser.add_argument("--reuse", action="store_true", help="reuse WORK/big when it has --rows rows")
+    parser.add_argument("--browser", default=None, help="also time the page in this Chromium (e.g. /usr/bin/chromium)")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     big = args.work / "big"
@@ -164,6 +221,9 @@ def main() -> None:
     for step, v in thumbs["wall"].items():
         print(f"| {step} | {v} | {thumbs['cpu'].get(step, '')} | | | |")
     print(json.dumps({"view": view, "polars": base, "thumbs": thumbs}))
+    if args.browser:
+        for step, seconds in browser_run(big, args.browser).items():
+            print(f"| browser: {step} | {seconds} |")
 
 
 if __name__ == "__main__":

@@ -313,3 +313,18 @@ def test_packed_folder_shows_the_folder_it_was_packed_from(world, tmp_path, clie
     (out / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(UserError, match="a packed folder; view reads the folder it was packed from"):
         ViewData([str(out)])
+
+
+def test_pages_never_import_pandas(world):
+    """pyarrow's Table.take and compute kernels import pandas (a second or more): a viewer page must not."""
+    code = f"""
+import sys
+from caption_debias.view.data import Query, ViewData
+d = ViewData([{str(world["curated"])!r}])
+d.page(Query()); d.page(Query(sort="num_tokens")); d.page(Query(text="the")); d.detail(0, 0, 1)
+d.page(Query(view="removed", reason="duplicate_image")); d.pair(0, 4)
+print("pandas" in sys.modules)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "False"

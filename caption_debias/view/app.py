@@ -19,6 +19,7 @@ from caption_debias.view.files import Refused, read_inside
 from caption_debias.view.thumbs import ThumbCache, placeholder_svg
 
 ASSETS = Path(__file__).parent / "assets"
+INDEX_DELAY_S = 3.0
 
 
 def parse_query(params) -> Query:
@@ -158,11 +159,15 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def serve(data: ViewData, host: str = "127.0.0.1", port: int = 8765, announce=print, thumbs_dir=None) -> None:
-    """Serve until Ctrl-C: the index is built in the background while the first page is already served."""
+    """Serve until Ctrl-C; the first page is served before the index exists."""
     import uvicorn
 
     sock = bind(host, port)
-    threading.Thread(target=data.index, daemon=True, name="view-index").start()
+    # the index is built on the page's first /api/meta (sent once the first page is shown), or a moment
+    # after start when no page asks: the first page does not share the CPU with it
+    index = threading.Timer(INDEX_DELAY_S, data.index)
+    index.daemon = True
+    index.start()
     app = create_app(data, ThumbCache(thumbs_dir))
     if host not in ("127.0.0.1", "localhost", "::1"):
         announce(f"warning: listening on {host}: whoever reaches it sees every row and image (no authentication)")

@@ -13,6 +13,7 @@ input folder it came from when that folder is still there.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -399,8 +400,8 @@ class ViewData:
                         .read_row_group(g, columns=["caption"])
                         .column(0)
                     )
-                    hit = pc.match_substring(col, text, ignore_case=True)
-                    state["parts"].append(hit.fill_null(False).to_numpy(zero_copy_only=False))
+                    hit = pl.Series(col).str.contains("(?i)" + re.escape(text)).fill_null(False)
+                    state["parts"].append(hit.to_numpy())
                     state["groups"] += 1
                     state["rows"] += n
                 step *= 2
@@ -598,7 +599,7 @@ class ViewData:
                         self._row_groups[key] = table
                         while len(self._row_groups) > CACHED_ROW_GROUPS:
                             self._row_groups.popitem(last=False)
-            part = table.take(pa.array([i for _, i in wanted])).to_pylist()
+            part = [table.slice(i, 1).to_pylist()[0] for _, i in wanted]  # not Table.take: it imports pandas
             return [((f, s, r), row) for (r, _), row in zip(wanted, part)]
 
         with ThreadPoolExecutor(max_workers=min(READ_THREADS, len(groups))) as pool:
@@ -683,7 +684,7 @@ class ViewData:
         card["columns"] = columns
         card["sentence_tokens"] = columns.get("sentence_tokens")
         card["folder_name"] = f.name
-        card["path"] = f"{f.path}/shards/... row {row} of {f.ds.manifest['shards'][shard]['path']}"
+        card["path"] = f"row {row} of {f.path / f.ds.manifest['shards'][shard]['path']}"
         return card
 
     # ---- lookups by key -----------------------------------------------------------------------

@@ -211,7 +211,7 @@ async function openDetail(card) {
   const d = await data.detail(card);
   const extra = d.reason ? `<p><span class="badge reason">${esc(d.reason)}</span> ${esc(JSON.stringify(d.detail || {}))}</p>` : "";
   showModal(`<div class="detail"><div class="side"><img class="big" src="${esc(d.thumb)}" alt="${esc(d.key)}">${imageLink(d)}</div>
-  <div class="info"><h2>${esc(d.key)}</h2>${extra}<div class="counts">${tokensHtml(d.num_tokens)} ${scalarsHtml(d)}</div>
+  <div class="info"><h2>${esc(d.key)}</h2>${d.path ? `<div class="muted">${esc(d.path)}</div>` : ""}${extra}<div class="counts">${tokensHtml(d.num_tokens)} ${scalarsHtml(d)}</div>
   <h3>Sentences</h3>${sentenceTable(d)}<h3>Every column</h3>${d.columns ? columnsTable(d.columns) : columnsTable({ key: d.key, source: d.source, image: d.image, caption: d.caption })}</div></div>`);
 }
 
@@ -273,7 +273,7 @@ function wire() {
 
 async function main() {
   wire();
-  load();  // the first page needs no index: it is served while the metadata is computed
+  await load();  // the first page needs no index; the metadata (filters, sort columns) waits for the index
   META = await data.meta();
   fillControls(META);
   if (SNAP) $("top").insertAdjacentHTML("beforeend", `<span class="badge snap">static snapshot: ${esc(SNAP.note || "")}</span>`);
