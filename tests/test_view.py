@@ -328,3 +328,33 @@ print("pandas" in sys.modules)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"
+
+
+def test_reasons_added_by_the_scorers_filter_and_pair_like_curate_s(world, tmp_path):
+    """low_alignment, semantic_duplicate, ungrounded_caption (the scoring stage's reasons): any reason
+    in removed.jsonl is a filter, any detail.match that is a kept key opens beside its match."""
+    import shutil
+
+    folder = tmp_path / "scored"
+    shutil.copytree(world["scored"], folder)
+    lines = [
+        {
+            "key": "table/sem",
+            "reason": "semantic_duplicate",
+            "detail": {"match": "table/c3", "by": "image embedding", "similarity": 0.97},
+        },
+        {"key": "table/low", "reason": "low_alignment", "detail": {"clip_score": 0.12}},
+        {"key": "table/ung", "reason": "ungrounded_caption", "detail": {"grounded_sentences": 0}},
+    ]
+    with open(folder / "removed.jsonl", "w") as fh:
+        for line in lines:
+            fh.write(json.dumps({**line, "image": "sam/c0.jpg", "caption": "A caption.", "input": ""}) + "\n")
+    data = ViewData([str(folder)], str(world["images"]))
+    assert data.folders[0].kind == "curated" and set(data.reasons()) == {r["reason"] for r in lines}
+    sem = data.page(Query(view="removed", reason="semantic_duplicate"))["rows"]
+    assert [r["key"] for r in sem] == ["table/sem"] and sem[0]["similarity"] == 0.97
+    pair = data.pair(0, 0)
+    assert pair["match"]["key"] == "table/c3" and pair["by"] == "image embedding"
+    assert pair["match"]["sentences"][1]["sentence_keep"] is False  # the match's scorer columns come along
+    low = data.page(Query(view="removed", reason="low_alignment"))["rows"][0]
+    assert low["detail"] == {"clip_score": 0.12} and low["full_caption"] is False
