@@ -135,6 +135,7 @@ def test_reason_filter_shows_exactly_the_removed_rows_of_that_reason(served, pag
         assert sorted(got) == sorted(keys), reason
         assert set(page.locator(".card .badge.reason").all_inner_texts()) == {reason}
         if reason == "near_duplicate_caption":
+            images_loaded(page, ".card img")
             shot(page, "filter-reason")
     images_loaded(page, ".card img")  # removed rows come with their images (or a placeholder saying why)
     page.select_option("#rows", "removed:image_missing")
