@@ -358,3 +358,20 @@ def test_reasons_added_by_the_scorers_filter_and_pair_like_curate_s(world, tmp_p
     assert pair["match"]["sentences"][1]["sentence_keep"] is False  # the match's scorer columns come along
     low = data.page(Query(view="removed", reason="low_alignment"))["rows"][0]
     assert low["detail"] == {"clip_score": 0.12} and low["full_caption"] is False
+
+
+def test_an_empty_folder_and_two_folders_together(world, tmp_path):
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+
+    (tmp_path / "t.jsonl").write_text('{"key": "a", "image": "x.jpg", "caption": ""}\n')  # rejected: no shard
+    prepare([tmp_path / "t.jsonl"], tmp_path / "empty", PrepareOptions(format="table", quiet=True))
+    empty = ViewData([str(tmp_path / "empty")])
+    for q in [Query(), Query(sort="num_tokens"), Query(text="x"), Query(ranges=(("num_tokens", 1, None),))]:
+        assert empty.page(q) == {"total": 0, "offset": 0, "rows": []}
+    both = ViewData([str(world["curated"]), str(world["prepared"])])
+    assert both.total_rows == 13 + 28 and [f.kind for f in both.folders] == ["curated", "prepared"]
+    page = both.page(Query(offset=10, limit=6))["rows"]  # file order runs on from one folder into the next
+    assert [r["id"].split(":")[0] for r in page] == ["0", "0", "0", "1", "1", "1"]
+    keys = [r["key"] for r in both.page(Query(limit=200))["rows"]]
+    assert len(keys) == 41 and keys[13:] == pq.read_table(world["prepared"] / "shards").column("key").to_pylist()

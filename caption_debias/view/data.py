@@ -279,7 +279,13 @@ class ViewData:
                 index = pl.concat(parts, how="diagonal_relaxed")
             else:
                 index = pl.DataFrame(
-                    schema={"key": pl.String, "source": pl.Categorical, "_folder": pl.Int32, "_shard": pl.Int32}
+                    schema={
+                        "key": pl.String,
+                        "source": pl.Categorical,
+                        "_folder": pl.Int32,
+                        "_shard": pl.Int32,
+                        "_row": pl.Int32,
+                    }
                 )
             for c in self.numeric_columns:
                 if c not in index.columns:
