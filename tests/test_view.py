@@ -375,3 +375,20 @@ def test_an_empty_folder_and_two_folders_together(world, tmp_path):
     assert [r["id"].split(":")[0] for r in page] == ["0", "0", "0", "1", "1", "1"]
     keys = [r["key"] for r in both.page(Query(limit=200))["rows"]]
     assert len(keys) == 41 and keys[13:] == pq.read_table(world["prepared"] / "shards").column("key").to_pylist()
+
+
+def test_without_the_view_extra_serving_is_one_line_and_static_still_works(world, tmp_path):
+    code = """
+import sys
+sys.modules["starlette"] = None  # as if `caption-debias[view]` were not installed
+sys.modules["uvicorn"] = None
+sys.argv = ["caption-debias", "view", *sys.argv[1:]]
+from caption_debias.cli.main import main
+main()
+"""
+    run = lambda *a: subprocess.run([sys.executable, "-c", code, *map(str, a)], capture_output=True, text=True)  # noqa: E731
+    served = run(world["curated"], "--port", "0", "-q")
+    assert served.returncode == 2 and served.stderr.strip().count("\n") == 0
+    assert "pip install 'caption-debias[view]'" in served.stderr and "Traceback" not in served.stderr
+    static = run(world["curated"], "--static", tmp_path / "s.html", "--sample", "2", "-q")
+    assert static.returncode == 0 and (tmp_path / "s.html").is_file(), static.stderr
