@@ -34,7 +34,6 @@ PAGE_MAX = 200
 ROW_COLUMNS = ("key", "source", "split", "image", "caption", "sentence_spans", "summary_mask", "num_tokens")
 SENTENCE_COLUMNS = ("summary_scores", "sentence_scores", "sentence_grounding", "sentence_keep")
 HEAVY = ("image_bytes", "sentence_tokens", "image_embedding", "caption_embedding")
-DUPLICATE_REASONS = ("duplicate_image", "duplicate_caption", "near_duplicate_caption", "eval_overlap")
 CACHED_ROW_GROUPS = 4  # whole row groups kept (file-order paging); about 10 MB each at 8,192 long captions
 CACHED_ROWS = 4096  # single rows kept (sorted and filtered pages, thumbnails, the prefetched next page)
 READ_THREADS = 4
@@ -328,9 +327,10 @@ class ViewData:
             if f.removed is not None:
                 for reason, n in f.removed.group_by("reason").len().iter_rows():
                     counts[reason] = counts.get(reason, 0) + n
-        from caption_debias.curate.options import REASONS
+        from caption_debias.schema import removed_schema
 
-        order = {r: i for i, r in enumerate(REASONS)}
+        # the schema lists curate's reasons in funnel order; others (a scorer's) follow by name
+        order = {r: i for i, r in enumerate(removed_schema()["properties"]["reason"]["enum"])}
         return dict(sorted(counts.items(), key=lambda kv: (order.get(kv[0], 99), kv[0])))
 
     def meta(self) -> dict[str, Any]:
