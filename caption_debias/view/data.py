@@ -433,9 +433,10 @@ class ViewData:
         import polars as pl
 
         key = q.selection()
-        if key in self._selections:
-            self._selections.move_to_end(key)
-            return self._selections[key], True
+        with self._lock:  # pages are served from a thread pool
+            if key in self._selections:
+                self._selections.move_to_end(key)
+                return self._selections[key], True
         if q.sort and q.sort not in (self.numeric_columns if q.view == "kept" else ["similarity"]):
             raise UserError(f"no column {q.sort!r} to sort by")
         if q.view == "removed":
@@ -458,9 +459,10 @@ class ViewData:
         # only the row addresses are kept: 12 bytes a row, not a copy of the index
         df = df.select([c for c in ("_folder", "_shard", "_row", "_removed") if c in df.columns])
         if complete:
-            self._selections[key] = df
-            while len(self._selections) > 6:
-                self._selections.popitem(last=False)
+            with self._lock:
+                self._selections[key] = df
+                while len(self._selections) > 6:
+                    self._selections.popitem(last=False)
         return df, complete
 
     def page(self, q: Query) -> dict[str, Any]:
