@@ -7,6 +7,7 @@ through fsspec, the same checks apply.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -131,3 +132,18 @@ def _shard_problem(folder: Path, shards: list[dict[str, Any]]) -> str | None:
         if found != rows:
             return f"shard {rel} holds {found} rows, {MANIFEST} says {rows}"
     return None
+
+
+def dataset_names(folders: Sequence[str | Path]) -> list[str]:
+    """Short, unique display names: the folder name, its parent prefixed on a clash."""
+    paths = [storage.as_path(f) if storage.is_remote(f) else Path(f).resolve() for f in folders]
+    names = [p.name or str(p) for p in paths]
+    for i, name in enumerate(names):
+        if names.count(name) > 1:
+            names[i] = f"{paths[i].parent.name}/{name}"
+    seen: Counter = Counter()
+    for i, name in enumerate(names):  # identical paths given twice: number them
+        seen[name] += 1
+        if seen[name] > 1:
+            names[i] = f"{name}#{seen[name]}"
+    return names

@@ -24,6 +24,8 @@ OPTIONAL = {
     "img2dataset": ("img2dataset", "train"),
     "spacy": ("spacy", "spacy"),
     "ray": ("ray[data]", "ray"),
+    "starlette": ("starlette", "view"),
+    "uvicorn": ("uvicorn", "view"),
 }
 
 

@@ -22,6 +22,7 @@ from caption_debias.cli import (
     synth_cmd,
     train_cmd,
     urls_cmd,
+    view_cmd,
 )
 from caption_debias.errors import UserError
 from caption_debias.extras import missing_extra
@@ -62,6 +63,7 @@ app.command("demo")(demo_cmd.demo)
 app.command("urls")(urls_cmd.urls)
 app.command("export-captions")(urls_cmd.export_captions)
 app.command("pack")(pack_cmd.pack)
+app.command("view")(view_cmd.view)
 
 
 def main() -> None:

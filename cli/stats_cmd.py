@@ -28,6 +28,11 @@ def stats(
     phrase_words: int = typer.Option(
         3, "--phrase-words", min=1, help="Opening phrase = this many lowercased words of the first sentence."
     ),
+    image_root: Optional[str] = typer.Option(
+        None,
+        "--image-root",
+        help="--report: images of the Samples section are read under this folder (default: the one curate used).",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the table on the terminal."),
     log_interval: float = typer.Option(
         30.0, "--log-interval", min=0.0, help="Without a terminal: one plain progress line every this many seconds."
@@ -49,6 +54,6 @@ def stats(
     if not quiet:
         print_table(result)
     if report is not None:
-        files = write_report(result, report)
+        files = write_report(result, report, image_root=image_root)
         if not quiet:
             typer.echo(f"report: {files['html']}")

@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from caption_debias import storage
-from caption_debias.dataset import PreparedDataset
+from caption_debias.dataset import PreparedDataset, dataset_names
 from caption_debias.errors import UserError
 from caption_debias.stats.curation import curation_stats
 
@@ -48,21 +47,6 @@ class _Dist:
     def add(self, other: "_Dist") -> None:
         for name in ("sentences", "tokens", "first_tokens", "positions", "phrases"):
             getattr(self, name).update(getattr(other, name))
-
-
-def dataset_names(folders: Sequence[str | Path]) -> list[str]:
-    """Short, unique display names: the folder name, its parent prefixed on a clash."""
-    paths = [storage.as_path(f) if storage.is_remote(f) else Path(f).resolve() for f in folders]
-    names = [p.name or str(p) for p in paths]
-    for i, name in enumerate(names):
-        if names.count(name) > 1:
-            names[i] = f"{paths[i].parent.name}/{name}"
-    seen: Counter = Counter()
-    for i, name in enumerate(names):  # identical paths given twice: number them
-        seen[name] += 1
-        if seen[name] > 1:
-            names[i] = f"{name}#{seen[name]}"
-    return names
 
 
 def _row_measures(lf, dataset: str, phrase_words: int):

@@ -10,6 +10,7 @@ from typing import Any
 from caption_debias import html_report
 from caption_debias.errors import UserError
 from caption_debias.stats import curation
+from caption_debias.stats import samples as sample_rows
 
 MAX_PLOT_GROUPS = 8  # more groups than this make unreadable side-by-side plots
 
@@ -175,7 +176,7 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def render_markdown(stats: dict[str, Any], figure_files: dict[str, str]) -> str:
+def render_markdown(stats: dict[str, Any], figure_files: dict[str, str], samples: list | None = None) -> str:
     header, rows = summary_table(stats)
     groups = _table_groups(stats)
     parts = [
@@ -209,15 +210,22 @@ def render_markdown(stats: dict[str, Any], figure_files: dict[str, str]) -> str:
         if name in FIGURE_TITLES:
             parts += [f"![{FIGURE_TITLES[name]}]({path})", ""]
     parts += curation.markdown_section(stats, {n: p for n, p in figure_files.items() if n in curation.FIGURE_TITLES})
+    parts += sample_rows.markdown_section(samples or [])
     return "\n".join(parts)
 
 
-def render_html(stats: dict[str, Any], figures: dict[str, bytes]) -> str:
-    return html_report.page("caption-debias stats", html_body(stats, figures))
+def render_html(stats: dict[str, Any], figures: dict[str, bytes], samples: list | None = None) -> str:
+    return html_report.page("caption-debias stats", html_body(stats, figures, samples=samples))
 
 
-def html_body(stats: dict[str, Any], figures: dict[str, bytes], title: str = "<h1>Dataset statistics</h1>") -> str:
-    """The report's content without the page around it (the demo report embeds it)."""
+def html_body(
+    stats: dict[str, Any],
+    figures: dict[str, bytes],
+    title: str = "<h1>Dataset statistics</h1>",
+    samples: list | None = None,
+) -> str:
+    """The report's content without the page around it (the demo report embeds it); `samples`
+    (stats/samples.py collect()) adds the Samples section."""
     e = html_report.esc
     groups = _table_groups(stats)
     tp = stats["tokens_per_caption"]
@@ -266,11 +274,17 @@ Prepared with {e(_prepared_line(stats))}."""
 {html_report.note(phrases_note)}
 <h2>Rejects by reason</h2>
 {rejects}
-{curation.html_section(stats, {n: p for n, p in figures.items() if n in curation.FIGURE_TITLES})}"""
+{curation.html_section(stats, {n: p for n, p in figures.items() if n in curation.FIGURE_TITLES})}
+{sample_rows.html_section(samples or [])}"""
 
 
-def write_report(stats: dict[str, Any], report_dir: str | Path) -> dict[str, Path]:
-    """Write stats.json, report.md, plots/*.png and report.html into report_dir (locked while written)."""
+def write_report(
+    stats: dict[str, Any], report_dir: str | Path, *, samples: bool = True, image_root: str | None = None
+) -> dict[str, Path]:
+    """Write stats.json, report.md, plots/*.png and report.html into report_dir (locked while written).
+
+    `samples`: add the Samples section (rows per source, removals per reason, thumbnails from
+    `image_bytes` or the files under `image_root`, default the root curate used); local folders only."""
     from caption_debias import storage
     from caption_debias.locking import folder_lock
 
@@ -280,7 +294,8 @@ def write_report(stats: dict[str, Any], report_dir: str | Path) -> dict[str, Pat
             (out / "plots").mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UserError(f"{out}: cannot create the report folder ({exc.strerror})") from None
-        return _write_report(stats, out)
+        rows = _samples(stats, image_root) if samples else None
+        return _write_report(stats, out, rows)
 
 
 def report_figures(stats: dict[str, Any]) -> dict[str, bytes]:
@@ -295,7 +310,15 @@ def report_figures(stats: dict[str, Any]) -> dict[str, bytes]:
     return figures
 
 
-def _write_report(stats: dict[str, Any], out: Path) -> dict[str, Path]:
+def _samples(stats: dict[str, Any], image_root: str | None) -> list | None:
+    from caption_debias import storage
+
+    if any(storage.is_remote(f) for f in stats["folders"]):
+        return None  # the viewer's reader works on local folders
+    return sample_rows.collect(stats["folders"], image_root)
+
+
+def _write_report(stats: dict[str, Any], out: Path, samples: list | None = None) -> dict[str, Path]:
     figures = report_figures(stats)
     files = {"stats": out / "stats.json", "markdown": out / "report.md", "html": out / "report.html"}
     files["stats"].write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -303,6 +326,6 @@ def _write_report(stats: dict[str, Any], out: Path) -> dict[str, Path]:
     for name, png in figures.items():
         (out / "plots" / f"{name}.png").write_bytes(png)
         figure_files[name] = f"plots/{name}.png"
-    files["markdown"].write_text(render_markdown(stats, figure_files), encoding="utf-8")
-    files["html"].write_text(render_html(stats, figures), encoding="utf-8")
+    files["markdown"].write_text(render_markdown(stats, figure_files, samples), encoding="utf-8")
+    files["html"].write_text(render_html(stats, figures, samples), encoding="utf-8")
     return files

@@ -1,0 +1,96 @@
+"""Thumbnails: a small JPEG per image, made once on demand and cached outside the user's folders.
+
+The cache lives under $XDG_CACHE_HOME/caption-debias/thumbs (~/.cache/...) unless a folder is
+given; a file's entry is named by its resolved path, size and mtime, an embedded image's by its
+sha1, so an edited image gets a new thumbnail and nothing is ever written next to the data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tempfile
+from pathlib import Path
+
+from caption_debias.view.files import Refused, read_bounded, resolve_inside
+
+SIZE = 256  # longer side in pixels
+QUALITY = 80
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "caption-debias" / "thumbs"
+
+
+def make_thumbnail(data: bytes, size: int = SIZE) -> bytes:
+    """JPEG bytes of `data` scaled to fit size x size (draft decoding for JPEGs: a fraction of the work)."""
+    from PIL import Image, ImageOps
+
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.draft("RGB", (size, size))
+            im = ImageOps.exif_transpose(im)
+            im.thumbnail((size, size))
+            if im.mode not in ("RGB", "L"):
+                im = im.convert("RGBA")
+                flat = Image.new("RGB", im.size, (255, 255, 255))
+                flat.paste(im, mask=im.getchannel("A"))
+                im = flat
+            out = io.BytesIO()
+            im.save(out, "JPEG", quality=QUALITY, optimize=True)
+            return out.getvalue()
+    except Exception as exc:  # any decoder error: shown as a placeholder, never a crash
+        raise Refused("not a readable image") from exc
+
+
+def placeholder_svg(why: str) -> bytes:
+    """A grey tile saying why there is no picture."""
+    from html import escape
+
+    text = escape(why)
+    return (
+        '<svg xmlns="http://www.w3.org/2000/svg" width="256" height="192" viewBox="0 0 256 192">'
+        '<rect width="256" height="192" fill="#e9ecef"/>'
+        '<path d="M98 120l22-28 16 20 12-14 18 22z" fill="#b8bec6"/><circle cx="150" cy="78" r="9" fill="#b8bec6"/>'
+        f'<text x="128" y="156" font-family="sans-serif" font-size="14" fill="#5b6470" text-anchor="middle">{text}</text>'
+        "</svg>"
+    ).encode("utf-8")
+
+
+class ThumbCache:
+    def __init__(self, folder: str | Path | None = None):
+        self.folder = Path(folder) if folder else default_cache_dir()
+
+    def _path(self, name: str) -> Path:
+        return self.folder / name[:2] / f"{name}.jpg"
+
+    def _get_or_make(self, name: str, load) -> bytes:
+        path = self._path(name)
+        try:
+            return path.read_bytes()
+        except OSError:
+            pass
+        jpeg = make_thumbnail(load())
+        try:  # write-then-rename: a reader never sees half a file
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(jpeg)
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only cache only costs speed
+        return jpeg
+
+    def for_file(self, root: str | Path, relative: str) -> bytes:
+        target = resolve_inside(root, relative)
+        try:
+            st = target.stat()
+        except OSError:
+            raise Refused("image not found") from None
+        name = hashlib.sha1(f"{target}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
+        return self._get_or_make(name, lambda: read_bounded(target))
+
+    def for_bytes(self, data: bytes) -> bytes:
+        return self._get_or_make(hashlib.sha1(data).hexdigest(), lambda: data)

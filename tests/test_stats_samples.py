@@ -1,0 +1,61 @@
+"""The stats report's Samples section: rows per source with summaries marked, two removals per reason
+with their images, the `view` command for more."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pyarrow.parquet as pq
+import pytest
+from view_fixtures import curated_world
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    return curated_world(tmp_path_factory.mktemp("samples"))
+
+
+def test_samples_section_shows_rows_summaries_and_removals(world, tmp_path):
+    from caption_debias.stats.compute import compute_stats
+    from caption_debias.stats.report import write_report
+
+    files = write_report(compute_stats([world["curated"]]), tmp_path / "report")
+    page = files["html"].read_text()
+    section = page[page.index("<h2>Samples</h2>") :]
+    table = pq.read_table(world["curated"] / "shards").to_pylist()
+    for row in table[:3]:  # the first rows of the one source, in file order
+        assert f'<div class="k">{row["key"]}</div>' in section
+        for sentence, flagged in zip(row["sentences"], row["summary_mask"]):
+            if flagged:
+                assert re.search(r'<span class="s-(open|close|mid)" title="[^"]+">' + re.escape(sentence), section)
+    assert f'<div class="k">{table[3]["key"]}</div>' not in section
+    removed = [json.loads(line) for line in (world["curated"] / "removed.jsonl").read_text().splitlines()]
+    reasons = {r["reason"] for r in removed}
+    shown = re.findall(r'<div class="k">([^<]+)</div><div><span class="why">([^<]+)</span>', section)
+    assert {reason for _, reason in shown} == reasons
+    for reason in reasons:  # two per reason (or all when fewer), the first ones in removed.jsonl
+        expect = [r["key"] for r in removed if r["reason"] == reason][:2]
+        assert [k for k, why in shown if why == reason] == expect
+    # images inline: kept rows' thumbnails as JPEG, a missing one a placeholder saying so
+    no_picture = sum(why in ("image_missing", "image_unreadable") for _, why in shown)
+    assert section.count('src="data:image/jpeg;base64,') == 3 + len(shown) - no_picture
+    assert section.count('src="data:image/svg+xml;base64,') == no_picture
+    assert "image not found" in section and "matched <code>table/c2</code> by image sha256" in section
+    assert f"caption-debias view {world['curated']}" in section
+    assert not re.search(r'(src|href)="(https?:)?//', page)
+    md = files["markdown"].read_text()
+    assert "## Samples" in md and f"`{table[0]['key']}`" in md and "caption-debias view" in md
+
+
+def test_prepared_folder_without_image_root_gets_placeholders_and_the_flag_fixes_it(world, tmp_path):
+    from caption_debias.stats.compute import compute_stats
+    from caption_debias.stats.report import write_report
+
+    stats = compute_stats([world["prepared"]])
+    page = write_report(stats, tmp_path / "a")["html"].read_text()
+    section = page[page.index("<h2>Samples</h2>") :]
+    assert "no --image-root" in section and 'src="data:image/jpeg' not in section
+    page = write_report(stats, tmp_path / "b", image_root=str(world["images"]))["html"].read_text()
+    assert page[page.index("<h2>Samples</h2>") :].count('src="data:image/jpeg') == 3
+    assert "<h2>Samples</h2>" not in write_report(stats, tmp_path / "c", samples=False)["html"].read_text()

@@ -1,0 +1,131 @@
+"""Folders for the viewer tests: a curated world (curate_fixtures), a scored copy whose shards carry
+the scorers' columns and embedded image bytes (written here into real Parquet), and a prepared folder
+whose image paths try to leave the image root."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def curated_world(root: Path) -> dict:
+    from curate_fixtures import make_world
+
+    from caption_debias.curate.options import CurateOptions
+    from caption_debias.curate.run import curate
+
+    world = make_world(root / "world")
+    out = root / "curated"
+    opts = CurateOptions(image_root=str(world["images"]), decontaminate=[f"urban1k={world['eval']}"], quiet=True)
+    curate([world["prepared"]], out, opts)
+    return {**world, "curated": out}
+
+
+def scored_copy(curated: Path, images: Path, out: Path) -> Path:
+    """The curated folder with clip_score, sentence_scores, sentence_grounding, sentence_keep and
+    image_bytes filled in (as the scorers and curate --embed-images would), the manifest's shards updated."""
+    shutil.copytree(curated, out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    for entry in manifest["shards"]:
+        path = out / entry["path"]
+        t = pq.read_table(path)
+        n_sent = [len(s) for s in t.column("sentences").to_pylist()]
+        grounding = [[round(0.1 + 0.8 * ((i * 7 + r) % 5) / 4, 3) for i in range(n)] for r, n in enumerate(n_sent)]
+        keep = [[i != 1 for i in range(n)] for n in n_sent]  # the second sentence of every caption dropped
+        scores = [[g - 0.05 for g in row] for row in grounding]
+        clip = [0.2 + 0.01 * r for r in range(t.num_rows)]
+        blobs = [(images / im).read_bytes() for im in t.column("image").to_pylist()]
+        t = t.set_column(t.schema.get_field_index("image_bytes"), "image_bytes", pa.array(blobs, pa.binary()))
+        t = t.append_column("clip_score", pa.array(clip, pa.float32()))
+        t = t.append_column("sentence_scores", pa.array(scores, pa.list_(pa.float32())))
+        t = t.append_column("sentence_grounding", pa.array(grounding, pa.list_(pa.float32())))
+        t = t.append_column("sentence_keep", pa.array(keep, pa.list_(pa.bool_())))
+        pq.write_table(t, path, compression="zstd")
+        entry["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    manifest.get("options", {})["image_root"] = None  # thumbnails must come from image_bytes
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    (out / "removed.jsonl").unlink()
+    return out
+
+
+def escaping_folder(root: Path) -> dict:
+    """A prepared folder whose image paths climb out (../), are absolute, or are symlinks pointing out."""
+    from curate_fixtures import scene
+
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+
+    images = root / "images"
+    images.mkdir(parents=True)
+    secret = root / "secret.jpg"
+    scene(1).save(secret)
+    scene(2).save(images / "inside.jpg")
+    (images / "link_out.jpg").symlink_to(secret)
+    rows = [
+        {"key": "inside", "image": "inside.jpg", "caption": "A red kite. It flies over the hill."},
+        {"key": "climb", "image": "climb.jpg", "caption": "A blue boat. It floats on the lake."},
+        {"key": "absolute", "image": "absolute.jpg", "caption": "A green lamp. It glows at night."},
+        {"key": "symlink", "image": "link_out.jpg", "caption": "A grey cat. It sleeps on a bench."},
+        {"key": "gone", "image": "gone.jpg", "caption": "A white dog. It runs on the beach."},
+    ]
+    table = root / "table.jsonl"
+    table.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    prepared = root / "prepared"
+    prepare([table], prepared, PrepareOptions(format="table", quiet=True))
+    # prepare rejects such paths; a folder edited by hand or by another tool may still hold them
+    bad = {"climb.jpg": "../secret.jpg", "absolute.jpg": str(secret)}
+    manifest = json.loads((prepared / "manifest.json").read_text())
+    for entry in manifest["shards"]:
+        path = prepared / entry["path"]
+        t = pq.read_table(path)
+        paths = [bad.get(i, i) for i in t.column("image").to_pylist()]
+        t = t.set_column(t.schema.get_field_index("image"), t.schema.field("image"), pa.array(paths, pa.string()))
+        pq.write_table(t, path, compression="zstd")
+    return {"prepared": prepared, "images": images, "secret": secret}
+
+
+def mtimes(*folders: Path) -> dict[str, tuple[int, int]]:
+    """Every file and folder under the given folders with its mtime and size: equal before and after = nothing written."""
+    out = {}
+    for folder in folders:
+        for p in [folder, *sorted(folder.rglob("*"))]:
+            st = p.lstat()
+            out[str(p)] = (st.st_mtime_ns, st.st_size)
+    return out
+
+
+class Server:
+    """The real app under uvicorn on a free loopback port, in a thread (stopped on exit)."""
+
+    def __init__(self, folders, image_root=None, thumbs_dir=None):
+        import uvicorn
+
+        from caption_debias.view.app import bind, create_app
+        from caption_debias.view.data import ViewData
+        from caption_debias.view.thumbs import ThumbCache
+
+        self.data = ViewData([str(f) for f in folders], None if image_root is None else str(image_root))
+        self.sock = bind("127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/"
+        app = create_app(self.data, ThumbCache(thumbs_dir))
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.sock.close()
