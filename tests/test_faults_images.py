@@ -460,7 +460,6 @@ def test_curate_and_pack_share_one_pixel_rule(tmp_path):
         assert "maximum" not in error and "Bomb" not in error and "bomb" not in error, error
 
 
-@pytest.mark.slow
 def test_a_10000_square_png_is_kept_by_curate_and_packed_by_pack(tmp_path):
     from PIL import Image, ImageDraw
 
