@@ -22,7 +22,7 @@ from caption_debias.curate import minhash, quality
 from caption_debias.curate.options import NUM_PERM
 from caption_debias.prepare.writer import write_json, write_shard
 
-SIGNALS_VERSION = 3  # bump when a signal's definition changes: old signal files are then redone
+SIGNALS_VERSION = 4  # bump when a signal's definition changes: old signal files are then redone
 SIGNALS_DIR = ".curate/signals"
 INPUT_COLUMNS = ["key", "image", "caption", "sentence_tokens"]
 EXAMPLES = 3  # example paths per coverage group and status

@@ -44,7 +44,9 @@ class RetrievalData:
         """One clear error when image files are missing, before any model work."""
         missing = [p for p in self.images if not Path(p).is_file()]
         if missing:
-            raise UserError(f"{self.name}: {len(missing)} of {len(self.images)} images missing, first: {missing[0]}")
+            first = Path(missing[0])
+            why = " (not a regular file)" if first.exists() else ""  # a FIFO, device or folder: never opened
+            raise UserError(f"{self.name}: {len(missing)} of {len(self.images)} images missing, first: {first}{why}")
 
 
 def outside_root(rel, root: ImageRoot | None = None) -> bool:
