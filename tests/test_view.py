@@ -184,14 +184,14 @@ def test_path_escapes_through_http_are_refused(tmp_path, client_for):
         assert res.status_code in (403, 404) and secret not in res.content, path
     t0 = time.monotonic()
     res = client.get("/image/0/fifo.jpg")  # a FIFO would block a plain open(); refused at once
-    assert res.status_code == 404 and "not a regular file" in res.json()["error"] and time.monotonic() - t0 < 5
+    assert res.status_code == 404 and "is a FIFO, not a file" in res.json()["error"] and time.monotonic() - t0 < 5
     assert client.get("/assets/..%2F..%2Fdata.py").status_code == 404
     # the same through the rows: thumbnails of paths that leave the root are placeholders
     rows = {r["key"]: r for r in client.get("/api/page", params={"limit": 10}).json()["rows"]}
     expect = {
         "table/inside": None,
-        "table/climb": "outside the image root",
-        "table/absolute": "absolute path",
+        "table/climb": "escapes the image root",
+        "table/absolute": "absolute image path",
         "table/symlink": "outside the image root",
         "table/gone": "image not found",
     }
@@ -200,7 +200,7 @@ def test_path_escapes_through_http_are_refused(tmp_path, client_for):
         if why is None:
             assert res.headers["content-type"] == "image/jpeg"
         else:
-            assert res.headers["x-thumb"] == f"placeholder: {why}", key
+            assert res.headers["x-thumb"].startswith("placeholder: ") and why in res.headers["x-thumb"], key
 
 
 def test_serving_and_snapshot_write_nothing_to_the_folders(world, client_for, tmp_path):

@@ -46,15 +46,21 @@ def make_thumbnail(data: bytes, size: int = SIZE) -> bytes:
 
 
 def placeholder_svg(why: str) -> bytes:
-    """A grey tile saying why there is no picture."""
+    """A grey tile saying why there is no picture (a long reason wrapped on up to three lines)."""
+    import textwrap
     from html import escape
 
-    text = escape(why)
+    lines = textwrap.wrap(why, 34, max_lines=3, placeholder=" ...") or [""]
+    size = 14 if len(lines) == 1 else 11
+    spans = "".join(
+        f'<tspan x="128" dy="{0 if i == 0 else size + 2}">{escape(line)}</tspan>' for i, line in enumerate(lines)
+    )
     return (
         '<svg xmlns="http://www.w3.org/2000/svg" width="256" height="192" viewBox="0 0 256 192">'
+        f"<title>{escape(why)}</title>"
         '<rect width="256" height="192" fill="#e9ecef"/>'
         '<path d="M98 120l22-28 16 20 12-14 18 22z" fill="#b8bec6"/><circle cx="150" cy="78" r="9" fill="#b8bec6"/>'
-        f'<text x="128" y="156" font-family="sans-serif" font-size="14" fill="#5b6470" text-anchor="middle">{text}</text>'
+        f'<text x="128" y="150" font-family="sans-serif" font-size="{size}" fill="#5b6470" text-anchor="middle">{spans}</text>'
         "</svg>"
     ).encode("utf-8")
 
