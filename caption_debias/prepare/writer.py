@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from caption_debias import storage
 from caption_debias.errors import UserError
+from caption_debias.worker_life import exit_if_orphaned
 
 
 class WriteFailed(UserError):
@@ -51,6 +52,7 @@ def atomic_output(path: Path) -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
+        exit_if_orphaned(tmp)  # a worker whose command died holds no lock: it must not publish
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
