@@ -134,3 +134,150 @@ def test_kill_9_of_a_command_leaves_no_worker_and_the_folder_unchanged(kill_inpu
     before = files(out)
     time.sleep(1.0)  # longer than a slowed worker takes to publish its next file
     assert files(out) == before
+
+
+# -- long and odd captions -------------------------------------------------------------------
+
+ABBREVIATIONS = "Dr. e.g. U.S. p.m. fig. vs. Mt. etc. no. a.m. i.e. St. approx. Inc. Prof.".split()
+WORDS = "the a red boat near small harbour with and of old lamp on it".split()
+
+
+def adversarial(chars: int, seed: int = 0) -> str:
+    """Abbreviations among lower-case words, no capital and no sentence end: pysbd's slowest text."""
+    import random
+
+    rng = random.Random(seed)
+    words = [rng.choice(ABBREVIATIONS).lower() if rng.random() < 0.8 else rng.choice(WORDS) for _ in range(chars // 3)]
+    return " ".join(words)[:chars]
+
+
+def long_real(chars: int) -> str:
+    import random
+
+    rng = random.Random(1)
+    out = []
+    while sum(map(len, out)) < chars:
+        out.append(f"A {rng.choice(WORDS)} boat number {rng.randrange(999)} rests near the harbour wall.")
+        if rng.random() < 0.1:
+            out.append("Dr. Smith waves at 5 p.m. to the U.S. flag... really")
+    return " ".join(out)[:chars]
+
+
+def pysbd_work(segmenter_name: str, text: str) -> tuple[int, int]:
+    """(largest text pysbd was handed, the sum of their squared lengths: its cost model)."""
+    from caption_debias.text.segment import get_segmenter
+
+    get_segmenter.cache_clear()
+    seg = get_segmenter(segmenter_name)
+    pysbd = seg._pysbd._seg if segmenter_name == "fast" else seg._seg
+    handed: list[int] = []
+    real = pysbd.processor
+
+    def processor(t):
+        handed.append(len(t))
+        return real(t)
+
+    pysbd.processor = processor
+    try:
+        seg.spans(text)
+    finally:
+        get_segmenter.cache_clear()
+    return max(handed, default=0), sum(n * n for n in handed)
+
+
+@pytest.mark.parametrize("segmenter", ["fast", "pysbd"])
+def test_segmenting_4x_the_text_costs_about_4x_not_16x(segmenter):
+    # pysbd's cost is the square of what it is handed: count that rather than time (load-proof)
+    small, large = adversarial(30_000, seed=1), adversarial(120_000, seed=2)
+    largest_small, work_small = pysbd_work(segmenter, small)
+    largest_large, work_large = pysbd_work(segmenter, large)
+    assert largest_large <= 10_000  # text/segment/base.py's PIECE_CHARS
+    assert work_large < 6 * work_small, work_large / work_small
+
+
+def spans_reconcile(caption: str, spans: list) -> None:
+    assert spans == sorted(spans) and all(s < e for s, e in spans)
+    assert all(e <= s2 for (_, e), (s2, _) in zip(spans, spans[1:]))  # no overlap
+    for s, e in spans:
+        assert caption[s:e] == caption[s:e].strip() != ""
+    between = [caption[e:s2] for (_, e), (s2, _) in zip(spans, spans[1:])]
+    outside = [caption[: spans[0][0]], caption[spans[-1][1] :], *between]
+    assert all(not part.strip() for part in outside)  # every non-space character is in a sentence
+
+
+@pytest.mark.parametrize("text", ["real", "adversarial", "no spaces", "lines"])
+def test_a_long_caption_is_prepared_and_its_sentences_reconcile_with_it(tmp_path, text):
+    from caption_debias.dataset import PreparedDataset
+
+    caption = {
+        "real": long_real(45_000),
+        "adversarial": adversarial(45_000),
+        "no spaces": "x" * 25_000 + ". Then a sentence.",
+        "lines": "\n".join(long_real(300) for _ in range(150)),
+    }[text]
+    src = tmp_path / "s.json"
+    src.write_text(json.dumps([element(0, caption), element(1)]))
+    prepare([src], tmp_path / "out", opts())
+    row = PreparedDataset.open(tmp_path / "out").read().to_pylist()[0]
+    spans = [(s["start"], s["end"]) for s in row["sentence_spans"]]
+    assert row["caption"] == caption
+    spans_reconcile(caption, spans)
+    assert row["sentences"] == [caption[s:e] for s, e in spans]
+
+
+def test_a_short_caption_is_segmented_as_before_pieces_exist():
+    from caption_debias.text.segment import get_segmenter
+    from caption_debias.text.segment.base import PIECE_CHARS, pieces
+
+    caption = long_real(PIECE_CHARS)
+    assert pieces(caption) == [(0, len(caption))]
+    got = get_segmenter("fast").spans(caption)
+    assert got == get_segmenter("pysbd").spans(caption)
+
+
+def test_a_caption_over_the_maximum_length_is_rejected_with_the_reason(tmp_path, monkeypatch):
+    from caption_debias.readers import common
+
+    monkeypatch.setattr(common, "MAX_CAPTION_CHARS", 1000)  # the real limit (2 M characters) works alike
+    src = tmp_path / "s.json"
+    src.write_text(json.dumps([element(0, long_real(1001)), element(1, long_real(1000)), element(2)]))
+    manifest = prepare([src], tmp_path / "out", opts())
+    rejects = [json.loads(line) for line in (tmp_path / "out" / "rejects.jsonl").read_text().splitlines()]
+    assert [r["location"] for r in rejects] == [rejects[0]["location"]] and len(rejects) == 1
+    assert rejects[0]["reason"] == "caption too long: 1,001 characters (at most 1,000)"
+    assert manifest["counts"]["written"] == 2 and manifest["counts"]["rejected"] == 1
+
+
+@pytest.mark.parametrize("caption", ["\u200b", "\u200b\u200c\u200d", " \ufeff\u2060 \u200b\n"])
+def test_a_caption_of_only_zero_width_characters_is_rejected_with_the_reason(tmp_path, caption):
+    src = tmp_path / "s.json"
+    src.write_text(json.dumps([element(0, caption), element(1, "A boat\u200b rests.")]))
+    manifest = prepare([src], tmp_path / "out", opts())
+    rejects = [json.loads(line) for line in (tmp_path / "out" / "rejects.jsonl").read_text().splitlines()]
+    assert [r["reason"] for r in rejects] == [
+        "empty caption: only invisible characters (zero-width, format or whitespace)"
+    ]
+    assert manifest["counts"]["written"] == 1
+
+
+@pytest.mark.parametrize("value", [["list", "id"], {"a": 1}, []])
+def test_a_list_or_object_id_is_rejected_with_the_reason_not_made_a_key(tmp_path, value):
+    from caption_debias.dataset import PreparedDataset
+
+    src = tmp_path / "s.json"
+    bad = {**element(0), "id": value}
+    src.write_text(json.dumps([bad, element(1), {**element(2), "id": 7}]))
+    manifest = prepare([src], tmp_path / "out", opts())
+    rejects = [json.loads(line) for line in (tmp_path / "out" / "rejects.jsonl").read_text().splitlines()]
+    assert [r["reason"] for r in rejects] == [f"id is not a string or number: {type(value).__name__}"]
+    keys = PreparedDataset.open(tmp_path / "out").read(["key"]).column("key").to_pylist()
+    assert keys == ["sharegpt4v/s1", "sharegpt4v/7"] and manifest["counts"]["rejected"] == 1
+
+
+def test_a_list_id_in_a_table_is_rejected_with_the_reason(tmp_path):
+    src = tmp_path / "t.jsonl"
+    rows = [{"id": ["a"], "image": "a.jpg", "caption": "A boat."}, {"id": "b", "image": "b.jpg", "caption": "A cat."}]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    prepare([src], tmp_path / "out", opts(format="table", key_column="id"))
+    rejects = [json.loads(line) for line in (tmp_path / "out" / "rejects.jsonl").read_text().splitlines()]
+    assert [r["reason"] for r in rejects] == ["id is not a string or number: list"]
