@@ -13,7 +13,7 @@ from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 
-from caption_debias import storage
+from caption_debias import shard_digests, storage
 from caption_debias.errors import UserError
 
 MANIFEST = "manifest.json"
@@ -23,6 +23,10 @@ STATE_DIR = ".prepare"  # prepare's resume state: there while a run is unfinishe
 
 class IncompleteFolder(UserError):
     """A prepared folder that is unfinished or does not match its manifest."""
+
+
+class ShardChanged(IncompleteFolder):
+    """A shard whose bytes are not the ones its manifest's digest was taken of."""
 
 
 @dataclass
@@ -36,6 +40,8 @@ class PreparedDataset:
 
         Refused always: no manifest yet (prepare unfinished), a listed shard missing, unreadable
         or holding another row count than the manifest says (read from its Parquet footer).
+        Refused also: a shard whose sha256 is not the manifest's (local folders; see
+        shard_digests), named in the one line.
         Refused unless `allow_incomplete`: a manifest saying complete: false (an input was cut
         off; the rows before the cut are all there).
         """
@@ -68,6 +74,13 @@ class PreparedDataset:
             raise IncompleteFolder(
                 f"{folder}: {problem}; rerun the same `caption-debias prepare` command to rewrite it "
                 "(or copy the folder again)"
+            )
+        changed = shard_digests.mismatch(folder, manifest["shards"])
+        if changed:
+            command = "curate" if "curation" in manifest else "prepare"
+            raise ShardChanged(
+                f"{folder}: {changed}: it was replaced or edited after `caption-debias {command}` wrote it; "
+                f"copy the folder again, or run `caption-debias {command}` again with --overwrite"
             )
         return cls(folder, manifest)
 

@@ -59,7 +59,14 @@ def sharegpt(path: Path, n: int) -> Path:
 
 
 def files(folder: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")}
+    """Every file's size and mtime, but the lock's (a refused command takes the lock before it refuses)."""
+    from caption_debias.locking import LOCK_FILES
+
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in folder.rglob("*")
+        if p.name not in LOCK_FILES
+    }
 
 
 # -- dying processes: kill -9 of a command leaves no worker behind ---------------------------
@@ -281,3 +288,88 @@ def test_a_list_id_in_a_table_is_rejected_with_the_reason(tmp_path):
     prepare([src], tmp_path / "out", opts(format="table", key_column="id"))
     rejects = [json.loads(line) for line in (tmp_path / "out" / "rejects.jsonl").read_text().splitlines()]
     assert [r["reason"] for r in rejects] == ["id is not a string or number: list"]
+
+
+# -- shards and manifests: a shard is what its manifest says ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def swapped(tmp_path_factory):
+    """A prepared folder (4 shards of 5 rows) and a copy whose shard 1 is replaced by shard 2: same row count."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("swapped")
+    src = sharegpt(root / "s.json", 20)
+    prepare([src], root / "whole", opts(shard_rows=5))
+    shutil.copytree(root / "whole", root / "swapped")
+    shutil.copyfile(root / "whole/shards/part-00002.parquet", root / "swapped/shards/part-00001.parquet")
+    return root
+
+
+SWAPPED_LINE = "shard shards/part-00001.parquet is not the one manifest.json lists"
+
+
+def test_a_replaced_shard_with_the_same_row_count_is_refused_naming_it(swapped):
+    from caption_debias.dataset import PreparedDataset, ShardChanged
+
+    with pytest.raises(ShardChanged) as err:
+        PreparedDataset.open(swapped / "swapped")
+    assert SWAPPED_LINE in str(err.value) and "\n" not in str(err.value)
+    assert PreparedDataset.open(swapped / "whole").rows == 20
+
+
+@pytest.mark.parametrize("command", ["stats", "curate", "pack", "export-captions"])
+def test_commands_refuse_a_replaced_shard_in_one_line(swapped, tmp_path, command):
+    folder = str(swapped / "swapped")
+    args = {
+        "stats": ["stats", folder, "-q"],
+        "curate": ["curate", folder, "--out", str(tmp_path / "out"), "-q"],
+        "pack": ["pack", folder, "--out", str(tmp_path / "out"), "--image-root", str(tmp_path), "-q"],
+        "export-captions": ["export-captions", folder, "--to", str(tmp_path / "c.jsonl")],
+    }[command]
+    line = one_line_error(cli(*args))
+    assert SWAPPED_LINE in line and folder in line
+    assert not (tmp_path / "out" / "manifest.json").exists() and not (tmp_path / "c.jsonl").exists()
+
+
+def test_a_resumed_curate_does_not_reuse_signals_of_a_changed_input(swapped, tmp_path):
+    import shutil
+
+    from caption_debias.curate.options import CurateOptions
+    from caption_debias.curate.run import curate
+    from caption_debias.errors import UserError
+
+    given = tmp_path / "in"
+    shutil.copytree(swapped / "whole", given)
+    curate([given], tmp_path / "out", CurateOptions(quiet=True))
+    signals = tmp_path / "out" / ".curate" / "signals"
+    before = files(tmp_path / "out")
+    shutil.copyfile(given / "shards/part-00002.parquet", given / "shards/part-00001.parquet")
+    with pytest.raises(UserError, match=SWAPPED_LINE):
+        curate([given], tmp_path / "out", CurateOptions(quiet=True))
+    assert files(tmp_path / "out") == before and list(signals.glob("part-*.parquet"))
+    # the input's manifest edited to list the new shard: a changed input, never the old signals
+    manifest = json.loads((given / "manifest.json").read_text())
+    from caption_debias.shard_digests import sha256_file
+
+    manifest["shards"][1]["sha256"] = sha256_file(given / "shards/part-00001.parquet")
+    (given / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(UserError, match="curated from other inputs"):
+        curate([given], tmp_path / "out", CurateOptions(quiet=True))
+    assert files(tmp_path / "out") == before
+
+
+def test_a_folder_without_digests_is_read_with_a_note(swapped, tmp_path, capsys):
+    import shutil
+
+    from caption_debias.dataset import PreparedDataset
+
+    shutil.copytree(swapped / "whole", tmp_path / "old")
+    manifest = json.loads((tmp_path / "old/manifest.json").read_text())
+    for shard in manifest["shards"]:
+        del shard["sha256"]
+    (tmp_path / "old/manifest.json").write_text(json.dumps(manifest))
+    ds = PreparedDataset.open(tmp_path / "old")
+    assert ds.read(["key"]).num_rows == 20
+    err = capsys.readouterr().err
+    assert "records no sha256 for 4 shard(s)" in err and len(err.strip().splitlines()) == 1
