@@ -373,3 +373,56 @@ def test_a_folder_without_digests_is_read_with_a_note(swapped, tmp_path, capsys)
     assert ds.read(["key"]).num_rows == 20
     err = capsys.readouterr().err
     assert "records no sha256 for 4 shard(s)" in err and len(err.strip().splitlines()) == 1
+
+
+# -- a full disk: the line names the file ----------------------------------------------------
+
+
+@pytest.fixture
+def mount_small(tmp_path):
+    """mount_small(size) -> a fresh real tmpfs of that size (needs root and mount rights: skipped elsewhere)."""
+    import shutil
+
+    if not shutil.which("mount") or os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    points = []
+
+    def mount(size: str) -> Path:
+        point = tmp_path / f"disk{len(points)}"
+        point.mkdir()
+        made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)], capture_output=True)
+        if made.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({made.stderr.decode().strip()})")
+        points.append(point)
+        return point
+
+    yield mount
+    for point in points:
+        subprocess.run(["umount", "-l", str(point)], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def big_images(tmp_path_factory):
+    from PIL import Image
+
+    root = tmp_path_factory.mktemp("disk")
+    src = sharegpt(root / "s.json", 200)
+    (root / "images" / "img").mkdir(parents=True)
+    for i in range(4):
+        Image.effect_noise((400, 300), 60 + i).convert("RGB").save(root / "images" / "img" / f"{i}.jpg")
+    prepare([src], root / "prepared", opts(shard_rows=50))
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["curate", "pack"])
+def test_a_full_disk_is_one_line_naming_the_file_wherever_it_fills(big_images, mount_small, command):
+    extra = ["--image-size", "256"] if command == "pack" else []
+    # the disk fills at a different write each time (curate writes ~300 KB here, pack ~14 MB)
+    sizes = ("48k", "160k", "240k") if command == "curate" else ("200k", "2m", "8m")
+    for size in sizes:
+        out = mount_small(size) / "out"
+        given = ["--out", str(out), "--image-root", str(big_images / "images"), *extra]
+        proc = cli(command, str(big_images / "prepared"), *given)
+        line = one_line_error(proc)
+        assert "No space left on device" in line and f"{out}" in line, (size, line)

@@ -18,7 +18,7 @@ from typing import Any
 from caption_debias import storage
 from caption_debias.pack.images import ImageFailed, ImageReader
 from caption_debias.pack.options import PackOptions
-from caption_debias.prepare.writer import _tmp, sha256_file, write_json
+from caption_debias.prepare.writer import WriteFailed, _tmp, os_error_text, sha256_file, write_json
 from caption_debias.worker_life import exit_if_orphaned
 
 # Columns of the prepared shards a sample is made from.
@@ -117,6 +117,8 @@ def pack_tar(task: TarTask) -> dict[str, Any]:
             storage.put_local(tmp, path)
         else:
             os.replace(tmp, path)
+    except OSError as exc:  # a full disk while writing the tar: its errors name no file
+        raise WriteFailed(f"{path}: cannot write ({os_error_text(exc)})") from None
     finally:
         reader.close()
         tmp.unlink(missing_ok=True)
