@@ -19,6 +19,26 @@ from caption_debias.errors import UserError
 MANIFEST = "manifest.json"
 REJECTS = "rejects.jsonl"
 STATE_DIR = ".prepare"  # prepare's resume state: there while a run is unfinished
+# The resume-state folder of each folder-writing command (prepare's above, curate/run.py's and
+# pack/tars.py's STATE_DIR): with no manifest beside it, that command was stopped before the end.
+RUN_STATE_DIRS = {STATE_DIR: "prepare", ".curate": "curate", ".pack": "pack"}
+
+
+def unfinished_by(folder: Any) -> str | None:
+    """The command ("prepare", "curate", "pack") that started `folder` and has not finished it, or None."""
+    if (folder / MANIFEST).is_file():
+        return None
+    for name, command in RUN_STATE_DIRS.items():
+        if (folder / name).is_dir():
+            return command
+    return None
+
+
+def unfinished_message(folder: Any, command: str) -> str:
+    return (
+        f"{folder}: {command} has not finished this folder (no {MANIFEST} yet: it is still running, or it "
+        f"stopped); rerun the same `caption-debias {command}` command to finish it"
+    )
 
 
 class IncompleteFolder(UserError):
@@ -50,11 +70,9 @@ class PreparedDataset:
         if not folder.is_dir():
             raise UserError(f"{folder}: no such folder")
         if not path.is_file():
-            if (folder / STATE_DIR).is_dir():
-                raise IncompleteFolder(
-                    f"{folder}: prepare has not finished this folder (no {MANIFEST} yet: it is still running, "
-                    "or it stopped); rerun the same `caption-debias prepare` command to finish it"
-                )
+            command = unfinished_by(folder)
+            if command is not None:
+                raise IncompleteFolder(unfinished_message(folder, command))
             raise UserError(f"{folder}: not a prepared folder (no {MANIFEST}; run `caption-debias prepare` first)")
         try:
             manifest = json.loads(path.read_text("utf-8"))

@@ -426,3 +426,33 @@ def test_a_full_disk_is_one_line_naming_the_file_wherever_it_fills(big_images, m
         proc = cli(command, str(big_images / "prepared"), *given)
         line = one_line_error(proc)
         assert "No space left on device" in line and f"{out}" in line, (size, line)
+
+
+# -- reading a folder whose command was stopped ----------------------------------------------
+
+
+def test_dataset_constants_name_every_commands_state_folder():
+    from caption_debias.curate.run import STATE_DIR as CURATE
+    from caption_debias.dataset import RUN_STATE_DIRS, STATE_DIR
+    from caption_debias.pack.tars import STATE_DIR as PACK
+
+    assert RUN_STATE_DIRS == {STATE_DIR: "prepare", CURATE: "curate", PACK: "pack"}
+
+
+UNFINISHED_READERS = {
+    "stats": lambda folder, tmp: ["stats", str(folder), "-q"],
+    "pack": lambda folder, tmp: ["pack", str(folder), "--out", str(tmp / "p"), "--image-root", str(tmp), "-q"],
+    "train": lambda folder, tmp: ["train", str(folder), "--model", "tiny", "--out", str(tmp / "run"), "-q"],
+}
+
+
+@pytest.mark.parametrize(
+    ("command", "reader"), [("curate", "stats"), ("curate", "pack"), ("curate", "train"), ("pack", "train")]
+)
+def test_a_folder_of_a_stopped_curate_or_pack_says_so_and_how_to_finish_it(kill_inputs, tmp_path, command, reader):
+    out = tmp_path / command
+    cli(*KILLED_COMMANDS[command](kill_inputs, out), "-q")
+    (out / "manifest.json").unlink()  # what a run stopped before its end leaves: no manifest yet
+    line = one_line_error(cli(*UNFINISHED_READERS[reader](out, tmp_path)))
+    assert f"{out}: {command} has not finished this folder" in line
+    assert f"rerun the same `caption-debias {command}` command to finish it" in line
