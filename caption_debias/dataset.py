@@ -98,7 +98,7 @@ class PreparedDataset:
             command = "curate" if "curation" in manifest else "prepare"
             raise ShardChanged(
                 f"{folder}: {changed}: it was replaced or edited after `caption-debias {command}` wrote it; "
-                f"copy the folder again, or run `caption-debias {command}` again with --overwrite"
+                f"rerun the same `caption-debias {command}` command to rewrite it (or copy the folder again)"
             )
         return cls(folder, manifest)
 

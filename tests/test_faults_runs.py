@@ -456,3 +456,21 @@ def test_a_folder_of_a_stopped_curate_or_pack_says_so_and_how_to_finish_it(kill_
     line = one_line_error(cli(*UNFINISHED_READERS[reader](out, tmp_path)))
     assert f"{out}: {command} has not finished this folder" in line
     assert f"rerun the same `caption-debias {command}` command to finish it" in line
+
+
+def test_rerunning_prepare_rewrites_an_edited_shard_of_the_same_size(swapped, tmp_path):
+    import shutil
+
+    from caption_debias.dataset import PreparedDataset, ShardChanged
+
+    folder = tmp_path / "edited"
+    shutil.copytree(swapped / "whole", folder)
+    shard = folder / "shards/part-00001.parquet"
+    data = bytearray(shard.read_bytes())
+    data[10] ^= 0xFF  # one byte of the first page flipped: same size, same footer
+    shard.write_bytes(bytes(data))
+    with pytest.raises(ShardChanged, match="rerun the same `caption-debias prepare` command to rewrite it"):
+        PreparedDataset.open(folder)
+    prepare([swapped / "s.json"], folder, opts(shard_rows=5))
+    assert shard.read_bytes() == (swapped / "whole/shards/part-00001.parquet").read_bytes()
+    assert PreparedDataset.open(folder).rows == 20
