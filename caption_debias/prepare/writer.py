@@ -8,7 +8,6 @@ under its final name once complete, where it appears whole.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from contextlib import contextmanager
@@ -20,6 +19,7 @@ import pyarrow.parquet as pq
 
 from caption_debias import storage
 from caption_debias.errors import UserError
+from caption_debias.shard_digests import sha256_file  # the digest manifests record and readers check
 from caption_debias.worker_life import exit_if_orphaned
 
 
@@ -70,14 +70,6 @@ def _remote_atomic(path) -> Iterator[Path]:
             yield tmp
     except OSError as exc:
         raise WriteFailed(f"{path}: cannot write ({os_error_text(exc)})") from None
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def write_shard(table: pa.Table, path: Path) -> str:
