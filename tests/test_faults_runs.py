@@ -439,6 +439,16 @@ def test_dataset_constants_name_every_commands_state_folder():
     assert RUN_STATE_DIRS == {STATE_DIR: "prepare", CURATE: "curate", PACK: "pack"}
 
 
+@pytest.fixture(scope="module")
+def stopped(kill_inputs, tmp_path_factory):
+    """Folders of a curate and a pack stopped before their end: finished files, no manifest yet."""
+    root = tmp_path_factory.mktemp("stopped")
+    for command in ("curate", "pack"):
+        assert cli(*KILLED_COMMANDS[command](kill_inputs, root / command), "-q").returncode == 0
+        (root / command / "manifest.json").unlink()  # what a run stopped before its end leaves
+    return root
+
+
 UNFINISHED_READERS = {
     "stats": lambda folder, tmp: ["stats", str(folder), "-q"],
     "pack": lambda folder, tmp: ["pack", str(folder), "--out", str(tmp / "p"), "--image-root", str(tmp), "-q"],
@@ -449,10 +459,8 @@ UNFINISHED_READERS = {
 @pytest.mark.parametrize(
     ("command", "reader"), [("curate", "stats"), ("curate", "pack"), ("curate", "train"), ("pack", "train")]
 )
-def test_a_folder_of_a_stopped_curate_or_pack_says_so_and_how_to_finish_it(kill_inputs, tmp_path, command, reader):
-    out = tmp_path / command
-    cli(*KILLED_COMMANDS[command](kill_inputs, out), "-q")
-    (out / "manifest.json").unlink()  # what a run stopped before its end leaves: no manifest yet
+def test_a_folder_of_a_stopped_curate_or_pack_says_so_and_how_to_finish_it(stopped, tmp_path, command, reader):
+    out = stopped / command
     line = one_line_error(cli(*UNFINISHED_READERS[reader](out, tmp_path)))
     assert f"{out}: {command} has not finished this folder" in line
     assert f"rerun the same `caption-debias {command}` command to finish it" in line
