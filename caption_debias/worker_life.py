@@ -25,7 +25,8 @@ def bind_to_parent(parent_pid: int) -> None:
 
     On Linux the kernel sends SIGKILL at the parent's death (prctl PR_SET_PDEATHSIG); a thread
     watching the parent pid does the same everywhere else, since PR_SET_PDEATHSIG is Linux-only
-    and fires when the parent's spawning thread ends rather than its process.
+    and fires when the parent's spawning thread ends rather than its process. (So a pool must
+    start its workers from a thread that outlives it: ordered_map's caller does.)
     """
     global _parent_pid
     _parent_pid = parent_pid
