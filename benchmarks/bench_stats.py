@@ -105,6 +105,8 @@ def build_big(work: Path, rows: int, data: Path) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from caption_debias import shard_digests
+
     pool = build_pool(work, 5_000, data)
     out = work / "big"
     shutil.rmtree(out, ignore_errors=True)
@@ -119,7 +121,7 @@ def build_big(work: Path, rows: int, data: Path) -> Path:
         table = table.set_column(1, "source", pa.array(sources[rng.integers(0, 3, count)]))
         path = out / "shards" / f"{n:05d}.parquet"
         pq.write_table(table, path, compression="zstd", row_group_size=8192, use_dictionary=False)
-        shards.append({"path": f"shards/{path.name}", "rows": count, "sha256": "0" * 64})
+        shards.append({"path": f"shards/{path.name}", "rows": count, "sha256": shard_digests.sha256_file(path)})
     manifest = {
         "schema_version": 1,
         "complete": True,

@@ -14,16 +14,40 @@ from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 
-from caption_debias import storage
+from caption_debias import shard_digests, storage
 from caption_debias.errors import UserError
 
 MANIFEST = "manifest.json"
 REJECTS = "rejects.jsonl"
 STATE_DIR = ".prepare"  # prepare's resume state: there while a run is unfinished
+# The resume-state folder of each folder-writing command (prepare's above, curate/run.py's and
+# pack/tars.py's STATE_DIR): with no manifest beside it, that command was stopped before the end.
+RUN_STATE_DIRS = {STATE_DIR: "prepare", ".curate": "curate", ".pack": "pack"}
+
+
+def unfinished_by(folder: Any) -> str | None:
+    """The command ("prepare", "curate", "pack") that started `folder` and has not finished it, or None."""
+    if (folder / MANIFEST).is_file():
+        return None
+    for name, command in RUN_STATE_DIRS.items():
+        if (folder / name).is_dir():
+            return command
+    return None
+
+
+def unfinished_message(folder: Any, command: str) -> str:
+    return (
+        f"{folder}: {command} has not finished this folder (no {MANIFEST} yet: it is still running, or it "
+        f"stopped); rerun the same `caption-debias {command}` command to finish it"
+    )
 
 
 class IncompleteFolder(UserError):
     """A prepared folder that is unfinished or does not match its manifest."""
+
+
+class ShardChanged(IncompleteFolder):
+    """A shard whose bytes are not the ones its manifest's digest was taken of."""
 
 
 @dataclass
@@ -37,6 +61,8 @@ class PreparedDataset:
 
         Refused always: no manifest yet (prepare unfinished), a listed shard missing, unreadable
         or holding another row count than the manifest says (read from its Parquet footer).
+        Refused also: a shard whose sha256 is not the manifest's (local folders; see
+        shard_digests), named in the one line.
         Refused unless `allow_incomplete`: a manifest saying complete: false (an input was cut
         off; the rows before the cut are all there).
         """
@@ -45,11 +71,9 @@ class PreparedDataset:
         if not folder.is_dir():
             raise UserError(f"{folder}: no such folder")
         if not path.is_file():
-            if (folder / STATE_DIR).is_dir():
-                raise IncompleteFolder(
-                    f"{folder}: prepare has not finished this folder (no {MANIFEST} yet: it is still running, "
-                    "or it stopped); rerun the same `caption-debias prepare` command to finish it"
-                )
+            command = unfinished_by(folder)
+            if command is not None:
+                raise IncompleteFolder(unfinished_message(folder, command))
             raise UserError(f"{folder}: not a prepared folder (no {MANIFEST}; run `caption-debias prepare` first)")
         try:
             manifest = json.loads(path.read_text("utf-8"))
@@ -69,6 +93,13 @@ class PreparedDataset:
             raise IncompleteFolder(
                 f"{folder}: {problem}; rerun the same `caption-debias prepare` command to rewrite it "
                 "(or copy the folder again)"
+            )
+        changed = shard_digests.mismatch(folder, manifest["shards"])
+        if changed:
+            command = "curate" if "curation" in manifest else "prepare"
+            raise ShardChanged(
+                f"{folder}: {changed}: it was replaced or edited after `caption-debias {command}` wrote it; "
+                f"rerun the same `caption-debias {command}` command to rewrite it (or copy the folder again)"
             )
         return cls(folder, manifest)
 

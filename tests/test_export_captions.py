@@ -15,6 +15,7 @@ from caption_debias.errors import UserError
 from caption_debias.export.captions import export_captions
 from caption_debias.export.urls import write_url_list
 from caption_debias.schema import shard_arrow_schema
+from caption_debias.shard_digests import sha256_file
 from caption_debias.text.tokenize import get_tokenizer
 
 ROWS = [
@@ -64,7 +65,9 @@ def write_prepared(folder, rows=ROWS):
         "complete": True,
         "counts": {"read": len(rows), "written": len(rows), "rejected": 0},
         "inputs": [],
-        "shards": [{"path": "shard-00000.parquet", "rows": len(rows), "sha256": "0" * 64}],
+        "shards": [
+            {"path": "shard-00000.parquet", "rows": len(rows), "sha256": sha256_file(folder / "shard-00000.parquet")}
+        ],
         "options": {},
         "tokenizer": {},
         "segmenter": {},

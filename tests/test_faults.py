@@ -738,6 +738,7 @@ def test_prepared_folder_rows_outside_the_image_root_are_skipped_with_a_count(tm
     import pyarrow.parquet as pq
 
     from caption_debias.evaluate.benchmarks import load_benchmark
+    from caption_debias.shard_digests import sha256_file
 
     folder = tmp_path / "made-elsewhere"
     shutil.copytree(whole_folder, folder)
@@ -747,6 +748,9 @@ def test_prepared_folder_rows_outside_the_image_root_are_skipped_with_a_count(tm
     images[:3] = UNSAFE
     at = table.schema.get_field_index("image")
     pq.write_table(table.set_column(at, table.schema.field(at), pa.array(images)), shard)
+    manifest = json.loads((folder / "manifest.json").read_text())  # as the tool that made it would list it
+    manifest["shards"][0]["sha256"] = sha256_file(shard)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
     data = load_benchmark("prepared", folder, image_root=tmp_path / "root")
     assert data.n_images == 9 and data.info["skipped_outside_image_root"] == 3
     assert all(p.resolve().is_relative_to((tmp_path / "root").resolve()) for p in data.images)

@@ -15,6 +15,7 @@ from caption_debias import html_report
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
 from caption_debias.schema import shard_arrow_schema
+from caption_debias.shard_digests import sha256_file
 from caption_debias.stats.compute import StatsOptions, compute_stats
 
 # (sentences, tokens per sentence without start/end, summary mask, source, split)
@@ -76,7 +77,7 @@ def write_prepared(folder: Path, rows, rejects_by_reason: dict[str, int], shard_
         chunk = records[lo : lo + shard_rows]
         path = folder / f"shard-{n:05d}.parquet"
         pq.write_table(pa.Table.from_pylist(chunk, schema=shard_arrow_schema()), path, compression="zstd")
-        shards.append({"path": path.name, "rows": len(chunk), "sha256": "0" * 64})
+        shards.append({"path": path.name, "rows": len(chunk), "sha256": sha256_file(path)})
     rejected = sum(rejects_by_reason.values())
     manifest = {
         "schema_version": 1,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from caption_debias import storage
+from caption_debias import shard_digests, storage
 from caption_debias.dataset import MANIFEST, PreparedDataset
 from caption_debias.errors import UserError
 
@@ -22,7 +22,7 @@ class InputShard:
     index: int  # position over all inputs: the signals, decisions and output shard number
     folder: str  # input folder as given
     path: str  # the shard file
-    sha256: str  # as the input manifest lists it
+    sha256: str | None  # as the input manifest lists it (checked against the file by PreparedDataset.open)
     rows: int
     start: int  # global order of its first row
 
@@ -64,7 +64,8 @@ def open_inputs(folders: list[str | Path], out: Path) -> Inputs:
             shard = path / s["path"]
             if not shard.is_file():
                 raise UserError(f"{shard}: listed in {path / MANIFEST} but missing")
-            shards.append(InputShard(len(shards), name, str(shard), s["sha256"], int(s["rows"]), start))
+            digest = s.get("sha256") or (None if storage.is_remote(shard) else shard_digests.file_sha256(shard))
+            shards.append(InputShard(len(shards), name, str(shard), digest, int(s["rows"]), start))
             start += int(s["rows"])
             rows += int(s["rows"])
         entries.append(

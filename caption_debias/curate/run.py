@@ -22,7 +22,7 @@ from caption_debias.dataset import MANIFEST
 from caption_debias.errors import UserError
 from caption_debias.locking import LOCK_FILES, folder_lock
 from caption_debias.prepare.distributor import Ready, ordered_map
-from caption_debias.prepare.writer import write_json, write_text
+from caption_debias.prepare.writer import WriteFailed, os_error_text, write_json, write_text
 
 REMOVED = "removed.jsonl"
 SHARDS_DIR = "shards"
@@ -205,12 +205,15 @@ def curate(inputs: list[str | Path], out: str | Path, options: CurateOptions | N
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: exists and is not a folder")
     with folder_lock(out, "curate"):
-        if options.engine == "ray":
-            from caption_debias.curate.ray_engine import ray_runtime
+        try:
+            if options.engine == "ray":
+                from caption_debias.curate.ray_engine import ray_runtime
 
-            with ray_runtime(options.ray_address, options.workers):
-                return _curate(inputs, out, options)
-        return _curate(inputs, out, options)
+                with ray_runtime(options.ray_address, options.workers):
+                    return _curate(inputs, out, options)
+            return _curate(inputs, out, options)
+        except OSError as exc:  # a write no writer named (a full disk's errors name no file)
+            raise WriteFailed(f"{exc.filename or out}: {os_error_text(exc)}") from None
 
 
 def _curate(given: list[str | Path], out: Path, options: CurateOptions) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from caption_debias import storage
+from caption_debias import shard_digests, storage
 from caption_debias.curate.options import REASONS
 from caption_debias.image_files import ImageRoot
 from caption_debias.prepare import state
@@ -178,4 +178,6 @@ def load_sidecar(out: Path, index: int, fp: str) -> dict[str, Any] | None:
         shard = out / side["path"]
         if not shard.is_file() or shard.stat().st_size != side.get("bytes"):
             return None
+        if not storage.is_remote(shard) and shard_digests.file_sha256(shard) != side.get("sha256"):
+            return None  # replaced or edited since it was written: redo it
     return side

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from caption_debias import storage
+from caption_debias.dataset import IncompleteFolder, unfinished_by, unfinished_message
 from caption_debias.errors import UserError
 from caption_debias.pack.state import KIND, MANIFEST
 
@@ -41,6 +42,9 @@ class PackedFolder:
             )
         self.folder = Path(folder)
         if not is_packed(self.folder):
+            command = unfinished_by(self.folder)
+            if command is not None:
+                raise IncompleteFolder(unfinished_message(self.folder, command))
             raise UserError(f"{self.folder}: not a packed folder (no finished `caption-debias pack` manifest)")
         self.manifest: dict[str, Any] = json.loads((self.folder / MANIFEST).read_text("utf-8"))
         self.tars: list[dict[str, Any]] = self.manifest["tars"]

@@ -26,7 +26,7 @@ from caption_debias.pack.images import IMAGE_MISSING, IMAGE_UNREADABLE, resizer_
 from caption_debias.pack.options import PackOptions
 from caption_debias.pack.tars import COLUMNS, TarTask, pack_tar, tar_name
 from caption_debias.prepare.distributor import Ready, ordered_map
-from caption_debias.prepare.writer import write_json, write_text
+from caption_debias.prepare.writer import WriteFailed, os_error_text, write_json, write_text
 
 
 def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = None) -> dict[str, Any]:
@@ -41,7 +41,10 @@ def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = No
     if storage.same_place(out, ds.folder):
         raise UserError("--out must be another folder than the prepared input")
     with folder_lock(out, "pack"):
-        return _pack(ds, str(prepared), out, options, started)
+        try:
+            return _pack(ds, str(prepared), out, options, started)
+        except OSError as exc:  # a write no writer named (a full disk's errors name no file)
+            raise WriteFailed(f"{exc.filename or out}: {os_error_text(exc)}") from None
 
 
 def _chunks(ds: PreparedDataset, options: PackOptions) -> Iterator[list[dict[str, Any]]]:

@@ -18,7 +18,8 @@ from typing import Any
 from caption_debias import storage
 from caption_debias.pack.images import ImageFailed, ImageReader
 from caption_debias.pack.options import PackOptions
-from caption_debias.prepare.writer import _tmp, sha256_file, write_json
+from caption_debias.prepare.writer import WriteFailed, _tmp, os_error_text, sha256_file, write_json
+from caption_debias.worker_life import exit_if_orphaned
 
 # Columns of the prepared shards a sample is made from.
 COLUMNS = ("key", "source", "split", "image", "caption", "sentences", "sentence_tokens", "summary_mask", "meta")
@@ -111,10 +112,13 @@ def pack_tar(task: TarTask) -> dict[str, Any]:
             fh.flush()
             os.fsync(fh.fileno())
         digest, size = sha256_file(tmp), tmp.stat().st_size
+        exit_if_orphaned(tmp)  # a worker whose command died holds no lock: it must not publish
         if storage.is_remote(path):
             storage.put_local(tmp, path)
         else:
             os.replace(tmp, path)
+    except OSError as exc:  # a full disk while writing the tar: its errors name no file
+        raise WriteFailed(f"{path}: cannot write ({os_error_text(exc)})") from None
     finally:
         reader.close()
         tmp.unlink(missing_ok=True)

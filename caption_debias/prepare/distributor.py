@@ -18,17 +18,22 @@ def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: int, ma
 
     workers == 1 runs in this process (no pickling, easy to debug). Otherwise a process pool
     ('spawn': safe with the progress bar's thread) gets at most `max_in_flight` items at once,
-    so a slow consumer or a fast reader never piles chunks up in memory.
+    so a slow consumer or a fast reader never piles chunks up in memory. Its workers die with
+    this process (worker_life.bind_to_parent).
     """
     if workers <= 1:
         for item in items:
             yield item.value if isinstance(item, Ready) else fn(item)
         return
     import multiprocessing  # here, not at the top: a --workers 1 run never pays for its imports
+    import os
     from concurrent.futures import Future, ProcessPoolExecutor
 
+    from caption_debias.worker_life import bind_to_parent
+
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=bind_to_parent, initargs=(os.getpid(),))
+    with pool:
         pending: deque = deque()
         for item in items:
             if isinstance(item, Ready):

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from caption_debias import storage
+from caption_debias import shard_digests, storage
 from caption_debias.dataset import MANIFEST, REJECTS, STATE_DIR
 from caption_debias.errors import UserError
 from caption_debias.locking import LOCK_FILES
@@ -42,6 +42,8 @@ def load_sidecar(out: Path, index: int, fingerprint: str) -> dict[str, Any] | No
         shard = out / side["path"]
         if not shard.is_file() or shard.stat().st_size != side.get("bytes"):
             return None
+        if not storage.is_remote(shard) and shard_digests.file_sha256(shard) != side.get("sha256"):
+            return None  # replaced or edited since it was written: redo it
     return side
 
 

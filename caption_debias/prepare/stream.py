@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from caption_debias.readers import detect, get_reader
-from caption_debias.readers.common import image_problem, input_stem
+from caption_debias.readers.common import caption_text_problem, image_problem, input_stem
 from caption_debias.records import Record, Reject, excerpt
 
 
@@ -179,6 +179,8 @@ def chunks(
                 problem = image_problem(item.image)
                 if problem:
                     item = Reject(name, item.location, problem, excerpt(item.image))
+                elif problem := caption_text_problem(item.caption):
+                    item = Reject(name, item.location, problem, excerpt(item.caption))
             if isinstance(item, Reject):
                 counts.rejected += 1
                 current.rejects.append(item)

@@ -8,7 +8,6 @@ under its final name once complete, where it appears whole.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from contextlib import contextmanager
@@ -20,6 +19,8 @@ import pyarrow.parquet as pq
 
 from caption_debias import storage
 from caption_debias.errors import UserError
+from caption_debias.shard_digests import sha256_file  # the digest manifests record and readers check
+from caption_debias.worker_life import exit_if_orphaned
 
 
 class WriteFailed(UserError):
@@ -51,6 +52,7 @@ def atomic_output(path: Path) -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
+        exit_if_orphaned(tmp)  # a worker whose command died holds no lock: it must not publish
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
@@ -68,14 +70,6 @@ def _remote_atomic(path) -> Iterator[Path]:
             yield tmp
     except OSError as exc:
         raise WriteFailed(f"{path}: cannot write ({os_error_text(exc)})") from None
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def write_shard(table: pa.Table, path: Path) -> str:

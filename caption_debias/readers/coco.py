@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from caption_debias.readers.common import caption_problem
+from caption_debias.readers.common import caption_problem, id_problem
 from caption_debias.records import Record, Reject, excerpt
 
 NAME = "coco"
@@ -49,6 +49,7 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
             problem = f"unknown image_id: {ann.get('image_id')}"
         if problem is None and not isinstance(image.get("file_name"), str):
             problem = "missing field: file_name"
+        problem = problem or id_problem(ann.get("id"))
         if problem:
             yield Reject(name, index, problem, excerpt(ann))
             continue

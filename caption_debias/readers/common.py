@@ -47,6 +47,32 @@ def caption_problem(caption: Any) -> str | None:
     return None
 
 
+# The longest caption prepare takes: hundreds of times the longest real one, and still
+# segmented in linear time (text/segment/base.py's pieces); a longer one is a reject.
+MAX_CAPTION_CHARS = 2_000_000
+# Any character that shows: not whitespace, not a zero-width or other format character.
+_VISIBLE = re.compile(
+    "[^\\s\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]"
+)
+
+
+def caption_text_problem(caption: str) -> str | None:
+    """Why a caption's text cannot be prepared (too long, nothing visible in it), or None."""
+    if len(caption) > MAX_CAPTION_CHARS:
+        return f"caption too long: {len(caption):,} characters (at most {MAX_CAPTION_CHARS:,})"
+    if _VISIBLE.search(caption) is None:
+        return "empty caption: only invisible characters (zero-width, format or whitespace)"
+    return None
+
+
+def id_problem(value: Any) -> str | None:
+    """Why a record's id cannot be its key (a list or an object, as some dumps hold), or None."""
+    if isinstance(value, (list, dict)):
+        return f"id is not a string or number: {type(value).__name__}"
+    return None
+
+
 def input_stem(path: str | Path) -> str:
     p = storage.as_path(path)
     return p.stem if p.is_file() else p.name

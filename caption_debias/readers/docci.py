@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from caption_debias.readers.common import caption_problem
+from caption_debias.readers.common import caption_problem, id_problem
 from caption_debias.readers.table import iter_jsonl
 from caption_debias.records import Record, Reject, excerpt
 
@@ -31,6 +31,7 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
         image_file = row.get("image_file")
         if problem is None and not isinstance(image_file, str):
             problem = "missing field: image_file"
+        problem = problem or id_problem(row.get("example_id"))
         if problem:
             yield Reject(name, lineno, problem, excerpt(row))
             continue

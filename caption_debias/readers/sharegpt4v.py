@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
 from caption_debias import storage
-from caption_debias.readers.common import caption_problem
+from caption_debias.readers.common import caption_problem, id_problem
 from caption_debias.records import Record, Reject, excerpt
 
 NAME = "sharegpt4v"
@@ -309,6 +309,7 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
         problem = problem or caption_problem(caption)
         if problem is None and "image" not in element:
             problem = "missing field: image"
+        problem = problem or id_problem(element.get("id"))
         if problem:
             yield Reject(name, offset, problem, excerpt(element))
             continue

@@ -11,7 +11,7 @@ from typing import Iterator
 
 from caption_debias import storage
 from caption_debias.errors import UserError
-from caption_debias.readers.common import caption_problem, check_column_types
+from caption_debias.readers.common import caption_problem, check_column_types, id_problem
 from caption_debias.records import Record, Reject, excerpt
 
 NAME = "table"
@@ -152,6 +152,7 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
         problem = caption_problem(caption) if caption_col in row else f"missing field: {caption_col}"
         if problem is None and row.get(image_col) is None:
             problem = f"missing field: {image_col}"
+        problem = problem or id_problem(row.get(key_col))
         if problem:
             yield Reject(name, location, problem, excerpt(row))
             continue

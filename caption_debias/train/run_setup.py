@@ -183,10 +183,10 @@ def check_inputs(
 
         images, manifest = None, PackedFolder(cfg.data).manifest
     else:
+        manifest = open_prepared(cfg.data, cfg.allow_incomplete).manifest  # an unfinished folder says so first
         if cfg.image_root is None:
             raise UserError("--image-root is required (the folder the shards' `image` paths are relative to)")
         images = FolderImages(cfg.image_root)
-        manifest = open_prepared(cfg.data, cfg.allow_incomplete).manifest
         if manifest.get("complete") is False:
             say(f"{cfg.data}: incomplete prepared folder, training anyway (--allow-incomplete)", rank, cfg.quiet)
     if cfg.resume is None and latest_checkpoint(run) is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from caption_debias.text.segment.base import Segmenter, Verdict
+from caption_debias.text.segment.base import PIECE_CHARS, Segmenter, Verdict, spans_in_pieces
 from caption_debias.text.segment.plain import PlainPath
 from caption_debias.text.segment.pysbd_segmenter import PysbdSegmenter
 from caption_debias.text.segment.scan import Boundaries, DetailedScan
@@ -45,6 +45,8 @@ class FastSegmenter(Segmenter):
         self.calls += 1
         if not text or text.isspace():
             return []
+        if len(text) > PIECE_CHARS:
+            return spans_in_pieces(self.spans, text)
         split = self._plain.split(text)
         if split.verdict is Verdict.UNSETTLED:
             split = self._detailed.split(text)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from caption_debias.text.segment.base import Segmenter, align_sentences
+from caption_debias.text.segment.base import PIECE_CHARS, Segmenter, align_sentences, spans_in_pieces
 
 _MAX_CACHED_TEXTS = 20_000  # the answers cache: ~20 MB at most on long captions
 
@@ -23,6 +23,8 @@ class PysbdSegmenter(Segmenter):
     def spans(self, text: str) -> list[tuple[int, int]]:
         if not text or text.isspace():
             return []
+        if len(text) > PIECE_CHARS:
+            return spans_in_pieces(self.spans, text)
         got = self._cache.get(text)
         if got is None:
             # the processor's sentences aligned by str.find: the spans of pysbd's segment(),

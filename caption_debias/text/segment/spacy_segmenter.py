@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from caption_debias.extras import require
-from caption_debias.text.segment.base import Segmenter, tight
+from caption_debias.text.segment.base import PIECE_CHARS, Segmenter, spans_in_pieces, tight
 
 _PIPELINES = ("en_core_web_sm", "en_core_web_md", "en_core_web_lg", "en_core_web_trf")
 
@@ -43,6 +43,8 @@ class SpacySegmenter(Segmenter):
     def spans(self, text: str) -> list[tuple[int, int]]:
         if not text or text.isspace():
             return []
+        if len(text) > PIECE_CHARS:
+            return spans_in_pieces(self.spans, text)
         out = []
         for sent in self.nlp(text).sents:
             t = tight(text, sent.start_char, sent.end_char)
