@@ -42,6 +42,10 @@ class PreparedDataset:
         folder = storage.as_path(folder)
         path = folder / MANIFEST
         if not folder.is_dir():
+            if folder.exists():  # a dump file given where its prepared folder belongs
+                raise UserError(
+                    f"{folder}: a file, not a prepared folder; run `caption-debias prepare {folder} --out DIR` first"
+                )
             raise UserError(f"{folder}: no such folder")
         if not path.is_file():
             if (folder / STATE_DIR).is_dir():

@@ -309,6 +309,11 @@ def test_report_to_tensorboard_and_wandb_offline(world, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     data, images = world
     run = train(_cfg(data, images, tmp_path / "run", report_to="tensorboard,wandb"))
+    # The offline file is written by wandb's service process; run.finish() does not wait for it to
+    # close the file. teardown() ends that process, so the file is whole however loaded the machine.
+    import wandb
+
+    wandb.teardown()
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))
     logs = list((run / "wandb").glob("offline-run-*/run-*.wandb"))
     run_id = (run / "wandb" / "run_id").read_text()
