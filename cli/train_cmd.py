@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 import typer
 
+from caption_debias.cli.common import given_on_command_line
 from caption_debias.errors import UserError
 from caption_debias.train.config import TrainConfig
 
@@ -32,7 +33,7 @@ def train(
     model: str = _option("model"),
     pretrained: Optional[str] = _option("pretrained"),
     recipe: str = _option("recipe"),
-    out: Optional[Path] = _option("out"),
+    out: Optional[Path] = _option("out", "--out", "-o"),
     logs: Optional[Path] = _option("logs"),
     name: Optional[str] = _option("name"),
     split: Optional[str] = _option("split"),
@@ -89,7 +90,9 @@ def train(
         False, "--no-tensorboard", hidden=True, help="Older spelling: leave tensorboard out of --report-to."
     ),
     config: Optional[Path] = typer.Option(
-        None, "--config", help="TOML or YAML file with the same keys; options given here win."
+        None,
+        "--config",
+        help="TOML or YAML file of options (keys: the flag names, - or _); flags given on the command line win.",
     ),
 ) -> None:
     """Fine-tune an open_clip model on a prepared folder (DeBias-CLIP, Long-CLIP or plain CLIP)."""
@@ -98,10 +101,7 @@ def train(
 
     values = {k: v for k, v in ctx.params.items() if k not in CLI_ONLY}
     values = {k: (str(v) if isinstance(v, Path) else v) for k, v in values.items()}
-    # Typer vendors its own click, so compare the source by name, not by enum identity.
-    explicit = {
-        k for k in values if getattr(ctx.get_parameter_source(k), "name", "DEFAULT") not in ("DEFAULT", "DEFAULT_MAP")
-    }
+    explicit = {k for k in values if given_on_command_line(ctx, k)}
     if no_tensorboard:
         values["report_to"] = ",".join(r for r in values["report_to"].split(",") if r.strip() != "tensorboard")
         explicit.add("report_to")

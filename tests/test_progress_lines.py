@@ -42,9 +42,7 @@ def _table(path: Path, n: int) -> Path:
 def test_prepare_prints_bytes_read_of_the_input_size(tmp_path):
     src = _table(tmp_path / "t.jsonl", 3000)
     size = src.stat().st_size
-    proc = _run(
-        ["prepare", str(src), "--format", "table", "--output", str(tmp_path / "out"), "--log-interval", "0.001"]
-    )
+    proc = _run(["prepare", str(src), "--format", "table", "--out", str(tmp_path / "out"), "--log-interval", "0.001"])
     lines = [line for line in proc.stderr.splitlines() if line.startswith("caption-debias prepare:")]
     assert len(lines) >= 2, proc.stderr
     pattern = re.compile(
@@ -60,7 +58,7 @@ def test_prepare_prints_bytes_read_of_the_input_size(tmp_path):
 
 def test_stats_prints_rows_done_of_the_total(tmp_path):
     src = _table(tmp_path / "t.jsonl", 2000)
-    _run(["prepare", str(src), "--format", "table", "--output", str(tmp_path / "out"), "--shard-rows", "200", "-q"])
+    _run(["prepare", str(src), "--format", "table", "--out", str(tmp_path / "out"), "--shard-rows", "200", "-q"])
     proc = _run(["stats", str(tmp_path / "out"), "--log-interval", "0.0001"])
     lines = [line for line in proc.stderr.splitlines() if line.startswith("caption-debias stats:")]
     pattern = re.compile(r"caption-debias stats: [\d,]+ / 2,000 rows \(\d+\.\d%\), [\d,.]+ rows/s(, ETA \S+)?")
@@ -103,7 +101,7 @@ def test_train_prints_steps_rate_eta_and_loss(tmp_path):
 def test_no_lines_with_quiet(tmp_path):
     src = _table(tmp_path / "t.jsonl", 50)
     proc = _run(
-        ["prepare", str(src), "--format", "table", "--output", str(tmp_path / "out"), "-q", "--log-interval", "0.0001"]
+        ["prepare", str(src), "--format", "table", "--out", str(tmp_path / "out"), "-q", "--log-interval", "0.0001"]
     )
     assert "caption-debias prepare:" not in proc.stderr
 
@@ -142,7 +140,7 @@ def test_prepare_limit_on_the_command_line(tmp_path):
             str(src),
             "--format",
             "table",
-            "--output",
+            "--out",
             str(tmp_path / "out"),
             "--limit",
             "10",
@@ -154,3 +152,31 @@ def test_prepare_limit_on_the_command_line(tmp_path):
     assert manifest["limit"] == 10 and manifest["counts"]["read"] == 10
     last = [line for line in proc.stderr.splitlines() if line.startswith("caption-debias prepare:")][-1]
     assert last.startswith("caption-debias prepare: 10 / 10 records (100.0%)"), last
+
+
+def test_demo_stages_print_plain_lines_and_a_heartbeat_off_a_terminal(capsys, monkeypatch):
+    import time
+
+    from caption_debias import demo
+
+    monkeypatch.delenv("FORCE_TERMINAL", raising=False)
+    with demo._Progress(quiet=False, interval=0.05) as progress:
+        with progress.stage("synth", "scenes"):
+            time.sleep(0.3)
+        with progress.stage("prepare", "shards"):
+            pass
+    lines = capsys.readouterr().err.splitlines()
+    assert not any(ANSI.search(line) for line in lines)
+    assert lines[0] == "caption-debias demo: 0 / 9 stages (0.0%), 0.00 stages/s, started synth: scenes"
+    running = [line for line in lines if "running synth: scenes" in line]
+    assert len(running) >= 2 and all(line.startswith("caption-debias demo: 0 / 9 stages") for line in running)
+    done = [line for line in lines if "done " in line]
+    assert [d.split(", ")[0] for d in done] == [
+        "caption-debias demo: 1 / 9 stages (11.1%)",
+        "caption-debias demo: 2 / 9 stages (22.2%)",
+    ]
+    assert "ETA" in done[0] and done[0].endswith("done synth (0.3 s)")
+    with demo._Progress(quiet=True, interval=0.01) as progress:
+        with progress.stage("synth", "scenes"):
+            time.sleep(0.05)
+    assert capsys.readouterr().err == ""
