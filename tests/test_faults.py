@@ -606,7 +606,7 @@ def test_commands_reading_a_prepared_folder_refuse_a_partial_one(tmp_path, whole
 HOLD_LOCK = """
 import sys, time
 from caption_debias.locking import folder_lock
-with folder_lock(sys.argv[1], "prepare"):
+with folder_lock(sys.argv[1], "prepare", beside=sys.argv[2:] == ["beside"]):
     print("held", flush=True)
     time.sleep(120)
 """
@@ -633,7 +633,8 @@ def test_every_folder_writing_command_is_refused_while_another_holds_the_folder(
     from caption_debias.locking import LOCK_FILES, FolderLocked
 
     out = tmp_path / "out"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(out)], stdout=subprocess.PIPE, text=True)
+    beside = ["beside"] if command == "export" else []  # an export's lock sits beside the folder
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(out), *beside], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(FolderLocked, match=f"pid {holder.pid}"):
@@ -644,7 +645,7 @@ def test_every_folder_writing_command_is_refused_while_another_holds_the_folder(
         holder.wait()
 
 
-def test_export_over_an_earlier_export_keeps_the_lock_and_replaces_the_files(tmp_path):
+def test_export_over_an_earlier_export_replaces_the_files_and_holds_only_them(tmp_path):
     from caption_debias.errors import UserError
     from caption_debias.locking import LOCK_FILES
     from caption_debias.model.export import CONFIG_FILE, WEIGHTS_FILE, export
@@ -655,7 +656,10 @@ def test_export_over_an_earlier_export_keeps_the_lock_and_replaces_the_files(tmp
     with pytest.raises(UserError, match="not empty"):
         export("tiny", out)
     export("tiny", out, overwrite=True)
-    assert {p.name for p in out.iterdir()} == {CONFIG_FILE, WEIGHTS_FILE} | LOCK_FILES
+    assert {p.name for p in out.iterdir()} == {CONFIG_FILE, WEIGHTS_FILE}  # the lock sits beside it
+    (out / next(iter(LOCK_FILES))).write_text("")  # an older export's lock file inside: removed too
+    export("tiny", out, overwrite=True)
+    assert {p.name for p in out.iterdir()} == {CONFIG_FILE, WEIGHTS_FILE}
 
 
 # -- benchmark loaders keep image paths inside the image root --------------------------------
