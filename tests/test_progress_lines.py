@@ -180,3 +180,36 @@ def test_demo_stages_print_plain_lines_and_a_heartbeat_off_a_terminal(capsys, mo
         with progress.stage("synth", "scenes"):
             time.sleep(0.05)
     assert capsys.readouterr().err == ""
+
+
+def _sharded(tmp_path: Path) -> tuple[Path, Path]:
+    """A prepared folder of 16 rows in 4 shards, and its image root."""
+    _, images = make_prepared(tmp_path, n=16)
+    out = tmp_path / "sharded"
+    _run(["prepare", str(tmp_path / "table.jsonl"), "--format", "table", "--out", str(out), "--shard-rows", "4", "-q"])
+    return out, images
+
+
+def test_curate_prints_both_passes_over_the_shards(tmp_path):
+    prepared, images = _sharded(tmp_path)
+    args = ["curate", str(prepared), "--out", str(tmp_path / "c"), "--image-root", str(images)]
+    proc = _run([*args, "--log-interval", "0.0001"])
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("caption-debias curate:")]
+    pattern = re.compile(
+        r"caption-debias curate: \d / 8 shard passes \(\d+\.\d%\), [\d.]+ shard passes/s(, ETA \S+)?, "
+        r"(signals \d/4|written \d/4, \d+ rows removed)"
+    )
+    assert all(pattern.fullmatch(line) for line in lines), proc.stderr
+    assert any("signals 4/4" in line for line in lines) and lines[-1].startswith("caption-debias curate: 8 / 8")
+    quiet = _run([*args, "--overwrite", "-q", "--log-interval", "0.0001"])
+    assert quiet.stderr == ""
+
+
+def test_pack_prints_rows_and_tars(tmp_path):
+    prepared, images = _sharded(tmp_path)
+    args = ["pack", str(prepared), "--out", str(tmp_path / "t"), "--image-root", str(images), "--image-size", "32"]
+    proc = _run([*args, "--samples-per-shard", "4", "--log-interval", "0.0001"])
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("caption-debias pack:")]
+    pattern = re.compile(r"caption-debias pack: [\d,]+ / 16 rows \(\d+\.\d%\), [\d,.]+ rows/s(, ETA \S+)?, \d tars")
+    assert len(lines) >= 4 and all(pattern.fullmatch(line) for line in lines), proc.stderr
+    assert lines[-1].startswith("caption-debias pack: 16 / 16 rows (100.0%)") and lines[-1].endswith("4 tars")
