@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import sys
 import time
+from contextvars import ContextVar
 from typing import Callable, TextIO
 
 DEFAULT_INTERVAL = 30.0
@@ -165,6 +166,7 @@ class Progress:
         self.task = self.bar.add_task(label, total=total, extra="")
 
     def __enter__(self) -> "Progress":
+        self._token = _ACTIVE.set(self)
         if self.bar is not None:
             self.bar.start()
         return self
@@ -179,7 +181,27 @@ class Progress:
             self.plain.update(done, extra=extra, total=total)
 
     def __exit__(self, exc_type, *exc) -> None:
+        _ACTIVE.reset(self._token)
         if self.bar is not None:
             self.bar.stop()
         elif self.plain is not None and exc_type is None:
             self.plain.finish(self.done, extra=self.extra)
+
+
+# The Progress a command's loop runs under, for library code many calls deep (the encoders of
+# eval and probe) to report work to without each caller passing it down.
+_ACTIVE: ContextVar[Progress | None] = ContextVar("caption_debias_progress", default=None)
+
+
+def add_work(n: float) -> None:
+    """More work found (e.g. a model's images and texts about to be encoded): the total grows by n."""
+    progress = _ACTIVE.get()
+    if progress is not None:
+        progress.update(progress.done, progress.extra, total=(progress.total or 0) + n)
+
+
+def advance(n: float, extra: str | None = None) -> None:
+    """n more units done, in whatever Progress is active (none: nothing)."""
+    progress = _ACTIVE.get()
+    if progress is not None:
+        progress.update(progress.done + n, progress.extra if extra is None else extra)

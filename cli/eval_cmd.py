@@ -95,6 +95,8 @@ def evaluate(
         template_set=templates,
         recall_rule=recall_rule,
         log=(lambda m: None) if quiet else (lambda m: console.print(m, style="dim")),
+        progress=not quiet,
+        log_interval=log_interval,
     )
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -164,6 +166,8 @@ def probe(
         device=device,
         batch_size=batch_size,
         segmenter=segmenter,
+        progress=not quiet,
+        log_interval=log_interval,
     )
     if not quiet:
         table = {m: {spec.label: r["retrieval"]} for m, r in result["models"].items()}

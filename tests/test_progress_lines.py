@@ -213,3 +213,20 @@ def test_pack_prints_rows_and_tars(tmp_path):
     pattern = re.compile(r"caption-debias pack: [\d,]+ / 16 rows \(\d+\.\d%\), [\d,.]+ rows/s(, ETA \S+)?, \d tars")
     assert len(lines) >= 4 and all(pattern.fullmatch(line) for line in lines), proc.stderr
     assert lines[-1].startswith("caption-debias pack: 16 / 16 rows (100.0%)") and lines[-1].endswith("4 tars")
+
+
+@pytest.mark.slow
+def test_eval_and_probe_print_encodings_done(tmp_path):
+    data, images = make_prepared(tmp_path, n=16)
+    common = ["tiny", "--data", str(data), "--image-root", str(images), "--device", "cpu", "--log-interval", "0.0001"]
+    proc = _run(["eval", *common, "--variants", "keep,first", "--batch-size", "4"])
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("caption-debias eval:")]
+    pattern = re.compile(
+        r"caption-debias eval: [\d,]+ / [\d,]+ encodings \(\d+\.\d%\), [\d,.]+ encodings/s(, ETA \S+)?"
+    )
+    assert len(lines) >= 4 and all(pattern.fullmatch(line) for line in lines), proc.stderr
+    done, total = re.match(r"caption-debias eval: ([\d,]+) / ([\d,]+)", lines[-1]).groups()
+    assert done == total and int(total) > 16  # 16 images and the texts of two variants
+    proc = _run(["probe", *common, "--out", str(tmp_path / "probe")])
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("caption-debias probe:")]
+    assert len(lines) >= 4 and "(100.0%)" in lines[-1], proc.stderr
