@@ -32,17 +32,19 @@ def urls(
 ) -> None:
     """Write an img2dataset-ready URL list from prepared shards and print the img2dataset command."""
     from caption_debias.export.urls import write_url_list
+    from caption_debias.progress import Progress
 
-    result = write_url_list(
-        prepared,
-        out,
-        images=images,
-        image_size=image_size,
-        processes=processes,
-        threads=threads,
-        strip=strip,
-        overwrite=overwrite,
-    )
+    with Progress("urls", "rows", quiet=quiet, interval=log_interval):
+        result = write_url_list(
+            prepared,
+            out,
+            images=images,
+            image_size=image_size,
+            processes=processes,
+            threads=threads,
+            strip=strip,
+            overwrite=overwrite,
+        )
     if quiet:
         return
     typer.echo(
@@ -90,17 +92,19 @@ def export_captions(
 ) -> None:
     """Export captions, summary-stripped or DeBias-augmented, in layouts other trainers read."""
     from caption_debias.export.captions import export_captions as run
+    from caption_debias.progress import Progress
 
-    result = run(
-        prepared,
-        out,
-        fmt=fmt,
-        strip=strip,
-        augment=augment,
-        copies=copies,
-        seed=seed,
-        image_root=image_root,
-        overwrite=overwrite,
-    )
+    with Progress("export-captions", "rows", quiet=quiet, interval=log_interval):
+        result = run(
+            prepared,
+            out,
+            fmt=fmt,
+            strip=strip,
+            augment=augment,
+            copies=copies,
+            seed=seed,
+            image_root=image_root,
+            overwrite=overwrite,
+        )
     if not quiet:
         typer.echo(json.dumps(result))

@@ -230,3 +230,19 @@ def test_eval_and_probe_print_encodings_done(tmp_path):
     proc = _run(["probe", *common, "--out", str(tmp_path / "probe")])
     lines = [line for line in proc.stderr.splitlines() if line.startswith("caption-debias probe:")]
     assert len(lines) >= 4 and "(100.0%)" in lines[-1], proc.stderr
+
+
+def test_urls_and_export_captions_print_rows_done(tmp_path):
+    rows = [
+        {"key": f"k{i}", "image": f"https://example.org/{i}.jpg", "caption": f"A photo of thing {i}. It is red."}
+        for i in range(3000)
+    ]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    prepared = tmp_path / "p"
+    _run(["prepare", str(tmp_path / "t.jsonl"), "--format", "table", "--out", str(prepared), "-q"])
+    for command, out in (("urls", "u.parquet"), ("export-captions", "c.jsonl")):
+        proc = _run([command, str(prepared), "--out", str(tmp_path / out), "--log-interval", "0.0001"])
+        lines = [line for line in proc.stderr.splitlines() if line.startswith(f"caption-debias {command}:")]
+        pattern = re.compile(rf"caption-debias {command}: [\d,]+ / 3,000 rows \(\d+\.\d%\), [\d,.]+ rows/s(, ETA \S+)?")
+        assert lines and all(pattern.fullmatch(line) for line in lines), proc.stderr
+        assert lines[-1].startswith(f"caption-debias {command}: 3,000 / 3,000 rows (100.0%)")
