@@ -67,33 +67,41 @@ def _config_names(command: Any) -> dict[str, str]:
     return names
 
 
-def _read_config(ctx: typer.Context, value: Optional[Path]) -> Optional[Path]:
+def _load_config(ctx: typer.Context, value: Optional[Path], translate: Callable[[dict], dict]) -> None:
     """Load --config FILE into click's default_map: its values replace the defaults, flags typed win."""
-    if value is None or ctx.resilient_parsing:
-        return value
-    raw = load_config_file(value)
+    import difflib
+
+    raw = translate(load_config_file(value))
     names = _config_names(ctx.command)
     params = {p.name: p for p in ctx.command.params}
     loaded: dict[str, Any] = {}
     for key, item in raw.items():
         name = names.get(str(key).replace("-", "_"))
         if name is None:
-            known = ", ".join(sorted(n for n in names if n in params))
-            raise UserError(f"--config {value}: unknown option {key!r} for `{ctx.info_name}` (known: {known})")
+            near = difflib.get_close_matches(str(key).replace("-", "_"), list(names), n=1)
+            hint = f"did you mean {near[0]!r}?" if near else f"see `caption-debias {ctx.info_name} -h`"
+            raise UserError(f"--config {value}: unknown option {key!r} for `{ctx.info_name}` ({hint})")
         if getattr(params[name], "multiple", False) and not isinstance(item, list):
             item = [item]  # a repeatable flag given once
         loaded[name] = item
     ctx.default_map = {**(ctx.default_map or {}), **loaded}
-    return value
 
 
-def config_option() -> Any:
-    """--config FILE (TOML, YAML or JSON; keys are the flag names, dashes or underscores)."""
+def config_option(translate: Callable[[dict], dict] = lambda raw: raw) -> Any:
+    """--config FILE (TOML, YAML or JSON; keys are the flag names, dashes or underscores).
+
+    `translate`: a command's older keys to today's (train: `tensorboard = false`)."""
+
+    def read(ctx: typer.Context, value: Optional[Path]) -> Optional[Path]:
+        if value is not None and not ctx.resilient_parsing:
+            _load_config(ctx, value, translate)
+        return value
+
     return typer.Option(
         None,
         "--config",
         is_eager=True,  # read before the other options, so the file's values fill in their defaults
-        callback=_read_config,
+        callback=read,
         help="TOML or YAML file of options (keys: the flag names, - or _); flags given on the command line win.",
     )
 

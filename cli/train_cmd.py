@@ -12,9 +12,9 @@ from typing import Any, Optional
 
 import typer
 
-from caption_debias.cli.common import given_on_command_line
+from caption_debias.cli.common import config_option, given_on_command_line
 from caption_debias.errors import UserError
-from caption_debias.train.config import TrainConfig
+from caption_debias.train.config import TrainConfig, older_keys
 
 _FIELDS = {f.name: f for f in fields(TrainConfig)}
 CLI_ONLY = {"config", "no_tensorboard"}  # not training options themselves
@@ -89,11 +89,7 @@ def train(
     no_tensorboard: bool = typer.Option(
         False, "--no-tensorboard", hidden=True, help="Older spelling: leave tensorboard out of --report-to."
     ),
-    config: Optional[Path] = typer.Option(
-        None,
-        "--config",
-        help="TOML or YAML file of options (keys: the flag names, - or _); flags given on the command line win.",
-    ),
+    config: Optional[Path] = config_option(translate=older_keys),
 ) -> None:
     """Fine-tune an open_clip model on a prepared folder (DeBias-CLIP, Long-CLIP or plain CLIP)."""
     from caption_debias.train.config import resolve
@@ -107,7 +103,7 @@ def train(
         explicit.add("report_to")
     if values.get("grad_clip") == 0:
         values["grad_clip"] = None
-    cfg = resolve(values, explicit, str(config) if config else None)
+    cfg = resolve(values, explicit, None)  # --config is already in `values` (cli/common.py config_option)
     if not cfg.data:
         raise UserError("missing DATA (a prepared folder), on the command line or in --config")
     run = run_train(cfg)

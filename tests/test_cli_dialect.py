@@ -221,3 +221,13 @@ def test_an_old_flag_spelling_works_and_says_so_once(tmp_path):
         "caption-debias prepare: --output is now --out (the old spelling still works)"
     ]
     assert (tmp_path / "p" / "manifest.json").is_file()
+
+
+def test_train_reads_config_through_the_same_helper_and_suggests_a_near_key(tmp_path):
+    (tmp_path / "c.yaml").write_text("warmup-step: 3\n")
+    proc = _main("train", str(tmp_path), "--out", str(tmp_path / "r"), "--config", str(tmp_path / "c.yaml"))
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines() == [
+        f"caption-debias: error: --config {tmp_path / 'c.yaml'}: unknown option 'warmup-step' for `train` "
+        "(did you mean 'warmup_steps'?)"
+    ]

@@ -181,16 +181,24 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     raw = load_config_file(path)
     known = {f.name for f in fields(TrainConfig)}
     out = {}
-    for key, value in raw.items():
-        name = str(key).replace("-", "_")
-        name = KEY_ALIASES.get(name, name)
-        if name == "tensorboard":  # the older switch: report_to without or with tensorboard
-            name, value = "report_to", "tensorboard" if value else ""
-        if name == "resume" and isinstance(value, bool):  # the older switch: resume = true
-            value = "latest" if value else None
+    for key, value in older_keys(raw).items():
+        name = KEY_ALIASES.get(str(key).replace("-", "_"), str(key).replace("-", "_"))
         if name not in known:
             raise UserError(f"--config {path}: unknown option {key!r}")
         out[name] = value
+    return out
+
+
+def older_keys(raw: dict[str, Any]) -> dict[str, Any]:
+    """Config keys of earlier releases as today's: `tensorboard = true|false`, `resume = true`."""
+    out = {}
+    for key, value in raw.items():
+        name = str(key).replace("-", "_")
+        if name == "tensorboard":  # the older switch: report_to without or with tensorboard
+            key, value = "report_to", "tensorboard" if value else ""
+        if name == "resume" and isinstance(value, bool):  # the older switch: resume = true
+            value = "latest" if value else None
+        out[key] = value
     return out
 
 
