@@ -58,7 +58,7 @@ def train(
     no_pad: bool = _option("no_pad"),
     label_smoothing: float = _option("label_smoothing"),
     precision: str = _option("precision"),
-    workers: int = _option("workers"),
+    workers: int = _option("workers", "--workers", "-j"),
     seed: int = _option("seed"),
     resume: Optional[str] = _option("resume"),
     strict: bool = _option("strict"),

@@ -85,7 +85,7 @@ def _dialect_problems(name: str, command) -> list[str]:
         problems.append("--log-interval default is not 30 s")
     if "--image-root" in opts and "Path" not in str(opts["--image-root"].type_descriptor.annotation):
         problems.append("--image-root is not a path")
-    if "--workers" in opts and "-j" not in opts["--workers"].opts and name != "train":  # train: open_clip's --workers
+    if "--workers" in opts and "-j" not in opts["--workers"].opts:
         problems.append("--workers without -j")
     if "--ray-address" in opts and "--engine" not in opts:
         problems.append("--ray-address without --engine")
