@@ -107,4 +107,5 @@ def train(
     if not cfg.data:
         raise UserError("missing DATA (a prepared folder), on the command line or in --config")
     run = run_train(cfg)
-    typer.echo(str(run))
+    if not cfg.quiet:
+        typer.echo(str(run))

@@ -231,3 +231,16 @@ def test_train_reads_config_through_the_same_helper_and_suggests_a_near_key(tmp_
         f"caption-debias: error: --config {tmp_path / 'c.yaml'}: unknown option 'warmup-step' for `train` "
         "(did you mean 'warmup_steps'?)"
     ]
+
+
+def test_quiet_means_nothing_printed(tmp_path):
+    src = _table(tmp_path / "t.jsonl")
+    runs = [
+        ["synth", "--out", str(tmp_path / "w"), "--n", "2", "-q"],
+        ["prepare", str(src), "--format", "table", "--out", str(tmp_path / "p"), "-q"],
+        ["stats", str(tmp_path / "p"), "--out", str(tmp_path / "r"), "-q"],
+        ["export-captions", str(tmp_path / "p"), "--out", str(tmp_path / "c.jsonl"), "-q"],
+    ]
+    for args in runs:
+        proc = _main(*args)
+        assert proc.returncode == 0 and proc.stdout == "" and proc.stderr == "", (args, proc.stdout, proc.stderr)
