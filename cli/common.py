@@ -81,8 +81,9 @@ def _load_config(ctx: typer.Context, value: Optional[Path], translate: Callable[
             near = difflib.get_close_matches(str(key).replace("-", "_"), list(names), n=1)
             hint = f"did you mean {near[0]!r}?" if near else f"see `caption-debias {ctx.info_name} -h`"
             raise UserError(f"--config {value}: unknown option {key!r} for `{ctx.info_name}` ({hint})")
-        if getattr(params[name], "multiple", False) and not isinstance(item, list):
-            item = [item]  # a repeatable flag given once
+        param = params[name]
+        if (getattr(param, "multiple", False) or param.nargs == -1) and not isinstance(item, list):
+            item = [item]  # a repeatable flag, or an argument taking several, given one value
         loaded[name] = item
     ctx.default_map = {**(ctx.default_map or {}), **loaded}
 

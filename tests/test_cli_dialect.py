@@ -201,6 +201,10 @@ def test_config_file_fills_options_and_flags_given_win_stats(tmp_path):
     assert res.exit_code == 0, res.output
     options = json.loads((tmp_path / "r" / "stats.json").read_text())["options"]
     assert options["phrase_words"] == 2 and options["top_phrases"] == 4
+    # the positional folders may come from the file too, one or a list
+    (tmp_path / "d.yaml").write_text(f"folders: {tmp_path / 'p'}\nout: {tmp_path / 'r2'}\nquiet: true\n")
+    assert _invoke("stats", "--config", str(tmp_path / "d.yaml")).exit_code == 0
+    assert (tmp_path / "r2" / "stats.json").is_file()
 
 
 def test_config_file_with_an_unknown_key_is_one_line(tmp_path):
