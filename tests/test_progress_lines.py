@@ -246,3 +246,24 @@ def test_urls_and_export_captions_print_rows_done(tmp_path):
         pattern = re.compile(rf"caption-debias {command}: [\d,]+ / 3,000 rows \(\d+\.\d%\), [\d,.]+ rows/s(, ETA \S+)?")
         assert lines and all(pattern.fullmatch(line) for line in lines), proc.stderr
         assert lines[-1].startswith(f"caption-debias {command}: 3,000 / 3,000 rows (100.0%)")
+
+
+def test_zero_shot_images_count_in_the_active_progress(tmp_path, capsys, monkeypatch):
+    from PIL import Image
+
+    from caption_debias.evaluate.zeroshot import zeroshot
+    from caption_debias.model.load import load_model
+    from caption_debias.progress import Progress
+
+    monkeypatch.delenv("FORCE_TERMINAL", raising=False)
+    for c, colour in (("cat", (200, 10, 10)), ("dog", (10, 10, 200))):
+        (tmp_path / c).mkdir()
+        for i in range(3):
+            Image.new("RGB", (32, 32), colour).save(tmp_path / c / f"{i}.png")
+    loaded = load_model("tiny")
+    capsys.readouterr()
+    with Progress("eval", "encodings", interval=0.0) as progress:
+        zeroshot(loaded, tmp_path, "simple", batch_size=2)
+    assert progress.done == progress.total == 6
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[-1].startswith("caption-debias eval: 6 / 6 encodings (100.0%)"), lines
