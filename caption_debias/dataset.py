@@ -69,6 +69,10 @@ class PreparedDataset:
         folder = storage.as_path(folder)
         path = folder / MANIFEST
         if not folder.is_dir():
+            if folder.exists():  # a dump file given where its prepared folder belongs
+                raise UserError(
+                    f"{folder}: a file, not a prepared folder; run `caption-debias prepare {folder} --out DIR` first"
+                )
             raise UserError(f"{folder}: no such folder")
         if not path.is_file():
             command = unfinished_by(folder)

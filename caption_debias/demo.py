@@ -16,6 +16,7 @@ import json
 import logging
 import platform
 import shutil
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any, Callable
 
 from caption_debias import html_report
 from caption_debias.errors import UserError
+from caption_debias.progress import DEFAULT_INTERVAL, PlainProgress, on_terminal
 
 ARMS = ("longclip", "debias")
 VARIANTS = ("keep", "remove", "move", "filler:3")
@@ -107,25 +109,46 @@ def shipped_start() -> Path:
 
 
 class _Progress:
-    """A rich progress display, one line per stage; a no-op sink when quiet."""
+    """Stages on a rich display on a terminal; without one (a pipe, a SLURM log) a plain line as each
+    stage starts and ends, and one every `interval` seconds while it runs; nothing when quiet."""
 
-    def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
+    def __init__(self, quiet: bool, interval: float = DEFAULT_INTERVAL) -> None:
+        self.quiet, self.interval = quiet, interval
         self.timings: dict[str, float] = {}
         self._progress = None
+        self.plain: PlainProgress | None = None
+        self._ticker: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.lock = threading.Lock()  # the heartbeat thread and the stages print through one PlainProgress
+        self.current = ""
 
     def __enter__(self) -> "_Progress":
-        if not self.quiet:
-            from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        if self.quiet:
+            return self
+        if not on_terminal():
+            self.plain = PlainProgress("demo", "stages", total=len(STAGES), interval=self.interval)
+            # a stage may run for minutes: a thread prints the heartbeat the stages cannot
+            self._ticker = threading.Thread(target=self._tick, daemon=True)
+            self._ticker.start()
+            return self
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-            self._progress = Progress(
-                SpinnerColumn(), TextColumn("{task.description:<48}"), BarColumn(), TimeElapsedColumn()
-            )
-            self._progress.__enter__()
-            self._overall = self._progress.add_task("demo", total=len(STAGES))
+        self._progress = Progress(
+            SpinnerColumn(), TextColumn("{task.description:<48}"), BarColumn(), TimeElapsedColumn()
+        )
+        self._progress.__enter__()
+        self._overall = self._progress.add_task("demo", total=len(STAGES))
         return self
 
+    def _tick(self) -> None:
+        while not self._stop.wait(self.interval):
+            with self.lock:
+                self.plain.update(len(self.timings), extra=f"running {self.current}")
+
     def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
         if self._progress is not None:
             self._progress.__exit__(*exc)
 
@@ -139,16 +162,27 @@ class _Stage:
 
     def __enter__(self) -> "_Stage":
         self.t0 = time.perf_counter()
-        if self.owner._progress is not None:
-            self.owner._progress.update(self.owner._overall, description=f"{self.name}: {self.what}")
+        owner = self.owner
+        owner.current = f"{self.name}: {self.what}"
+        if owner._progress is not None:
+            owner._progress.update(owner._overall, description=owner.current)
+        if owner.plain is not None:
+            with owner.lock:
+                owner.plain.finish(len(owner.timings), extra=f"started {owner.current}")
         return self
 
     def __exit__(self, exc_type, *exc) -> None:
         seconds = time.perf_counter() - self.t0
-        self.owner.timings[self.name] = round(seconds, 2)
-        if exc_type is None and self.owner._progress is not None:
-            self.owner._progress.console.print(f"[green]done[/] {self.name:<9} {self.what} ({seconds:.1f} s)")
-            self.owner._progress.advance(self.owner._overall)
+        owner = self.owner
+        owner.timings[self.name] = round(seconds, 2)
+        if exc_type is not None:
+            return
+        if owner._progress is not None:
+            owner._progress.console.print(f"[green]done[/] {self.name:<9} {self.what} ({seconds:.1f} s)")
+            owner._progress.advance(owner._overall)
+        if owner.plain is not None:
+            with owner.lock:
+                owner.plain.finish(len(owner.timings), extra=f"done {self.name} ({seconds:.1f} s)")
 
 
 # Training options of every demo run (and of the experiments behind docs/demo.md): a small
@@ -182,17 +216,26 @@ class _NoWeightsNotice(logging.Filter):
         return not ("No pretrained weights loaded" in msg or "no CLIP weights found" in msg)
 
 
-def run_demo(cfg: DemoConfig, quiet: bool = False, on_table: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run every stage into cfg.out; returns the results dict also written to results.json."""
+def run_demo(
+    cfg: DemoConfig,
+    quiet: bool = False,
+    on_table: Callable[[str], None] | None = None,
+    log_interval: float = DEFAULT_INTERVAL,
+) -> dict[str, Any]:
+    """Run every stage into cfg.out; returns the results dict also written to results.json.
+
+    Progress: a rich display on a terminal, else plain lines every `log_interval` seconds."""
     notice = _NoWeightsNotice()
     logging.getLogger().addFilter(notice)
     try:
-        return _run_demo(cfg, quiet, on_table)
+        return _run_demo(cfg, quiet, on_table, log_interval)
     finally:
         logging.getLogger().removeFilter(notice)
 
 
-def _run_demo(cfg: DemoConfig, quiet: bool, on_table: Callable[[str], None] | None) -> dict[str, Any]:
+def _run_demo(
+    cfg: DemoConfig, quiet: bool, on_table: Callable[[str], None] | None, log_interval: float
+) -> dict[str, Any]:
     from caption_debias.locking import folder_lock
 
     out = Path(cfg.out)
@@ -201,10 +244,12 @@ def _run_demo(cfg: DemoConfig, quiet: bool, on_table: Callable[[str], None] | No
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: exists and is not a folder")
     with folder_lock(out, "demo"):  # one demo per folder; its stages lock their own subfolders too
-        return _run_demo_locked(cfg, out, quiet, on_table)
+        return _run_demo_locked(cfg, out, quiet, on_table, log_interval)
 
 
-def _run_demo_locked(cfg: DemoConfig, out: Path, quiet: bool, on_table: Callable[[str], None] | None) -> dict[str, Any]:
+def _run_demo_locked(
+    cfg: DemoConfig, out: Path, quiet: bool, on_table: Callable[[str], None] | None, log_interval: float
+) -> dict[str, Any]:
     from caption_debias.prepare.options import PrepareOptions
     from caption_debias.prepare.run import prepare
     from caption_debias.stats.compute import compute_stats
@@ -220,7 +265,7 @@ def _run_demo_locked(cfg: DemoConfig, out: Path, quiet: bool, on_table: Callable
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(cfg).items()}
     }
 
-    with _Progress(quiet) as progress:
+    with _Progress(quiet, log_interval) as progress:
         with progress.stage("synth", f"{cfg.train_images} train + {cfg.test_images} test scenes ({cfg.world})"):
             results["worlds"] = {
                 split: write_world(

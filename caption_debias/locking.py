@@ -42,10 +42,19 @@ class FolderLocked(UserError):
     exit_code = 4
 
 
-def holder(folder: str | Path) -> dict | None:
+def lock_files(folder: str | Path, beside: bool = False) -> tuple[Path, Path]:
+    """(lock file, holder file) of `folder`: inside it, or beside it as .NAME.caption-debias.lock[.json]
+    (for a folder that must hold only its own files, such as an export meant to be uploaded as is)."""
+    folder = storage.as_path(folder)
+    if beside:
+        return folder.parent / f".{folder.name}{LOCK_FILE}", folder.parent / f".{folder.name}{HOLDER_FILE}"
+    return folder / LOCK_FILE, folder / HOLDER_FILE
+
+
+def holder(folder: str | Path, beside: bool = False) -> dict | None:
     """Who last took the lock of `folder` (None if unknown or unreadable)."""
     try:
-        value = json.loads((storage.as_path(folder) / HOLDER_FILE).read_text("utf-8"))
+        value = json.loads(lock_files(folder, beside)[1].read_text("utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
         return None
     return value if isinstance(value, dict) else None
@@ -61,8 +70,10 @@ def _describe(info: dict | None) -> str:
 
 
 @contextmanager
-def folder_lock(folder: str | Path, command: str) -> Iterator[Path]:
-    """Hold `folder`'s lock (creating the folder) or raise FolderLocked at once."""
+def folder_lock(folder: str | Path, command: str, beside: bool = False) -> Iterator[Path]:
+    """Hold `folder`'s lock (creating the folder) or raise FolderLocked at once.
+
+    `beside`: the lock files sit next to the folder, not in it (a local folder only)."""
     if storage.is_remote(folder):
         with _object_lock(storage.as_path(folder), command) as held:
             yield held
@@ -70,21 +81,22 @@ def folder_lock(folder: str | Path, command: str) -> Iterator[Path]:
     from filelock import FileLock, Timeout
 
     folder = Path(folder)
+    lock_path, holder_path = lock_files(folder, beside)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(folder / LOCK_FILE), timeout=0)
+        lock = FileLock(str(lock_path), timeout=0)
         lock.acquire()
     except Timeout:
         raise FolderLocked(
-            f"{folder}: in use by {_describe(holder(folder))}; wait for it to finish or choose another folder"
+            f"{folder}: in use by {_describe(holder(folder, beside))}; wait for it to finish or choose another folder"
         ) from None
     except OSError as exc:
         raise UserError(f"{folder}: cannot lock the folder ({exc.strerror or exc})") from None
     try:
         info = {"pid": os.getpid(), "host": socket.gethostname(), "command": command, "since": time.time()}
-        tmp = folder / f"{HOLDER_FILE}.{os.getpid()}.tmp"
+        tmp = holder_path.parent / f"{holder_path.name}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(info), "utf-8")
-        os.replace(tmp, folder / HOLDER_FILE)
+        os.replace(tmp, holder_path)
         yield folder
     finally:
         lock.release()

@@ -18,12 +18,20 @@ Use from any command (prepare, stats, train, curate, pack):
 
 `total=None` (unknown) gives "done, rate" without percent or ETA; `unit="bytes"` prints
 sizes (KB, MB, GB) and rates per second of them.
+
+`Progress` is the whole thing for a command's main loop: a rich bar on a terminal, a
+`PlainProgress` off it, nothing with --quiet:
+
+    with Progress("pack", "rows", total=n, quiet=options.quiet, interval=options.log_interval) as progress:
+        for ...:
+            progress.update(rows_done, extra=f"{tars} tars")
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from contextvars import ContextVar
 from typing import Callable, TextIO
 
 DEFAULT_INTERVAL = 30.0
@@ -115,3 +123,85 @@ class PlainProgress:
     def finish(self, done: float | None = None, extra: str = "") -> None:
         """The last line, printed whatever the interval."""
         self._print(self.line(self.done if done is None else done, extra))
+
+
+class Progress:
+    """A command's progress: a rich bar on a terminal, plain lines every `interval` seconds off it
+    (PlainProgress, with a last line at the end), nothing when `quiet`."""
+
+    def __init__(
+        self, label: str, unit: str, total: float | None = None, quiet: bool = False, interval: float = DEFAULT_INTERVAL
+    ) -> None:
+        self.label, self.unit, self.total = label, unit, total
+        self.bar = self.plain = None
+        self.done: float = 0
+        self.extra = ""
+        if quiet:
+            return
+        if not on_terminal():
+            self.plain = PlainProgress(label, unit, total=total, interval=interval)
+            return
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+        from rich.progress import (
+            Progress as RichProgress,
+        )
+
+        self.bar = RichProgress(
+            TextColumn(f"[bold]{label}[/]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn(f"{unit} {{task.fields[extra]}}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self.task = self.bar.add_task(label, total=total, extra="")
+
+    def __enter__(self) -> "Progress":
+        self._token = _ACTIVE.set(self)
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def update(self, done: float, extra: str = "", total: float | None = None) -> None:
+        self.done, self.extra = done, extra
+        if total is not None:
+            self.total = total
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, extra=extra, total=self.total)
+        elif self.plain is not None:
+            self.plain.update(done, extra=extra, total=total)
+
+    def __exit__(self, exc_type, *exc) -> None:
+        _ACTIVE.reset(self._token)
+        if self.bar is not None:
+            self.bar.stop()
+        elif self.plain is not None and exc_type is None:
+            self.plain.finish(self.done, extra=self.extra)
+
+
+# The Progress a command's loop runs under, for library code many calls deep (the encoders of
+# eval and probe) to report work to without each caller passing it down.
+_ACTIVE: ContextVar[Progress | None] = ContextVar("caption_debias_progress", default=None)
+
+
+def add_work(n: float) -> None:
+    """More work found (e.g. a model's images and texts about to be encoded): the total grows by n."""
+    progress = _ACTIVE.get()
+    if progress is not None:
+        progress.update(progress.done, progress.extra, total=(progress.total or 0) + n)
+
+
+def advance(n: float, extra: str | None = None) -> None:
+    """n more units done, in whatever Progress is active (none: nothing)."""
+    progress = _ACTIVE.get()
+    if progress is not None:
+        progress.update(progress.done + n, progress.extra if extra is None else extra)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import List, Optional
 
 import typer
+
+from caption_debias.cli.common import config_option, from_field, out_option
+from caption_debias.curate.options import CurateOptions
 
 
 def curate(
@@ -13,52 +17,22 @@ def curate(
         help="Prepared (or curated) folders, in order: of duplicates, the earliest row is kept.",
         show_default=False,
     ),
-    out: str = typer.Option(
-        ...,
-        "--out",
-        "-o",
-        help="Output folder: shards, manifest.json and removed.jsonl (a local path or an fsspec URL).",
-    ),
-    image_root: Optional[str] = typer.Option(
-        None,
-        "--image-root",
-        help="Folder the rows' image paths are relative to: images are opened, checked, hashed and compared.",
-    ),
-    decontaminate: List[str] = typer.Option(
-        [],
-        "--decontaminate",
-        help="NAME=PATH of an eval set (any `eval --benchmark` name and its layout); repeatable. Its images and captions are removed from the output.",
-    ),
-    near_duplicate_threshold: float = typer.Option(
-        0.8,
-        "--near-duplicate-threshold",
-        help="Estimated Jaccard similarity of caption n-gram sets that makes a near-duplicate.",
-    ),
-    keep_duplicate_images: bool = typer.Option(
-        False,
-        "--keep-duplicate-images",
-        help="Keep every caption of a repeated image (identical image-caption pairs still go).",
-    ),
-    min_image_side: int = typer.Option(
-        32, "--min-image-side", min=0, help="Remove images whose shorter side is below this (pixels)."
-    ),
-    embed_images: bool = typer.Option(
-        False,
-        "--embed-images",
-        help="Also store each kept image's bytes in the shards (image_bytes); needs --image-root.",
-    ),
-    workers: int = typer.Option(
-        1, "--workers", "-j", min=1, help="Worker processes (output is identical for any value)."
-    ),
-    engine: str = typer.Option("local", "--engine", help="local (process pool) or ray (Ray Data; same output)."),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster to join with --engine ray."),
-    overwrite: bool = typer.Option(
-        False, "--overwrite", help="Delete an earlier run in --out and start over (default: resume it)."
-    ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary."),
+    out: str = out_option("Output folder: shards, manifest.json and removed.jsonl (a local path or an fsspec URL)."),
+    image_root: Optional[Path] = from_field(CurateOptions, "image_root"),
+    decontaminate: List[str] = from_field(CurateOptions, "decontaminate"),
+    near_duplicate_threshold: float = from_field(CurateOptions, "near_duplicate_threshold"),
+    keep_duplicate_images: bool = from_field(CurateOptions, "keep_duplicate_images"),
+    min_image_side: int = from_field(CurateOptions, "min_image_side", min=0),
+    embed_images: bool = from_field(CurateOptions, "embed_images"),
+    workers: int = from_field(CurateOptions, "workers", "--workers", "-j", min=1),
+    engine: str = from_field(CurateOptions, "engine"),
+    ray_address: Optional[str] = from_field(CurateOptions, "ray_address"),
+    overwrite: bool = from_field(CurateOptions, "overwrite"),
+    quiet: bool = from_field(CurateOptions, "quiet", "--quiet", "-q"),
+    log_interval: float = from_field(CurateOptions, "log_interval"),
+    config: Optional[Path] = config_option(),
 ) -> None:
     """Curate prepared folders into a training set: every removed row is listed with its reason."""
-    from caption_debias.curate.options import CurateOptions
     from caption_debias.curate.run import curate as run_curate
 
     options = CurateOptions(
@@ -73,5 +47,6 @@ def curate(
         ray_address=ray_address,
         overwrite=overwrite,
         quiet=quiet,
+        log_interval=log_interval,
     )
     run_curate([str(p) for p in inputs], out, options)

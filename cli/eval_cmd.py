@@ -8,6 +8,8 @@ from typing import List, Optional
 
 import typer
 
+from caption_debias.cli.common import config_option, log_interval_option, out_option, quiet_option
+
 _MODELS_HELP = (
     "Models: a training run folder, local-dir:DIR, hf-hub:ORG/REPO, an open_clip name (e.g. tiny, ViT-B-16) "
     "or a checkpoint file; several give one side-by-side table."
@@ -35,11 +37,9 @@ def evaluate(
         "--variants",
         help="Comma-separated caption variants: keep, remove, move, swap2, first2, first, filler:N.",
     ),
-    out: Optional[Path] = typer.Option(
+    out: Optional[Path] = out_option(
+        "Write results as JSON here: {VARIANT: {t2i, i2t, recall_rule}} for one model on one data set, else {MODEL: {BENCHMARK: {VARIANT: ...}}}.",
         None,
-        "--out",
-        "-o",
-        help="Write results as JSON here: {VARIANT: {t2i, i2t, recall_rule}} for one model on one data set, else {MODEL: {BENCHMARK: {VARIANT: ...}}}.",
     ),
     batch_size: int = typer.Option(
         64, "--batch-size", min=1, help="Images per encoding batch (texts use at least 64)."
@@ -69,7 +69,9 @@ def evaluate(
         "--recall-rule",
         help="How tied scores count: pessimistic (against the query) or clip_benchmark (torch.topk, as CLIP_benchmark); named in the JSON.",
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines and no table."),
+    quiet: bool = quiet_option(),
+    log_interval: float = log_interval_option(),
+    config: Optional[Path] = config_option(),
 ) -> None:
     """Retrieval recall@1/5/10 both ways (and zero-shot accuracy) of one or more models."""
     from rich.console import Console
@@ -93,6 +95,8 @@ def evaluate(
         template_set=templates,
         recall_rule=recall_rule,
         log=(lambda m: None) if quiet else (lambda m: console.print(m, style="dim")),
+        progress=not quiet,
+        log_interval=log_interval,
     )
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -117,8 +121,8 @@ def probe(
         "-d",
         help="A prepared folder, or a benchmark layout with --benchmark (the paper uses DOCCI test).",
     ),
-    report: Path = typer.Option(
-        ..., "--report", "-r", help="Folder for probe.json, attention.png, filler.png and a self-contained index.html."
+    out: Path = out_option(
+        "Folder for probe.json, attention.png, filler.png and a self-contained index.html (rewritten each run)."
     ),
     benchmark: str = typer.Option(
         "prepared",
@@ -142,7 +146,9 @@ def probe(
     segmenter: str = typer.Option(
         "fast", "--segmenter", help="Sentence splitter for benchmark captions: fast, pysbd or spacy."
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the tables."),
+    quiet: bool = quiet_option(),
+    log_interval: float = log_interval_option(),
+    config: Optional[Path] = config_option(),
 ) -> None:
     """The paper's bias probes: filler curve, sentence order, keep/move/remove, attention by position."""
     from rich.console import Console
@@ -154,12 +160,14 @@ def probe(
     result = run_probe(
         models,
         spec,
-        report,
+        out,
         pretrained=pretrained,
         context_length=context_length,
         device=device,
         batch_size=batch_size,
         segmenter=segmenter,
+        progress=not quiet,
+        log_interval=log_interval,
     )
     if not quiet:
         table = {m: {spec.label: r["retrieval"]} for m, r in result["models"].items()}

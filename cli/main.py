@@ -24,6 +24,7 @@ from caption_debias.cli import (
     urls_cmd,
     view_cmd,
 )
+from caption_debias.cli.common import CONTEXT_SETTINGS, add_command
 from caption_debias.errors import UserError
 from caption_debias.extras import missing_extra
 
@@ -33,6 +34,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings=CONTEXT_SETTINGS,
 )
 
 
@@ -51,19 +53,20 @@ def _root(
     """Long-caption data preparation and DeBias-CLIP fine-tuning."""
 
 
-app.command("prepare")(prepare_cmd.prepare)
-app.command("stats")(stats_cmd.stats)
-app.command("curate")(curate_cmd.curate)
-app.command("train")(train_cmd.train)
-app.command("export")(export_cmd.export)
-app.command("eval")(eval_cmd.evaluate)
-app.command("probe")(eval_cmd.probe)
-app.command("synth")(synth_cmd.synth)
-app.command("demo")(demo_cmd.demo)
-app.command("urls")(urls_cmd.urls)
-app.command("export-captions")(urls_cmd.export_captions)
-app.command("pack")(pack_cmd.pack)
-app.command("view")(view_cmd.view)
+# Old flag spellings stay as hidden aliases that print one line (cli/common.py renamed_flags).
+add_command(app, "prepare", prepare_cmd.prepare, renamed={"--output": "--out"})
+add_command(app, "stats", stats_cmd.stats, renamed={"--report": "--out", "-r": "--out"})
+add_command(app, "curate", curate_cmd.curate)
+add_command(app, "train", train_cmd.train)
+add_command(app, "export", export_cmd.export)
+add_command(app, "eval", eval_cmd.evaluate)
+add_command(app, "probe", eval_cmd.probe, renamed={"--report": "--out", "-r": "--out"})
+add_command(app, "synth", synth_cmd.synth)
+add_command(app, "demo", demo_cmd.demo)
+add_command(app, "urls", urls_cmd.urls, renamed={"--to": "--out"})
+add_command(app, "export-captions", urls_cmd.export_captions, renamed={"--to": "--out"})
+add_command(app, "pack", pack_cmd.pack)
+add_command(app, "view", view_cmd.view)
 
 
 def main() -> None:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from enum import Enum
+from pathlib import Path
 from typing import List, Optional
 
 import typer
+
+from caption_debias.cli.common import config_option, from_field, out_option
+from caption_debias.stats.options import StatsOptions
 
 
 class By(str, Enum):
@@ -17,34 +21,31 @@ def stats(
     folders: List[str] = typer.Argument(
         ..., help="Prepared folders (output of `caption-debias prepare`); several are compared side by side."
     ),
-    report: Optional[str] = typer.Option(
+    out: Optional[str] = out_option(
+        "Folder to write stats.json, report.md, report.html and plots/ into (created if missing; rewritten each run).",
         None,
-        "--report",
-        "-r",
-        help="Folder to write stats.json, report.md, report.html and plots/ into (created if missing).",
     ),
-    by: Optional[By] = typer.Option(None, "--by", help="Also give every figure per source reader or per split."),
-    top: int = typer.Option(15, "--top", min=1, help="How many of the most common opening phrases to keep per group."),
-    phrase_words: int = typer.Option(
-        3, "--phrase-words", min=1, help="Opening phrase = this many lowercased words of the first sentence."
-    ),
-    image_root: Optional[str] = typer.Option(
+    by: Optional[By] = from_field(StatsOptions, "by"),
+    top: int = from_field(StatsOptions, "top_phrases", "--top", min=1),
+    phrase_words: int = from_field(StatsOptions, "phrase_words", min=1),
+    quiet: bool = from_field(StatsOptions, "quiet", "--quiet", "-q"),
+    log_interval: float = from_field(StatsOptions, "log_interval", min=0.0),
+    image_root: Optional[Path] = typer.Option(
         None,
         "--image-root",
-        help="--report: images of the Samples section are read under this folder (default: the one curate used).",
+        help="--out: images of the Samples section are read under this folder (default: the one curate used).",
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the table on the terminal."),
-    log_interval: float = typer.Option(
-        30.0, "--log-interval", min=0.0, help="Without a terminal: one plain progress line every this many seconds."
-    ),
+    config: Optional[Path] = config_option(),
 ) -> None:
     """Caption lengths against CLIP's 77 and Long-CLIP's 248 tokens, sentences per caption,
     where summaries sit and how captions open."""
     from caption_debias.progress import PlainProgress, on_terminal
-    from caption_debias.stats.compute import StatsOptions, compute_stats
+    from caption_debias.stats.compute import compute_stats
     from caption_debias.stats.report import print_table, write_report
 
-    options = StatsOptions(by=by.value if by else None, top_phrases=top, phrase_words=phrase_words)
+    options = StatsOptions(
+        by=by.value if by else None, top_phrases=top, phrase_words=phrase_words, quiet=quiet, log_interval=log_interval
+    )
     plain = None if quiet or on_terminal() else PlainProgress("stats", "rows", interval=log_interval)
     result = compute_stats(
         folders, options, on_rows=(lambda done, total: plain.update(done, total=total)) if plain else None
@@ -53,7 +54,7 @@ def stats(
         plain.finish()
     if not quiet:
         print_table(result)
-    if report is not None:
-        files = write_report(result, report, image_root=image_root)
+    if out is not None:
+        files = write_report(result, out, image_root=image_root)
         if not quiet:
             typer.echo(f"report: {files['html']}")

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
+from caption_debias.cli.common import config_option, out_option, quiet_option
+
 
 def synth(
-    out: Path = typer.Argument(..., help="Output folder: OUT/sharegpt4v.json and OUT/images/ are written there."),
+    out_arg: Optional[Path] = typer.Argument(None, hidden=True, show_default=False),
+    out: Optional[Path] = out_option("Output folder: OUT/sharegpt4v.json and OUT/images/ are written there.", None),
     n: int = typer.Option(..., "--n", help="Number of images (scenes) to write."),
     seed: int = typer.Option(0, "--seed", help="Random seed; the same seed gives byte-identical output."),
     image_size: int = typer.Option(64, "--image-size", help="Side of the square images in pixels."),
@@ -22,14 +26,26 @@ def synth(
         help="objects (group members differ in which colours and shapes appear) | layouts (only in where they sit).",
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing OUT/sharegpt4v.json."),
+    quiet: bool = quiet_option(),
+    config: Optional[Path] = config_option(),
 ) -> None:
     """Write a synthetic long-caption dataset (shape scenes drawn with PIL) that `prepare` reads as ShareGPT4V."""
+    from caption_debias.errors import UserError
     from caption_debias.synth.world import write_world
+
+    if out_arg is not None:  # the older spelling `synth OUT`
+        if out is not None:
+            raise UserError("give the output folder once: --out OUT")
+        typer.echo("caption-debias synth: OUT as an argument is now --out OUT (the old spelling still works)", err=True)
+        out = out_arg
+    if out is None:
+        raise UserError("missing --out OUT (the folder to write the world into)")
 
     info = write_world(
         out, n, seed, image_size=image_size, split=split, group_size=group_size, overwrite=overwrite, world=world
     )
-    typer.echo(
-        f"wrote {info['images']} images in {info['groups']} groups "
-        f"({info['mean_sentences']:.1f} sentences a caption) to {info['path']}"
-    )
+    if not quiet:
+        typer.echo(
+            f"wrote {info['images']} images in {info['groups']} groups "
+            f"({info['mean_sentences']:.1f} sentences a caption) to {info['path']}"
+        )

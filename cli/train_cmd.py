@@ -12,8 +12,9 @@ from typing import Any, Optional
 
 import typer
 
+from caption_debias.cli.common import config_option, given_on_command_line
 from caption_debias.errors import UserError
-from caption_debias.train.config import TrainConfig
+from caption_debias.train.config import TrainConfig, older_keys
 
 _FIELDS = {f.name: f for f in fields(TrainConfig)}
 CLI_ONLY = {"config", "no_tensorboard"}  # not training options themselves
@@ -32,7 +33,7 @@ def train(
     model: str = _option("model"),
     pretrained: Optional[str] = _option("pretrained"),
     recipe: str = _option("recipe"),
-    out: Optional[Path] = _option("out"),
+    out: Optional[Path] = _option("out", "--out", "-o"),
     logs: Optional[Path] = _option("logs"),
     name: Optional[str] = _option("name"),
     split: Optional[str] = _option("split"),
@@ -57,7 +58,7 @@ def train(
     no_pad: bool = _option("no_pad"),
     label_smoothing: float = _option("label_smoothing"),
     precision: str = _option("precision"),
-    workers: int = _option("workers"),
+    workers: int = _option("workers", "--workers", "-j"),
     seed: int = _option("seed"),
     resume: Optional[str] = _option("resume"),
     strict: bool = _option("strict"),
@@ -88,9 +89,7 @@ def train(
     no_tensorboard: bool = typer.Option(
         False, "--no-tensorboard", hidden=True, help="Older spelling: leave tensorboard out of --report-to."
     ),
-    config: Optional[Path] = typer.Option(
-        None, "--config", help="TOML or YAML file with the same keys; options given here win."
-    ),
+    config: Optional[Path] = config_option(translate=older_keys),
 ) -> None:
     """Fine-tune an open_clip model on a prepared folder (DeBias-CLIP, Long-CLIP or plain CLIP)."""
     from caption_debias.train.config import resolve
@@ -98,17 +97,15 @@ def train(
 
     values = {k: v for k, v in ctx.params.items() if k not in CLI_ONLY}
     values = {k: (str(v) if isinstance(v, Path) else v) for k, v in values.items()}
-    # Typer vendors its own click, so compare the source by name, not by enum identity.
-    explicit = {
-        k for k in values if getattr(ctx.get_parameter_source(k), "name", "DEFAULT") not in ("DEFAULT", "DEFAULT_MAP")
-    }
+    explicit = {k for k in values if given_on_command_line(ctx, k)}
     if no_tensorboard:
         values["report_to"] = ",".join(r for r in values["report_to"].split(",") if r.strip() != "tensorboard")
         explicit.add("report_to")
     if values.get("grad_clip") == 0:
         values["grad_clip"] = None
-    cfg = resolve(values, explicit, str(config) if config else None)
+    cfg = resolve(values, explicit, None)  # --config is already in `values` (cli/common.py config_option)
     if not cfg.data:
         raise UserError("missing DATA (a prepared folder), on the command line or in --config")
     run = run_train(cfg)
-    typer.echo(str(run))
+    if not cfg.quiet:
+        typer.echo(str(run))

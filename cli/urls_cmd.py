@@ -8,10 +8,12 @@ from typing import Optional
 
 import typer
 
+from caption_debias.cli.common import config_option, log_interval_option, out_option, quiet_option
+
 
 def urls(
     prepared: str = typer.Argument(..., help="Prepared folder (output of `caption-debias prepare`)."),
-    to: str = typer.Option(..., "--to", help="URL list to write, LIST.parquet (columns caption_key, url, caption)."),
+    out: str = out_option("URL list to write, LIST.parquet (columns caption_key, url, caption)."),
     images: Optional[str] = typer.Option(
         None, "--images", help="Folder img2dataset should download into (for the printed command; default LIST_images)."
     ),
@@ -24,20 +26,27 @@ def urls(
         help="Caption img2dataset stores as KEY.txt: none (as prepared), summary or opening (sentences dropped as in export-captions).",
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace LIST if it exists."),
+    quiet: bool = quiet_option(),
+    log_interval: float = log_interval_option(),
+    config: Optional[Path] = config_option(),
 ) -> None:
     """Write an img2dataset-ready URL list from prepared shards and print the img2dataset command."""
     from caption_debias.export.urls import write_url_list
+    from caption_debias.progress import Progress
 
-    result = write_url_list(
-        prepared,
-        to,
-        images=images,
-        image_size=image_size,
-        processes=processes,
-        threads=threads,
-        strip=strip,
-        overwrite=overwrite,
-    )
+    with Progress("urls", "rows", quiet=quiet, interval=log_interval):
+        result = write_url_list(
+            prepared,
+            out,
+            images=images,
+            image_size=image_size,
+            processes=processes,
+            threads=threads,
+            strip=strip,
+            overwrite=overwrite,
+        )
+    if quiet:
+        return
     typer.echo(
         f"wrote {result['rows']} URLs to {result['path']}"
         + (
@@ -53,11 +62,11 @@ def urls(
 
 def export_captions(
     prepared: str = typer.Argument(..., help="Prepared folder (output of `caption-debias prepare`)."),
-    to: str = typer.Option(..., "--to", help="File to write (.csv/.tsv, .jsonl or .parquet)."),
+    out: str = out_option("File to write (.csv/.tsv, .jsonl or .parquet)."),
     fmt: Optional[str] = typer.Option(
         None,
         "--format",
-        help="open_clip-csv (tab-separated filepath/title), jsonl or parquet; default from --to's suffix.",
+        help="open_clip-csv (tab-separated filepath/title), jsonl or parquet; default from --out's suffix.",
     ),
     strip: str = typer.Option(
         "summary",
@@ -77,19 +86,25 @@ def export_captions(
         None, "--image-root", help="Prefix for image paths that are not URLs (open_clip reads filepath as given)."
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace FILE if it exists."),
+    quiet: bool = quiet_option(),
+    log_interval: float = log_interval_option(),
+    config: Optional[Path] = config_option(),
 ) -> None:
     """Export captions, summary-stripped or DeBias-augmented, in layouts other trainers read."""
     from caption_debias.export.captions import export_captions as run
+    from caption_debias.progress import Progress
 
-    result = run(
-        prepared,
-        to,
-        fmt=fmt,
-        strip=strip,
-        augment=augment,
-        copies=copies,
-        seed=seed,
-        image_root=image_root,
-        overwrite=overwrite,
-    )
-    typer.echo(json.dumps(result))
+    with Progress("export-captions", "rows", quiet=quiet, interval=log_interval):
+        result = run(
+            prepared,
+            out,
+            fmt=fmt,
+            strip=strip,
+            augment=augment,
+            copies=copies,
+            seed=seed,
+            image_root=image_root,
+            overwrite=overwrite,
+        )
+    if not quiet:
+        typer.echo(json.dumps(result))

@@ -51,8 +51,8 @@ def test_prepare_and_stats_import_no_optional_package(tmp_path):
     for run, blocked in (("all", ()), ("core", OPTIONAL)):
         out, report = tmp_path / f"prepared-{run}", tmp_path / f"report-{run}"
         for args in (
-            ["prepare", str(table), "--output", str(out), "--format", "table", "--quiet"],
-            ["stats", str(out), "--report", str(report)],
+            ["prepare", str(table), "--out", str(out), "--format", "table", "--quiet"],
+            ["stats", str(out), "--out", str(report)],
         ):
             got, err = _cli(args, blocked)
             assert got == {"code": 0, "imported": []}, (args, blocked, err)
@@ -69,7 +69,7 @@ def test_a_missing_extra_is_one_line_naming_it(tmp_path):
     table = tmp_path / "t.jsonl"
     table.write_text(json.dumps({"key": "a", "image": "a.jpg", "caption": "A dog."}) + "\n", encoding="utf-8")
     got, err = _cli(
-        ["prepare", str(table), "--output", str(tmp_path / "p"), "--segmenter", "spacy", "--quiet"], blocked=("spacy",)
+        ["prepare", str(table), "--out", str(tmp_path / "p"), "--segmenter", "spacy", "--quiet"], blocked=("spacy",)
     )
     assert got["code"] == 2
     assert (

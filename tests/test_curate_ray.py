@@ -26,6 +26,7 @@ def ray_runtime():
     ray.shutdown()
 
 
+@pytest.mark.slow  # a Ray runtime: over 20 s on 2 shared cores
 def test_ray_engine_matches_local_engine(tmp_path, ray_runtime):
     world = make_world(tmp_path / "world")
     opts = dict(image_root=str(world["images"]), decontaminate=[f"urban1k={world['eval']}"], quiet=True)

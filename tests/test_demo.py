@@ -34,6 +34,7 @@ def demo_run(tmp_path_factory):
     return out, results, tables
 
 
+@pytest.mark.slow  # a whole demo run: minutes on 2 cores
 def test_artifacts_exist_and_agree(demo_run):
     out, results, tables = demo_run
     on_disk = json.loads((out / "results.json").read_text("utf-8"))
@@ -55,6 +56,7 @@ def test_artifacts_exist_and_agree(demo_run):
     }
 
 
+@pytest.mark.slow  # a whole demo run: minutes on 2 cores
 def test_counts_reconcile_through_prepare(demo_run):
     from caption_debias.dataset import PreparedDataset
 
@@ -66,6 +68,7 @@ def test_counts_reconcile_through_prepare(demo_run):
         assert len({m["group"] for m in metas}) == n // TINY["group_size"]
 
 
+@pytest.mark.slow  # a whole demo run: minutes on 2 cores
 def test_numbers_come_from_real_runs(demo_run):
     out, results, _ = demo_run
     # Each run trained its own budget and logged it.
@@ -110,6 +113,7 @@ def test_numbers_come_from_real_runs(demo_run):
     assert results["probe"]["models"].keys() == {"start", "longclip", "debias"}
 
 
+@pytest.mark.slow  # a whole demo run: minutes on 2 cores
 def test_report_shows_stats_long_loss_and_probe(demo_run):
     out, results, _ = demo_run
     page = (out / "report.html").read_text("utf-8")
@@ -121,6 +125,7 @@ def test_report_shows_stats_long_loss_and_probe(demo_run):
     assert page.count("data:image/png;base64,") >= 5  # stats plots, loss, attention, filler
 
 
+@pytest.mark.slow  # a whole demo run: minutes on 2 cores
 def test_shipped_start_is_shared_and_loads_like_any_checkpoint(tmp_path):
     """The default presets fine-tune both arms from the package's demo-start, read through
     load_model's local-dir: path; its weights are fp16 and under 20 MB."""

@@ -162,16 +162,16 @@ def test_url_list_and_command(prepared, tmp_path):
 def test_cli_export_captions_and_urls(prepared, tmp_path):
     cli = [sys.executable, "-m", "caption_debias.cli.main"]
     done = subprocess.run(
-        [*cli, "export-captions", str(prepared), "--to", str(tmp_path / "e.tsv")], capture_output=True, text=True
+        [*cli, "export-captions", str(prepared), "--out", str(tmp_path / "e.tsv")], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["format"] == "open_clip-csv"
     done = subprocess.run(
-        [*cli, "urls", str(prepared), "--to", str(tmp_path / "u.parquet")], capture_output=True, text=True
+        [*cli, "urls", str(prepared), "--out", str(tmp_path / "u.parquet")], capture_output=True, text=True
     )
     assert done.returncode == 0 and "img2dataset --url_list" in done.stdout
     bad = subprocess.run(
-        [*cli, "export-captions", str(prepared), "--to", str(tmp_path / "e2.tsv"), "--strip", "middle"],
+        [*cli, "export-captions", str(prepared), "--out", str(tmp_path / "e2.tsv"), "--strip", "middle"],
         capture_output=True,
         text=True,
     )

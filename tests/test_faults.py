@@ -131,7 +131,7 @@ def test_sharegpt4v_bad_element_at_ten_percent_loses_one_record_in_prepare(tmp_p
 def test_sharegpt4v_broken_last_element_is_a_reject_not_a_cut_off_file(tmp_path):
     src = tmp_path / "s.json"
     write_faulty(src, "Photo 199 shows", 'Photo 199" shows')  # the quote count no longer balances
-    proc = cli("prepare", str(src), "--output", str(tmp_path / "out"), "--quiet")
+    proc = cli("prepare", str(src), "--out", str(tmp_path / "out"), "--quiet")
     assert proc.returncode == 0, proc.stderr
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["complete"] is True and manifest["counts"]["written"] == 199
@@ -141,7 +141,7 @@ def test_sharegpt4v_only_a_file_that_ends_early_is_cut_off(tmp_path):
     src = tmp_path / "s.json"
     data = write_faulty(src, "Photo 20 ", "Photo\t20 ")
     src.write_bytes(data[: data.index(b'{"id": "s150"') + 40])
-    proc = cli("prepare", str(src), "--output", str(tmp_path / "out"), "--quiet")
+    proc = cli("prepare", str(src), "--out", str(tmp_path / "out"), "--quiet")
     assert proc.returncode == 3 and "cut off" in one_line_error(proc)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert (
@@ -259,7 +259,7 @@ def test_parquet_column_of_the_wrong_type_is_one_error_naming_it(tmp_path, colum
     table[column] = values
     src = tmp_path / "t.parquet"
     pq.write_table(pa.table(table), src)
-    proc = cli("prepare", str(src), "--output", str(tmp_path / "out"), "--quiet")
+    proc = cli("prepare", str(src), "--out", str(tmp_path / "out"), "--quiet")
     line = one_line_error(proc)
     assert f"column {column!r}" in line and f"holds {str(pa.array(values).type).split('<')[0]}" in line and flag in line
     assert not (tmp_path / "out" / "rejects.jsonl").exists()
@@ -304,9 +304,9 @@ def test_run_failing_before_any_shard_does_not_block_the_fixed_command(tmp_path)
     src = tmp_path / "t.parquet"
     pq.write_table(pa.table({"image": ["a.jpg", "b.jpg"], "text": ["One.", "Two."]}), src)
     out = tmp_path / "out"
-    wrong = cli("prepare", str(src), "--output", str(out), "--quiet")
+    wrong = cli("prepare", str(src), "--out", str(out), "--quiet")
     assert "no column 'caption'" in one_line_error(wrong)
-    fixed = cli("prepare", str(src), "--output", str(out), "--caption-column", "text", "--quiet")
+    fixed = cli("prepare", str(src), "--out", str(out), "--caption-column", "text", "--quiet")
     assert fixed.returncode == 0, fixed.stderr
     assert json.loads((out / "manifest.json").read_text())["counts"]["written"] == 2
 
@@ -358,7 +358,7 @@ def test_disk_full_mid_run_is_one_line_and_a_rerun_finishes_identically(tmp_path
     inject.mkdir()
     (inject / "sitecustomize.py").write_text(FAIL_SHARD)  # also loaded by spawned worker processes
     out = tmp_path / "out"
-    args = ["prepare", str(src), "--output", str(out), "--shard-rows", "20", "--workers", workers, "--quiet"]
+    args = ["prepare", str(src), "--out", str(out), "--shard-rows", "20", "--workers", workers, "--quiet"]
     path = os.pathsep.join(p for p in (str(inject), os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "PYTHONPATH": path, "CD_FAIL_SHARD": "part-00003"}
     proc = subprocess.run(
@@ -382,7 +382,7 @@ def test_disk_full_mid_run_is_one_line_and_a_rerun_finishes_identically(tmp_path
 def test_unwritable_output_is_one_line(tmp_path):
     src = _sharegpt(tmp_path / "s.json", 3)
     (tmp_path / "file").write_text("x")
-    proc = cli("prepare", str(src), "--output", str(tmp_path / "file" / "out"), "--quiet")
+    proc = cli("prepare", str(src), "--out", str(tmp_path / "file" / "out"), "--quiet")
     line = one_line_error(proc)
     assert str(tmp_path / "file" / "out") in line
 
@@ -429,7 +429,7 @@ def small_tmpfs(tmp_path):
 def test_real_full_disk_then_a_bigger_one_finishes_identically(tmp_path, small_tmpfs):
     src = _sharegpt(tmp_path / "s.json", 3000)
     out = small_tmpfs / "out"
-    args = ["prepare", str(src), "--output", str(out), "--shard-rows", "100", "--quiet"]
+    args = ["prepare", str(src), "--out", str(out), "--shard-rows", "100", "--quiet"]
     full = cli(*args)
     line = one_line_error(full)
     assert str(out) in line and "No space left on device" in line
@@ -481,7 +481,7 @@ def test_second_prepare_on_a_folder_in_use_is_refused_at_once_and_writes_nothing
 
     src = _sharegpt(tmp_path / "s.json", 3000)
     out = tmp_path / "out"
-    first = _prepare_proc(str(src), "--output", str(out), "--shard-rows", "50", "--quiet")
+    first = _prepare_proc(str(src), "--out", str(out), "--shard-rows", "50", "--quiet")
     try:
         deadline = time.monotonic() + 120
         while not list((out / ".prepare").glob("part-*.json")) and time.monotonic() < deadline:
@@ -490,7 +490,7 @@ def test_second_prepare_on_a_folder_in_use_is_refused_at_once_and_writes_nothing
         os.kill(first.pid, signal.SIGSTOP)  # hold still, so any change below would be the second run's
         before = _files(out)
         started = time.monotonic()
-        second = cli("prepare", str(src), "--output", str(out), "--quiet", *(["--overwrite"] if overwrite else []))
+        second = cli("prepare", str(src), "--out", str(out), "--quiet", *(["--overwrite"] if overwrite else []))
         elapsed = time.monotonic() - started
         line = one_line_error(second)
         assert second.returncode == 4 and str(out) in line and f"pid {first.pid}" in line and "prepare" in line
@@ -509,7 +509,7 @@ def test_two_real_prepares_on_one_folder_leave_shards_that_match_the_manifest(tm
 
     src = _sharegpt(tmp_path / "s.json", 1500)
     out = tmp_path / "out"
-    common = [str(src), "--output", str(out), "--shard-rows", "100", "--quiet"]
+    common = [str(src), "--out", str(out), "--shard-rows", "100", "--quiet"]
     for second_flags in ([], ["--overwrite"]):
         first = _prepare_proc(*common, "--overwrite")
         time.sleep(delay)
@@ -588,8 +588,8 @@ def test_prepared_dataset_refuses_a_partial_folder_in_one_line(tmp_path, whole_f
 READING_COMMANDS = {
     "stats": lambda folder, tmp: ["stats", str(folder), "--quiet"],
     "eval --data": lambda folder, tmp: ["eval", "tiny", "--data", str(folder), "--image-root", str(tmp), "--quiet"],
-    "export-captions": lambda folder, tmp: ["export-captions", str(folder), "--to", str(tmp / "c.jsonl")],
-    "urls": lambda folder, tmp: ["urls", str(folder), "--to", str(tmp / "u.parquet")],
+    "export-captions": lambda folder, tmp: ["export-captions", str(folder), "--out", str(tmp / "c.jsonl")],
+    "urls": lambda folder, tmp: ["urls", str(folder), "--out", str(tmp / "u.parquet")],
 }
 
 
@@ -606,7 +606,7 @@ def test_commands_reading_a_prepared_folder_refuse_a_partial_one(tmp_path, whole
 HOLD_LOCK = """
 import sys, time
 from caption_debias.locking import folder_lock
-with folder_lock(sys.argv[1], "prepare"):
+with folder_lock(sys.argv[1], "prepare", beside=sys.argv[2:] == ["beside"]):
     print("held", flush=True)
     time.sleep(120)
 """
@@ -633,7 +633,8 @@ def test_every_folder_writing_command_is_refused_while_another_holds_the_folder(
     from caption_debias.locking import LOCK_FILES, FolderLocked
 
     out = tmp_path / "out"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(out)], stdout=subprocess.PIPE, text=True)
+    beside = ["beside"] if command == "export" else []  # an export's lock sits beside the folder
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(out), *beside], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(FolderLocked, match=f"pid {holder.pid}"):
@@ -644,7 +645,7 @@ def test_every_folder_writing_command_is_refused_while_another_holds_the_folder(
         holder.wait()
 
 
-def test_export_over_an_earlier_export_keeps_the_lock_and_replaces_the_files(tmp_path):
+def test_export_over_an_earlier_export_replaces_the_files_and_holds_only_them(tmp_path):
     from caption_debias.errors import UserError
     from caption_debias.locking import LOCK_FILES
     from caption_debias.model.export import CONFIG_FILE, WEIGHTS_FILE, export
@@ -655,7 +656,10 @@ def test_export_over_an_earlier_export_keeps_the_lock_and_replaces_the_files(tmp
     with pytest.raises(UserError, match="not empty"):
         export("tiny", out)
     export("tiny", out, overwrite=True)
-    assert {p.name for p in out.iterdir()} == {CONFIG_FILE, WEIGHTS_FILE} | LOCK_FILES
+    assert {p.name for p in out.iterdir()} == {CONFIG_FILE, WEIGHTS_FILE}  # the lock sits beside it
+    (out / next(iter(LOCK_FILES))).write_text("")  # an older export's lock file inside: removed too
+    export("tiny", out, overwrite=True)
+    assert {p.name for p in out.iterdir()} == {CONFIG_FILE, WEIGHTS_FILE}
 
 
 # -- benchmark loaders keep image paths inside the image root --------------------------------

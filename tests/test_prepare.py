@@ -202,17 +202,17 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 def test_cli_errors_are_one_line(tmp_path):
     src = tmp_path / "s.json"
     write_sharegpt(src, 6)
-    missing = cli("prepare", str(tmp_path / "nope.json"), "--output", str(tmp_path / "o1"))
+    missing = cli("prepare", str(tmp_path / "nope.json"), "--out", str(tmp_path / "o1"))
     assert missing.returncode != 0 and "nope.json" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
-    bad_format = cli("prepare", str(src), "--output", str(tmp_path / "o2"), "--format", "xml")
+    bad_format = cli("prepare", str(src), "--out", str(tmp_path / "o2"), "--format", "xml")
     assert bad_format.returncode != 0 and "xml" in bad_format.stderr and "Traceback" not in bad_format.stderr
-    ok = cli("prepare", str(src), "--output", str(tmp_path / "o0"))
+    ok = cli("prepare", str(src), "--out", str(tmp_path / "o0"))
     assert ok.returncode == 0 and ok.stdout == ""
     assert (
         "records read 6, written 6, rejected 0" in ok.stderr and "\x1b[" not in ok.stderr
     )  # summary, no bar in a pipe
     src.write_bytes(src.read_bytes()[:-40])
-    cut = cli("prepare", str(src), "--output", str(tmp_path / "o3"), "--quiet")
+    cut = cli("prepare", str(src), "--out", str(tmp_path / "o3"), "--quiet")
     assert cut.returncode == 3 and len(cut.stderr.strip().splitlines()) == 1 and "cut off" in cut.stderr
     assert json.loads((tmp_path / "o3/manifest.json").read_text())["complete"] is False
 
@@ -220,7 +220,7 @@ def test_cli_errors_are_one_line(tmp_path):
 def test_sigkill_then_rerun_gives_identical_rows_without_redoing_shards(tmp_path):
     src = tmp_path / "s.json"
     write_sharegpt(src, 1500, bad_every=50)
-    args = ["prepare", str(src), "--output", str(tmp_path / "killed"), "--shard-rows", "20", "--quiet"]
+    args = ["prepare", str(src), "--out", str(tmp_path / "killed"), "--shard-rows", "20", "--quiet"]
     proc = subprocess.Popen([sys.executable, "-m", "caption_debias.cli.main", *args], stderr=subprocess.PIPE)
     state = tmp_path / "killed" / ".prepare"
     deadline = time.monotonic() + 90

@@ -93,7 +93,7 @@ def test_probe_cli_writes_json_png_and_self_contained_html(tmp_path):
             str(prepared),
             "--image-root",
             str(tmp_path),
-            "--report",
+            "--out",
             str(report),
             "--device",
             "cpu",

@@ -42,9 +42,7 @@ def _table(path: Path, n: int) -> Path:
 def test_prepare_prints_bytes_read_of_the_input_size(tmp_path):
     src = _table(tmp_path / "t.jsonl", 3000)
     size = src.stat().st_size
-    proc = _run(
-        ["prepare", str(src), "--format", "table", "--output", str(tmp_path / "out"), "--log-interval", "0.001"]
-    )
+    proc = _run(["prepare", str(src), "--format", "table", "--out", str(tmp_path / "out"), "--log-interval", "0.001"])
     lines = [line for line in proc.stderr.splitlines() if line.startswith("caption-debias prepare:")]
     assert len(lines) >= 2, proc.stderr
     pattern = re.compile(
@@ -60,7 +58,7 @@ def test_prepare_prints_bytes_read_of_the_input_size(tmp_path):
 
 def test_stats_prints_rows_done_of_the_total(tmp_path):
     src = _table(tmp_path / "t.jsonl", 2000)
-    _run(["prepare", str(src), "--format", "table", "--output", str(tmp_path / "out"), "--shard-rows", "200", "-q"])
+    _run(["prepare", str(src), "--format", "table", "--out", str(tmp_path / "out"), "--shard-rows", "200", "-q"])
     proc = _run(["stats", str(tmp_path / "out"), "--log-interval", "0.0001"])
     lines = [line for line in proc.stderr.splitlines() if line.startswith("caption-debias stats:")]
     pattern = re.compile(r"caption-debias stats: [\d,]+ / 2,000 rows \(\d+\.\d%\), [\d,.]+ rows/s(, ETA \S+)?")
@@ -103,7 +101,7 @@ def test_train_prints_steps_rate_eta_and_loss(tmp_path):
 def test_no_lines_with_quiet(tmp_path):
     src = _table(tmp_path / "t.jsonl", 50)
     proc = _run(
-        ["prepare", str(src), "--format", "table", "--output", str(tmp_path / "out"), "-q", "--log-interval", "0.0001"]
+        ["prepare", str(src), "--format", "table", "--out", str(tmp_path / "out"), "-q", "--log-interval", "0.0001"]
     )
     assert "caption-debias prepare:" not in proc.stderr
 
@@ -142,7 +140,7 @@ def test_prepare_limit_on_the_command_line(tmp_path):
             str(src),
             "--format",
             "table",
-            "--output",
+            "--out",
             str(tmp_path / "out"),
             "--limit",
             "10",
@@ -154,3 +152,118 @@ def test_prepare_limit_on_the_command_line(tmp_path):
     assert manifest["limit"] == 10 and manifest["counts"]["read"] == 10
     last = [line for line in proc.stderr.splitlines() if line.startswith("caption-debias prepare:")][-1]
     assert last.startswith("caption-debias prepare: 10 / 10 records (100.0%)"), last
+
+
+def test_demo_stages_print_plain_lines_and_a_heartbeat_off_a_terminal(capsys, monkeypatch):
+    import time
+
+    from caption_debias import demo
+
+    monkeypatch.delenv("FORCE_TERMINAL", raising=False)
+    with demo._Progress(quiet=False, interval=0.05) as progress:
+        with progress.stage("synth", "scenes"):
+            time.sleep(0.3)
+        with progress.stage("prepare", "shards"):
+            pass
+    lines = capsys.readouterr().err.splitlines()
+    assert not any(ANSI.search(line) for line in lines)
+    assert lines[0] == "caption-debias demo: 0 / 9 stages (0.0%), 0.00 stages/s, started synth: scenes"
+    running = [line for line in lines if "running synth: scenes" in line]
+    assert len(running) >= 2 and all(line.startswith("caption-debias demo: 0 / 9 stages") for line in running)
+    done = [line for line in lines if "done " in line]
+    assert [d.split(", ")[0] for d in done] == [
+        "caption-debias demo: 1 / 9 stages (11.1%)",
+        "caption-debias demo: 2 / 9 stages (22.2%)",
+    ]
+    assert "ETA" in done[0] and done[0].endswith("done synth (0.3 s)")
+    with demo._Progress(quiet=True, interval=0.01) as progress:
+        with progress.stage("synth", "scenes"):
+            time.sleep(0.05)
+    assert capsys.readouterr().err == ""
+
+
+def _sharded(tmp_path: Path) -> tuple[Path, Path]:
+    """A prepared folder of 16 rows in 4 shards, and its image root."""
+    _, images = make_prepared(tmp_path, n=16)
+    out = tmp_path / "sharded"
+    _run(["prepare", str(tmp_path / "table.jsonl"), "--format", "table", "--out", str(out), "--shard-rows", "4", "-q"])
+    return out, images
+
+
+def test_curate_prints_both_passes_over_the_shards(tmp_path):
+    prepared, images = _sharded(tmp_path)
+    args = ["curate", str(prepared), "--out", str(tmp_path / "c"), "--image-root", str(images)]
+    proc = _run([*args, "--log-interval", "0.0001"])
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("caption-debias curate:")]
+    pattern = re.compile(
+        r"caption-debias curate: \d / 8 shard passes \(\d+\.\d%\), [\d.]+ shard passes/s(, ETA \S+)?, "
+        r"(signals \d/4|written \d/4, \d+ rows removed)"
+    )
+    assert all(pattern.fullmatch(line) for line in lines), proc.stderr
+    assert any("signals 4/4" in line for line in lines) and lines[-1].startswith("caption-debias curate: 8 / 8")
+    quiet = _run([*args, "--overwrite", "-q", "--log-interval", "0.0001"])
+    assert quiet.stderr == ""
+
+
+def test_pack_prints_rows_and_tars(tmp_path):
+    prepared, images = _sharded(tmp_path)
+    args = ["pack", str(prepared), "--out", str(tmp_path / "t"), "--image-root", str(images), "--image-size", "32"]
+    proc = _run([*args, "--samples-per-shard", "4", "--log-interval", "0.0001"])
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("caption-debias pack:")]
+    pattern = re.compile(r"caption-debias pack: [\d,]+ / 16 rows \(\d+\.\d%\), [\d,.]+ rows/s(, ETA \S+)?, \d tars")
+    assert len(lines) >= 4 and all(pattern.fullmatch(line) for line in lines), proc.stderr
+    assert lines[-1].startswith("caption-debias pack: 16 / 16 rows (100.0%)") and lines[-1].endswith("4 tars")
+
+
+@pytest.mark.slow
+def test_eval_and_probe_print_encodings_done(tmp_path):
+    data, images = make_prepared(tmp_path, n=16)
+    common = ["tiny", "--data", str(data), "--image-root", str(images), "--device", "cpu", "--log-interval", "0.0001"]
+    proc = _run(["eval", *common, "--variants", "keep,first", "--batch-size", "4"])
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("caption-debias eval:")]
+    pattern = re.compile(
+        r"caption-debias eval: [\d,]+ / [\d,]+ encodings \(\d+\.\d%\), [\d,.]+ encodings/s(, ETA \S+)?"
+    )
+    assert len(lines) >= 4 and all(pattern.fullmatch(line) for line in lines), proc.stderr
+    done, total = re.match(r"caption-debias eval: ([\d,]+) / ([\d,]+)", lines[-1]).groups()
+    assert done == total and int(total) > 16  # 16 images and the texts of two variants
+    proc = _run(["probe", *common, "--out", str(tmp_path / "probe")])
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("caption-debias probe:")]
+    assert len(lines) >= 4 and "(100.0%)" in lines[-1], proc.stderr
+
+
+def test_urls_and_export_captions_print_rows_done(tmp_path):
+    rows = [
+        {"key": f"k{i}", "image": f"https://example.org/{i}.jpg", "caption": f"A photo of thing {i}. It is red."}
+        for i in range(3000)
+    ]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    prepared = tmp_path / "p"
+    _run(["prepare", str(tmp_path / "t.jsonl"), "--format", "table", "--out", str(prepared), "-q"])
+    for command, out in (("urls", "u.parquet"), ("export-captions", "c.jsonl")):
+        proc = _run([command, str(prepared), "--out", str(tmp_path / out), "--log-interval", "0.0001"])
+        lines = [line for line in proc.stderr.splitlines() if line.startswith(f"caption-debias {command}:")]
+        pattern = re.compile(rf"caption-debias {command}: [\d,]+ / 3,000 rows \(\d+\.\d%\), [\d,.]+ rows/s(, ETA \S+)?")
+        assert lines and all(pattern.fullmatch(line) for line in lines), proc.stderr
+        assert lines[-1].startswith(f"caption-debias {command}: 3,000 / 3,000 rows (100.0%)")
+
+
+def test_zero_shot_images_count_in_the_active_progress(tmp_path, capsys, monkeypatch):
+    from PIL import Image
+
+    from caption_debias.evaluate.zeroshot import zeroshot
+    from caption_debias.model.load import load_model
+    from caption_debias.progress import Progress
+
+    monkeypatch.delenv("FORCE_TERMINAL", raising=False)
+    for c, colour in (("cat", (200, 10, 10)), ("dog", (10, 10, 200))):
+        (tmp_path / c).mkdir()
+        for i in range(3):
+            Image.new("RGB", (32, 32), colour).save(tmp_path / c / f"{i}.png")
+    loaded = load_model("tiny")
+    capsys.readouterr()
+    with Progress("eval", "encodings", interval=0.0) as progress:
+        zeroshot(loaded, tmp_path, "simple", batch_size=2)
+    assert progress.done == progress.total == 6
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[-1].startswith("caption-debias eval: 6 / 6 encodings (100.0%)"), lines

@@ -57,6 +57,7 @@ def snapshot(folder):
     }
 
 
+@pytest.mark.slow  # a Ray runtime: over 20 s on 2 shared cores
 def test_ray_engine_matches_local_engine_and_resumes(tmp_path, ray_runtime):
     data = write_table(tmp_path / "t.jsonl")
     local = prepare([data], tmp_path / "local", PrepareOptions(format="table", shard_rows=4, quiet=True))
@@ -90,6 +91,7 @@ def test_unknown_engine_is_a_user_error(tmp_path):
         prepare([data], tmp_path / "o", PrepareOptions(format="table", engine="spark"))
 
 
+@pytest.mark.slow  # a Ray runtime: over 20 s on 2 shared cores
 def test_cli_engine_ray_starts_and_stops_its_own_runtime(tmp_path):
     """`prepare --engine ray` from the command line, in a fresh process with no RAY_ADDRESS."""
     import subprocess

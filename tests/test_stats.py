@@ -256,7 +256,7 @@ def test_cli_writes_self_contained_report(folder_a, folder_b, tmp_path):
     from caption_debias.cli.main import app
 
     report = tmp_path / "report"
-    result = CliRunner().invoke(app, ["stats", str(folder_a), str(folder_b), "--report", str(report), "--by", "split"])
+    result = CliRunner().invoke(app, ["stats", str(folder_a), str(folder_b), "--out", str(report), "--by", "split"])
     assert result.exit_code == 0, result.output
     assert "set · train" in result.output and "empty caption 3, missing image 1" in result.output
     saved = json.loads((report / "stats.json").read_text())

@@ -115,7 +115,7 @@ def test_prepare_stats_curate_train_round_trip_on_memory(tmp_path, bucket):
     assert MEM.exists(storage.as_path(prepared).path + "/manifest.json")
     assert not MEM.exists(storage.as_path(prepared).path + f"/{HOLDER_FILE}")  # the lock is gone after the run
 
-    res = runner.invoke(app, ["stats", prepared, "--report", report, "-q"])
+    res = runner.invoke(app, ["stats", prepared, "--out", report, "-q"])
     assert res.exit_code == 0, res.output
     stats = json.loads(MEM.cat_file(storage.as_path(report).path + "/stats.json"))
     assert stats["records"] == 16 and stats["folders"] == [prepared]

@@ -55,6 +55,7 @@ def _final(run: Path) -> dict[str, torch.Tensor]:
     return torch.load(sorted((Path(run) / "checkpoints").glob("step_*.pt"))[-1], weights_only=True)["model"]
 
 
+@pytest.mark.slow  # over 30 s on 2 shared cores
 @pytest.mark.parametrize("recipe", ["debias", "clip"])
 def test_accum_freq_equals_the_large_batch_step(world, tmp_path, recipe):
     """2 micro-batches of 2 with --accum-freq 2 take the step of one batch of 4 (the objective,
@@ -113,6 +114,7 @@ def _same_gradients(data, images, recipe: str) -> None:
         torch.testing.assert_close(accumulated[name], large[name], rtol=1e-4, atol=1e-6 * scale)
 
 
+@pytest.mark.slow  # over 30 s on 2 shared cores
 def test_precisions_as_open_clip_train(world, tmp_path):
     from open_clip.transformer import LayerNormFp32
 
@@ -159,6 +161,7 @@ def test_old_bf16_runs_resume_as_amp_bf16(world, tmp_path):
     assert old["global_batch_size"] == new["global_batch_size"] == 8
 
 
+@pytest.mark.slow  # over 30 s on 2 shared cores
 def test_resume_from_a_checkpoint_file(world, tmp_path, monkeypatch):
     from caption_debias.train import loop
 
@@ -309,6 +312,11 @@ def test_report_to_tensorboard_and_wandb_offline(world, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     data, images = world
     run = train(_cfg(data, images, tmp_path / "run", report_to="tensorboard,wandb"))
+    # The offline file is written by wandb's service process; run.finish() does not wait for it to
+    # close the file. teardown() ends that process, so the file is whole however loaded the machine.
+    import wandb
+
+    wandb.teardown()
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))
     logs = list((run / "wandb").glob("offline-run-*/run-*.wandb"))
     run_id = (run / "wandb" / "run_id").read_text()
@@ -322,6 +330,7 @@ def test_report_to_unknown_is_one_line(world, tmp_path):
         _cfg(*world, tmp_path / "r", report_to="mlflow").validate()
 
 
+@pytest.mark.slow  # over 30 s on 2 shared cores
 def test_val_data_recall_logged_like_the_loss(world, tmp_path):
     from caption_debias.train.loop import train
 

@@ -31,6 +31,7 @@ def _lines(run: Path) -> list[dict]:
     return out
 
 
+@pytest.mark.slow  # over 30 s on 2 shared cores
 def test_resume_reproduces_uninterrupted_run_exactly(prepared, tmp_path, monkeypatch):
     from caption_debias.train import loop
 
@@ -142,6 +143,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # over 30 s on 2 shared cores
 def test_ddp_two_processes_match_one(prepared, tmp_path):
     """Gathered features + averaged gradients: 2 ranks x 2 rows give the 1 x 4 losses."""
     from caption_debias.train.loop import train

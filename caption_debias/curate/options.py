@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
+
+from caption_debias.options import LOG_INTERVAL_HELP, QUIET_HELP, option
 
 # Funnel order: a row removed for an earlier reason is never tested for a later one, and
 # "an earlier kept row" of the duplicate reasons means a row that passed every reason before.
@@ -53,24 +55,41 @@ def lsh_params(threshold: float) -> tuple[int, int]:
     return NUM_PERM, 1
 
 
-RUNTIME_ONLY = frozenset({"workers", "overwrite", "quiet", "engine", "ray_address", "max_in_flight", "image_threads"})
+RUNTIME_ONLY = frozenset(
+    {"workers", "overwrite", "quiet", "log_interval", "engine", "ray_address", "max_in_flight", "image_threads"}
+)
 
 
 @dataclass
 class CurateOptions:
-    image_root: str | None = None
-    decontaminate: list[str] = field(default_factory=list)  # NAME=PATH
-    near_duplicate_threshold: float = 0.8
-    keep_duplicate_images: bool = False
-    min_image_side: int = 32
-    embed_images: bool = False
-    workers: int = 1
-    engine: str = "local"
-    ray_address: str | None = None
-    overwrite: bool = False
-    quiet: bool = False
-    max_in_flight: int = 2  # shards queued or in work per worker
-    image_threads: int = 4  # file reads in flight per worker (image I/O overlaps decoding)
+    """Every option of `caption-debias curate` (the CLI reads defaults and --help from here)."""
+
+    image_root: str | None = option(
+        None, "Folder the rows' image paths are relative to: images are opened, checked, hashed and compared."
+    )
+    decontaminate: list[str] = option(
+        [],
+        "NAME=PATH of an eval set (any `eval --benchmark` name and its layout); repeatable. "
+        "Its images and captions are removed from the output.",
+    )
+    near_duplicate_threshold: float = option(
+        0.8, "Estimated Jaccard similarity of caption n-gram sets that makes a near-duplicate."
+    )
+    keep_duplicate_images: bool = option(
+        False, "Keep every caption of a repeated image (identical image-caption pairs still go)."
+    )
+    min_image_side: int = option(32, "Remove images whose shorter side is below this (pixels).")
+    embed_images: bool = option(
+        False, "Also store each kept image's bytes in the shards (image_bytes); needs --image-root."
+    )
+    workers: int = option(1, "Worker processes (output is identical for any value).")
+    engine: str = option("local", "local (process pool) or ray (Ray Data; same output).")
+    ray_address: str | None = option(None, "Ray cluster to join with --engine ray.")
+    overwrite: bool = option(False, "Delete an earlier run in --out and start over (default: resume it).")
+    quiet: bool = option(False, QUIET_HELP)
+    log_interval: float = option(30.0, LOG_INTERVAL_HELP)
+    max_in_flight: int = option(2, "Shards queued or in work per worker.")
+    image_threads: int = option(4, "File reads in flight per worker (image I/O overlaps decoding).")
 
     def validate(self) -> None:
         from caption_debias.errors import UserError
@@ -81,6 +100,8 @@ class CurateOptions:
             raise UserError(f"--min-image-side must be at least 0 (got {self.min_image_side})")
         if self.workers < 1:
             raise UserError(f"--workers must be at least 1 (got {self.workers})")
+        if self.log_interval <= 0:
+            raise UserError(f"--log-interval must be > 0 seconds (got {self.log_interval})")
         if self.engine not in ENGINES:
             raise UserError(f"unknown engine {self.engine!r} (choose from {', '.join(ENGINES)})")
         if self.image_root is not None and not Path(self.image_root).is_dir():

@@ -23,6 +23,7 @@ from caption_debias.errors import UserError
 from caption_debias.locking import LOCK_FILES, folder_lock
 from caption_debias.prepare.distributor import Ready, ordered_map
 from caption_debias.prepare.writer import WriteFailed, os_error_text, write_json, write_text
+from caption_debias.progress import Progress
 
 REMOVED = "removed.jsonl"
 SHARDS_DIR = "shards"
@@ -194,6 +195,34 @@ def _cleanup(out: Path, shard_paths: set[str]) -> None:
             tmp.unlink()
 
 
+def _write_pass(inputs, out, options, decisions, sig_sides, resumed, reused, mapper, progress):
+    """The curated shards, in input order; the removed rows gathered in a .partial file."""
+    n = len(inputs.shards)
+    write_sides = mapper(
+        writer.write,
+        _write_tasks(inputs, out, options, decisions, sig_sides, resumed, reused),
+        options.workers,
+        options.max_in_flight * options.workers,
+    )
+    shards, reasons = [], Counter()
+    per_folder: dict[str, Counter] = {f["path"]: Counter() for f in inputs.folders}
+    partial = out / STATE_DIR / "removed.jsonl.partial"
+    if storage.is_remote(out):  # a store cannot append: the lines gather in a local file
+        partial = storage.local_temp(REMOVED)
+    with open(partial, "w", encoding="utf-8") as fh:
+        for done, (s, side) in enumerate(zip(inputs.shards, write_sides), 1):
+            per_folder[s.folder]["read"] += side["read"]
+            per_folder[s.folder]["written"] += side["rows"]
+            for line in side["removed"]:
+                reasons[line["reason"]] += 1
+                per_folder[s.folder]["removed"] += 1
+                fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+            if side["path"] is not None:
+                shards.append({"path": side["path"], "rows": side["rows"], "sha256": side["sha256"]})
+            progress.update(n + done, extra=f"written {done}/{n}, {sum(reasons.values()):,} rows removed")
+    return shards, reasons, per_folder, partial
+
+
 def curate(inputs: list[str | Path], out: str | Path, options: CurateOptions | None = None) -> dict[str, Any]:
     """Curate the prepared (or curated) folders `inputs` into `out`; returns the manifest."""
     options = options or CurateOptions()
@@ -237,31 +266,19 @@ def _curate(given: list[str | Path], out: Path, options: CurateOptions) -> dict[
     reused: Counter = Counter()
     mapper = _mapper(options)
     in_flight = options.max_in_flight * options.workers
-    sig_sides = list(
-        mapper(signals.compute, _signal_tasks(inputs, out, options, resumed, reused), options.workers, in_flight)
-    )
-    decisions, _ = _decide(inputs, out, options, ev)
-    write_sides = mapper(
-        writer.write,
-        _write_tasks(inputs, out, options, decisions, sig_sides, resumed, reused),
-        options.workers,
-        in_flight,
-    )
-    shards, reasons = [], Counter()
-    per_folder: dict[str, Counter] = {f["path"]: Counter() for f in inputs.folders}
-    partial = out / STATE_DIR / "removed.jsonl.partial"
-    if storage.is_remote(out):  # a store cannot append: the lines gather in a local file
-        partial = storage.local_temp(REMOVED)
-    with open(partial, "w", encoding="utf-8") as fh:
-        for s, side in zip(inputs.shards, write_sides):
-            per_folder[s.folder]["read"] += side["read"]
-            per_folder[s.folder]["written"] += side["rows"]
-            for line in side["removed"]:
-                reasons[line["reason"]] += 1
-                per_folder[s.folder]["removed"] += 1
-                fh.write(json.dumps(line, ensure_ascii=False) + "\n")
-            if side["path"] is not None:
-                shards.append({"path": side["path"], "rows": side["rows"], "sha256": side["sha256"]})
+    n = len(inputs.shards)
+    # two passes over the input shards (their signals, then the curated shards): progress counts both
+    progress = Progress("curate", "shard passes", 2 * n, options.quiet, options.log_interval)
+    with progress:
+        sig_sides = []
+        for side in mapper(
+            signals.compute, _signal_tasks(inputs, out, options, resumed, reused), options.workers, in_flight
+        ):
+            sig_sides.append(side)
+            progress.update(len(sig_sides), extra=f"signals {len(sig_sides)}/{n}")
+        decisions, _ = _decide(inputs, out, options, ev)
+        passes = _write_pass(inputs, out, options, decisions, sig_sides, resumed, reused, mapper, progress)
+    shards, reasons, per_folder, partial = passes
     _cleanup(out, {s["path"] for s in shards})
     with open(partial, encoding="utf-8") as lines:  # removed.jsonl appears whole or not at all
         write_text(lines, out / REMOVED)

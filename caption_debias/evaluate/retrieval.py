@@ -17,6 +17,7 @@ from caption_debias.evaluate.benchmarks import RetrievalData, load_prepared
 from caption_debias.evaluate.metrics import retrieval_recall, text_to_image_ranks_chunked
 from caption_debias.evaluate.variants import DEFAULT_VARIANTS, make_variant, parse_variants, short_counts
 from caption_debias.image_files import ImageProblem, decode_rgb, read_regular
+from caption_debias.progress import add_work, advance
 
 if TYPE_CHECKING:
     import torch
@@ -82,6 +83,7 @@ def encode_images(loaded, paths: Sequence[Path], batch_size: int = 64, workers: 
                 feats.append(
                     F.normalize(loaded.model.encode_image(batch.to(device, non_blocking=True)).float(), dim=-1)
                 )
+                advance(len(batch))
         except UserError as exc:
             # A worker's error arrives wrapped with its traceback: keep the one line the user needs.
             last = str(exc).strip().splitlines()[-1]
@@ -108,6 +110,7 @@ def encode_texts(loaded, texts: Sequence[str], batch_size: int = 256):
             else:
                 out = loaded.model.encode_text(tokens)
             feats.append(F.normalize(out.float(), dim=-1))
+            advance(len(tokens))
     return torch.cat(feats)
 
 
@@ -137,6 +140,11 @@ def run_retrieval(
     variants = parse_variants(variants)
     if image_features is None:
         image_features = data.image_features.get(loaded.model)
+    all_texts = {variant: [make_variant(sents, variant) for sents in data.captions] for variant in variants}
+    # Identical texts (e.g. shared summaries under `first`) are encoded once, so they get
+    # bit-identical features and tie exactly, whatever batch they would have landed in.
+    all_unique = {variant: list(dict.fromkeys(texts)) for variant, texts in all_texts.items()}
+    add_work(sum(len(u) for u in all_unique.values()) + (data.n_images if image_features is None else 0))
     if image_features is None:  # cached per model: weights are not expected to change during evaluation
         data.check_images()
         image_features = encode_images(loaded, data.images, batch_size, workers)
@@ -144,10 +152,7 @@ def run_retrieval(
     text_image = torch.as_tensor(data.text_image, device=image_features.device)
     table, ranks = {}, {}
     for variant in variants:
-        texts = [make_variant(sents, variant) for sents in data.captions]
-        # Identical texts (e.g. shared summaries under `first`) are encoded once, so they get
-        # bit-identical features and tie exactly, whatever batch they would have landed in.
-        unique = list(dict.fromkeys(texts))
+        texts, unique = all_texts[variant], all_unique[variant]
         where = {t: i for i, t in enumerate(unique)}
         unique_features = encode_texts(loaded, unique, max(batch_size, 64))
         text_features = unique_features[torch.as_tensor([where[t] for t in texts], device=unique_features.device)]

@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.evaluate.benchmarks import BENCHMARKS, load_benchmark
+from caption_debias.progress import DEFAULT_INTERVAL, Progress
 
 ZEROSHOT = "imagefolder"  # folder-per-class zero-shot classification
 DATA_KINDS = ("prepared", *BENCHMARKS, ZEROSHOT)
@@ -97,8 +98,23 @@ def run_eval(
     template_set: str = "openai",
     recall_rule: str = "pessimistic",
     log: Callable[[str], None] = lambda _m: None,
+    progress: bool = False,
+    log_interval: float = DEFAULT_INTERVAL,
 ) -> dict[str, dict[str, Any]]:
-    """{model label: {data label: {variant: {t2i, i2t, recall_rule}} or zero-shot {top1, top5, ...}}}."""
+    """{model label: {data label: {variant: {t2i, i2t, recall_rule}} or zero-shot {top1, top5, ...}}}.
+
+    `progress`: images and texts encoded, on a rich bar or in plain lines every `log_interval` s."""
+    with Progress("eval", "encodings", quiet=not progress, interval=log_interval):
+        return _run_eval(
+            model_specs, data_specs, variants, pretrained, context_length, device, batch_size, segmenter,
+            template_set, recall_rule, log,
+        )  # fmt: skip
+
+
+def _run_eval(
+    model_specs, data_specs, variants, pretrained, context_length, device, batch_size, segmenter, template_set,
+    recall_rule, log,
+) -> dict[str, dict[str, Any]]:  # fmt: skip
     from caption_debias.evaluate.metrics import RULES
     from caption_debias.evaluate.retrieval import run_retrieval
     from caption_debias.evaluate.zeroshot import zeroshot
@@ -155,6 +171,8 @@ def run_probe(
     device: str = "auto",
     batch_size: int = 64,
     segmenter: str = "fast",
+    progress: bool = False,
+    log_interval: float = DEFAULT_INTERVAL,
 ) -> dict[str, Any]:
     from contextlib import nullcontext
 
@@ -172,4 +190,5 @@ def run_probe(
             label: load_model(spec, pretrained, context_length, device=device)
             for label, spec in zip(model_labels(model_specs), model_specs)
         }
-        return probe(models, data, report_dir, batch_size=batch_size)
+        with Progress("probe", "encodings", quiet=not progress, interval=log_interval):
+            return probe(models, data, report_dir, batch_size=batch_size)

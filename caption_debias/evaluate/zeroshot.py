@@ -12,6 +12,7 @@ from typing import Sequence
 from caption_debias.errors import UserError
 from caption_debias.evaluate.metrics import text_to_image_ranks
 from caption_debias.evaluate.retrieval import model_device
+from caption_debias.progress import add_work, advance
 
 TEMPLATE_SETS = ("openai", "simple")
 
@@ -59,6 +60,7 @@ def zeroshot(
             use_tqdm=False,
         ).float()  # [D, C]
         ranks = []
+        add_work(len(dataset))
         loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=workers)
         batches = iter(loader)
         while True:
@@ -70,6 +72,7 @@ def zeroshot(
                 raise UserError(f"{root}: unreadable image ({exc})") from None
             feats = torch.nn.functional.normalize(loaded.model.encode_image(images.to(device)).float(), dim=-1)
             ranks.append(text_to_image_ranks(feats @ classifier, labels.to(device)).cpu())
+            advance(len(images))
     ranks = torch.cat(ranks)
     return {
         "top1": 100.0 * float((ranks < 1).double().mean()),

@@ -19,6 +19,7 @@ import numpy as np
 from caption_debias import storage
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
+from caption_debias.progress import add_work, advance
 from caption_debias.readers.common import is_url
 
 FORMATS = ("open_clip-csv", "jsonl", "parquet")
@@ -133,6 +134,7 @@ def _rows(data: PreparedDataset, strip, augment, copies, seed, image_root, count
             for copy, text in enumerate(caption_texts(row, strip, augment, copies, seed, counts)):
                 counts["rows"] += 1
                 yield {"key": row["key"], "filepath": image, "title": text, "copy": copy}
+        advance(batch.num_rows)
 
 
 def export_captions(
@@ -164,6 +166,7 @@ def export_captions(
     to.parent.mkdir(parents=True, exist_ok=True)
     counts = {"images": 0, "rows": 0, "fallback_full_caption": 0}
     rows = _rows(data, strip, augment, copies, seed, image_root, counts)
+    add_work(data.rows)
     with partial_file(to) as tmp:
         {"open_clip-csv": _write_csv, "jsonl": _write_jsonl, "parquet": _write_parquet}[fmt](tmp, rows)
     return {

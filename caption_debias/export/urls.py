@@ -13,6 +13,7 @@ from caption_debias import storage
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
 from caption_debias.img2dataset_columns import CAPTION_COLUMN, KEY_COLUMN, URL_COLUMN
+from caption_debias.progress import add_work, advance
 
 URL_PATTERN = r"^[A-Za-z][A-Za-z0-9+.-]*://"  # readers.common.is_url, as a regex pyarrow can apply per batch
 
@@ -95,9 +96,11 @@ def write_url_list(
     # Streamed batch by batch: a billion-row set never sits in memory; written under a name of
     # this process and renamed at the end, so a half-written list is never mistaken for a
     # finished one and two runs writing the same LIST leave one whole list.
+    add_work(data.rows)
     with partial_file(to) as tmp:
         with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
             for batch in data.iter_batches(columns):
+                advance(batch.num_rows)
                 is_url = pc.match_substring_regex(batch.column("image"), URL_PATTERN)
                 kept = batch.filter(is_url)
                 not_url += batch.num_rows - kept.num_rows

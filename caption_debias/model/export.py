@@ -21,20 +21,40 @@ WEIGHTS_FILE = "open_clip_model.safetensors"
 def export(spec: str, out: str | Path, pretrained: str | None = None, overwrite: bool = False) -> Path:
     """Export a run folder (latest checkpoint) or any load_model spec to `out`.
 
-    `out` is locked for the whole run (locking.folder_lock). Each file appears by rename, the
-    config last: a folder holding open_clip_config.json holds the weights that go with it.
+    The folder holds only the model files, to be uploaded as is: its lock (locking.folder_lock)
+    sits beside it, the config names no local path, the files have the umask's modes. Each file
+    appears by rename, the config last: a folder holding open_clip_config.json holds the weights
+    that go with it.
     """
     from caption_debias.locking import LOCK_FILES, folder_lock
 
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: exists and is not a folder")
-    with folder_lock(out, "export"):
+    with folder_lock(out, "export", beside=True):
+        # lock files inside are an older export's: not the user's, replaced without --overwrite
         old = [p for p in out.iterdir() if p.name not in LOCK_FILES]
         if old and not overwrite:
             raise UserError(f"{out} exists and is not empty; pass --overwrite to replace it")
-        _export_locked(spec, out, pretrained, old)
+        _export_locked(spec, out, pretrained, old + [out / name for name in LOCK_FILES if (out / name).exists()])
     return out
+
+
+def _provenance(spec: str, info: dict) -> dict:
+    """Where the weights came from, by name only: a published folder names no local path."""
+    source = {"source": Path(spec).name if Path(spec).exists() else str(spec)}
+    for key, value in info.items():
+        if key == "tokenizer":
+            continue
+        source[key] = Path(value).name if key in ("run", "checkpoint") else value
+    return source
+
+
+def _file_mode() -> int:
+    """0666 less the umask: the mode any plain file written here gets."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def _export_locked(spec: str, out: Path, pretrained: str | None, old: list[Path]) -> None:
@@ -47,7 +67,7 @@ def _export_locked(spec: str, out: Path, pretrained: str | None, old: list[Path]
     merge_frozen_head(loaded.model)
     state = merged_state_dict(loaded.model.state_dict())
     config = loaded.open_clip_config()
-    config["caption_debias"] = {"source": str(spec), **{k: v for k, v in loaded.info.items() if k != "tokenizer"}}
+    config["caption_debias"] = _provenance(spec, loaded.info)
     for p in sorted(old, key=lambda p: p.name != CONFIG_FILE):  # --overwrite: the earlier export, config first
         if p.is_dir():
             shutil.rmtree(p)
@@ -56,6 +76,7 @@ def _export_locked(spec: str, out: Path, pretrained: str | None, old: list[Path]
     weights_tmp, config_tmp = out / f".{WEIGHTS_FILE}.tmp", out / f".{CONFIG_FILE}.tmp"
     try:
         save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, str(weights_tmp))
+        os.chmod(weights_tmp, _file_mode())  # safetensors writes 0600
         os.replace(weights_tmp, out / WEIGHTS_FILE)
         config_tmp.write_text(json.dumps(config, indent=2, default=list), "utf-8")
         os.replace(config_tmp, out / CONFIG_FILE)

@@ -13,17 +13,39 @@ import json
 import logging
 import pickle
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
 from caption_debias.errors import UserError
 
 log = logging.getLogger(__name__)
+
+# open_clip's warnings for a model built without weights ("no CLIP weights found", "initialized randomly")
+NO_WEIGHTS_WARNINGS = ("no CLIP weights found", "Model initialized randomly")
+
+
+class _NoWeightsWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not any(text in record.getMessage() for text in NO_WEIGHTS_WARNINGS)
+
+
+@contextmanager
+def _weights_loaded_next() -> Iterator[None]:
+    """Silence open_clip's "no weights" warnings while building a model whose weights load right after."""
+    quiet = _NoWeightsWarning()
+    root = logging.getLogger()  # open_clip warns through logging.warning, the root logger
+    root.addFilter(quiet)
+    try:
+        yield
+    finally:
+        root.removeFilter(quiet)
+
 
 RUN_CONFIG = "config.json"
 RUN_MODEL_CONFIG = "open_clip_config.json"  # same file name open_clip's local-dir: reads
@@ -142,7 +164,8 @@ def _load_file_checkpoint(arch: str, path: Path, device: str, spec: str) -> Load
     context = _context_in(state)
     longclip = LONGCLIP_RES in state
     try:
-        model, pre_train, pre_val = open_clip.create_model_and_transforms(arch, force_context_length=context)
+        with _weights_loaded_next():
+            model, pre_train, pre_val = open_clip.create_model_and_transforms(arch, force_context_length=context)
         if longclip:
             model.load_state_dict(merge_longclip_positions(state), strict=True)
         else:
@@ -202,7 +225,8 @@ def _load_run(run: Path, device: str, spec: str) -> LoadedModel:
     if found is None:
         raise skipped[0]  # every checkpoint unreadable: the newest one's reason, in one line
     ckpt, payload = found
-    model, pre_train, pre_val = open_clip.create_model_and_transforms(f"local-dir:{run}", load_weights=False)
+    with _weights_loaded_next():
+        model, pre_train, pre_val = open_clip.create_model_and_transforms(f"local-dir:{run}", load_weights=False)
     model.load_state_dict(merged_state_dict(payload["model"]), strict=True)
     cfg = json.loads((run / RUN_CONFIG).read_text("utf-8")) if (run / RUN_CONFIG).is_file() else {}
     name = str(cfg.get("model", spec))

@@ -7,28 +7,41 @@ from pathlib import Path
 from typing import Any
 
 from caption_debias.errors import UserError
+from caption_debias.options import LOG_INTERVAL_HELP, QUIET_HELP, option
 
 # img2dataset's resize modes (img2dataset.resizer.ResizeMode), named as its --resize_mode.
 RESIZE_MODES = ("keep_ratio", "center_crop", "border", "keep_ratio_largest", "no")
 ENGINES = ("local", "ray")
 # Options that change nothing in the output: a resumed run may change them freely.
-RUNTIME_ONLY = frozenset({"workers", "engine", "ray_address", "overwrite", "quiet", "max_in_flight"})
+RUNTIME_ONLY = frozenset({"workers", "engine", "ray_address", "overwrite", "quiet", "log_interval", "max_in_flight"})
 
 
 @dataclass
 class PackOptions:
-    image_root: str = ""
-    image_size: int = 256  # img2dataset's default; >= the model's input (224 for B/16) so its transform still crops
-    resize_mode: str = "keep_ratio"  # shorter side to image_size, as `caption-debias urls` asks img2dataset for
-    encode_quality: int = 95  # img2dataset's default JPEG quality
-    samples_per_shard: int = 10_000  # img2dataset's default --number_sample_per_shard
-    split: str | None = None  # pack only rows of this split
-    workers: int = 1
-    engine: str = "local"
-    ray_address: str | None = None
-    overwrite: bool = False
-    quiet: bool = False
-    max_in_flight: int = 2  # tars queued or in work at once per worker (bounds memory)
+    """Every option of `caption-debias pack` (the CLI reads defaults and --help from here)."""
+
+    image_root: str | None = option(None, "Folder the rows' `image` paths are relative to (files or img2dataset tars).")
+    # img2dataset's default; >= the model's input (224 for B/16) so its transform still crops
+    image_size: int = option(256, "Target size for img2dataset's resizer (keep it >= the model's input, 224 for B/16).")
+    resize_mode: str = option(
+        "keep_ratio",
+        "img2dataset resize mode: keep_ratio (shorter side to --image-size), center_crop, border, "
+        "keep_ratio_largest, no.",
+    )
+    encode_quality: int = option(95, "JPEG quality of the re-encoded images (0-100).")  # img2dataset's default
+    samples_per_shard: int = option(
+        10_000, "Prepared rows per tar (a row whose image fails leaves a gap)."
+    )  # img2dataset's default --number_sample_per_shard
+    split: str | None = option(None, "Pack only rows of this split.")
+    workers: int = option(1, "Worker processes, one tar each at a time (the tars are identical for any value).")
+    engine: str = option("local", "Where tars are made: local (process pool) or ray (same bytes).")
+    ray_address: str | None = option(
+        None, "Ray cluster to join with --engine ray (default: $RAY_ADDRESS, else a local runtime)."
+    )
+    overwrite: bool = option(False, "Delete an earlier run in --out and start over (default: resume it).")
+    quiet: bool = option(False, QUIET_HELP)
+    log_interval: float = option(30.0, LOG_INTERVAL_HELP)
+    max_in_flight: int = option(2, "Tars queued or in work at once per worker (bounds memory).")
 
     def validate(self) -> "PackOptions":
         if not self.image_root:
@@ -47,6 +60,8 @@ class PackOptions:
             raise UserError(f"--encode-quality must be in 0..100 (got {self.encode_quality})")
         if self.workers < 1:
             raise UserError(f"--workers must be at least 1 (got {self.workers})")
+        if self.log_interval <= 0:
+            raise UserError(f"--log-interval must be > 0 seconds (got {self.log_interval})")
         return self
 
     def to_dict(self) -> dict[str, Any]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 import time
 from collections import Counter
 from datetime import datetime, timezone
@@ -27,6 +26,7 @@ from caption_debias.pack.options import PackOptions
 from caption_debias.pack.tars import COLUMNS, TarTask, pack_tar, tar_name
 from caption_debias.prepare.distributor import Ready, ordered_map
 from caption_debias.prepare.writer import WriteFailed, os_error_text, write_json, write_text
+from caption_debias.progress import Progress
 
 
 def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = None) -> dict[str, Any]:
@@ -98,21 +98,18 @@ def _pack(ds: PreparedDataset, given: str, out: Path, options: PackOptions, star
     tars: list[dict[str, Any]] = []
     reasons: Counter = Counter()
     read = 0
-    progress = _Progress(options.quiet, None if options.split else ds.rows)
+    progress = Progress("pack", "rows", None if options.split else ds.rows, options.quiet, options.log_interval)
     removed_tmp = out / state.STATE_DIR / f"{state.REMOVED}.partial"
     if storage.is_remote(out):  # a store cannot append: the lines gather in a local file
         removed_tmp = storage.local_temp(state.REMOVED)
-    try:
-        with open(removed_tmp, "w", encoding="utf-8") as removed_fh:
-            for side in _mapper(options)(pack_tar, tasks(), options.workers, options.max_in_flight * options.workers):
-                read += side["rows"]
-                for entry in side["removed"]:
-                    reasons[entry["reason"]] += 1
-                    removed_fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
-                tars.append({k: side[k] for k in ("path", "samples", "rows", "sha256", "bytes")})
-                progress.update(read, len(tars))
-    finally:
-        progress.close()
+    with progress, open(removed_tmp, "w", encoding="utf-8") as removed_fh:
+        for side in _mapper(options)(pack_tar, tasks(), options.workers, options.max_in_flight * options.workers):
+            read += side["rows"]
+            for entry in side["removed"]:
+                reasons[entry["reason"]] += 1
+                removed_fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            tars.append({k: side[k] for k in ("path", "samples", "rows", "sha256", "bytes")})
+            progress.update(read, extra=f"{len(tars)} tars")
     if not tars:
         removed_tmp.unlink(missing_ok=True)
         raise UserError(f"{given}: no rows to pack" + (f" in split {options.split!r}" if options.split else ""))
@@ -163,37 +160,6 @@ def _pack(ds: PreparedDataset, given: str, out: Path, options: PackOptions, star
 def train_data_pattern(n_tars: int) -> str:
     """The brace pattern open_clip_train's --train-data expands to every tar (relative to the folder)."""
     return f"{{{tar_name(0)[:-4]}..{tar_name(n_tars - 1)[:-4]}}}.tar"
-
-
-class _Progress:
-    """Rows and tars as tars finish: a rich bar on a terminal only (silent in pipes and with --quiet)."""
-
-    def __init__(self, quiet: bool, total: int | None):
-        self.bar = None
-        if not quiet and sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self.bar = Progress(
-                TextColumn("[bold]pack[/]"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("rows · {task.fields[tars]} tars"),
-                TimeElapsedColumn(),
-                console=Console(stderr=True),
-                transient=True,
-            )
-            self.task = self.bar.add_task("pack", total=total, tars=0)
-            self.bar.start()
-
-    def update(self, rows: int, tars: int) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, completed=rows, tars=tars)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-            self.bar = None
 
 
 def _summary(manifest: dict[str, Any], out: Path, reused: int) -> None:

@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from caption_debias.options import LOG_INTERVAL_HELP, QUIET_HELP, option
+
 DEFAULT_SHARD_ROWS = 20_000
 # Options that change nothing in the output: a resumed run may change them freely.
 RUNTIME_ONLY = frozenset({"workers", "overwrite", "quiet", "max_in_flight", "engine", "ray_address", "log_interval"})
@@ -14,29 +16,43 @@ ENGINES = ("local", "ray")
 
 @dataclass
 class PrepareOptions:
-    format: str = "auto"
-    image_root: str | None = None
-    image_column: str = "image"
-    caption_column: str = "caption"
-    key_column: str = "key"
-    split: str | None = None
-    shard_rows: int = DEFAULT_SHARD_ROWS
-    workers: int = 1
-    overwrite: bool = False
-    quiet: bool = False
-    segmenter: str = "fast"
-    summary: str = "detect"
+    """Every option of `caption-debias prepare` (the CLI reads defaults and --help from here)."""
+
+    format: str = option(
+        "auto",
+        "Input format: auto (from path and first bytes), sharegpt4v, dci, docci, urban1k, coco, table, "
+        "img2dataset, dreamlip, recap-datacomp, pixelprose (docs/formats.md).",
+    )
+    image_root: str | None = option(None, "Folder the image paths are relative to (default: the dataset's own root).")
+    image_column: str = option("image", "Table/img2dataset column holding the image path or URL.")
+    caption_column: str = option(
+        "caption",
+        "Table/img2dataset column holding the caption; dreamlip: comma-separated columns, one record each "
+        "(default longSV_captions); recap-datacomp: re_caption (default) or org_caption; pixelprose: vlm_caption.",
+    )
+    key_column: str = option("key", "Table column holding a record id (keys are derived when absent).")
+    split: str | None = option(None, "Split name for records whose input names none.")
+    shard_rows: int = option(DEFAULT_SHARD_ROWS, "Records per shard (shard boundaries depend only on this).")
+    workers: int = option(1, "Worker processes for the text steps (output is identical for any value).")
+    overwrite: bool = option(False, "Delete an earlier run in --out and start over (default: resume it).")
+    quiet: bool = option(False, QUIET_HELP)
+    segmenter: str = option("fast", "Sentence splitter: fast, pysbd or spacy.")
+    summary: str = option("detect", "Summary-sentence rule: detect, first or none.")
     # reader options
-    dci_caption: str = "short+extra"
-    # chunks queued or in work at once per worker (bounds memory); runtime only
-    max_in_flight: int = 2
-    # where chunks run (output is identical either way; see prepare/ray_engine.py); runtime only
-    engine: str = "local"
-    ray_address: str | None = None
-    # only the first N records read (over all inputs, rejects included); the manifest records it
-    limit: int | None = None
-    # without a terminal: one plain progress line every this many seconds; runtime only
-    log_interval: float = 30.0
+    dci_caption: str = option(
+        "short+extra", "DCI caption: short+extra (joined by a newline), extra (Long-DCI), short+extra+masks."
+    )
+    max_in_flight: int = option(2, "Chunks queued or in work at once per worker (bounds memory).")
+    engine: str = option(
+        "local",
+        "Where the text steps run: local (process pool) or ray (Ray Data tasks; same output). See docs/scale.md.",
+    )
+    ray_address: str | None = option(
+        None,
+        "Ray cluster to join with --engine ray (default: $RAY_ADDRESS, else a local Ray runtime with --workers CPUs).",
+    )
+    limit: int | None = option(None, "Only the first N records (to try a large dump in seconds); the manifest says so.")
+    log_interval: float = option(30.0, LOG_INTERVAL_HELP)
 
     def validate(self) -> None:
         from caption_debias.errors import UserError

@@ -111,10 +111,10 @@ def prepare(inputs: list[str | Path], output: str | Path, options: PrepareOption
     options.validate()
     started = time.monotonic()
     out = storage.as_path(output)
-    storage.require_shared(out, options.workers, options.engine, "--output")
+    storage.require_shared(out, options.workers, options.engine, "--out")
     resolved = _resolve_inputs(inputs, options.format)
     if out.exists() and not out.is_dir():
-        raise UserError(f"--output {out}: exists and is not a folder")
+        raise UserError(f"--out {out}: exists and is not a folder")
     with folder_lock(out, "prepare"):
         try:
             return _prepare_locked(resolved, out, options, started)

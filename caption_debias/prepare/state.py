@@ -57,7 +57,7 @@ def start(out: Path, shaping: dict[str, Any], overwrite: bool) -> bool:
     state_path = out / STATE_DIR / STATE_FILE
     ours = [out / MANIFEST, out / REJECTS, out / SHARDS_DIR, out / STATE_DIR]
     if out.exists() and not out.is_dir():
-        raise UserError(f"--output {out}: exists and is not a folder")
+        raise UserError(f"--out {out}: exists and is not a folder")
     others = [p.name for p in out.iterdir() if p not in ours and p.name not in LOCK_FILES] if out.is_dir() else []
     finished = state_path.is_file() and any((out / SHARDS_DIR).glob("part-*.parquet"))
     if finished and not overwrite:
@@ -75,7 +75,7 @@ def start(out: Path, shaping: dict[str, Any], overwrite: bool) -> bool:
         return True
     if others and not overwrite and not state_path.is_file():
         raise UserError(
-            f"--output {out}: folder is not empty and holds no prepare run "
+            f"--out {out}: folder is not empty and holds no prepare run "
             f"({', '.join(sorted(others)[:3])}); use an empty folder or --overwrite"
         )
     # --overwrite, a run that finished no chunk, or a new folder: start from nothing

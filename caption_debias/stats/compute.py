@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Sequence
 from caption_debias.dataset import PreparedDataset, dataset_names
 from caption_debias.errors import UserError
 from caption_debias.stats.curation import curation_stats
+from caption_debias.stats.options import StatsOptions
 
 BY_FIELDS = ("source", "split")
 CLIP_CONTEXT = 77  # CLIP's text context, start and end tokens included
@@ -25,13 +26,6 @@ LONGCLIP_CONTEXT = 248  # Long-CLIP's stretched context
 TOKEN_BIN = 8  # width of the stored token-count histogram bins
 NO_VALUE = "(none)"  # group label for a null split
 SUMMARY_POSITIONS = ("opening", "middle", "closing", "none")
-
-
-@dataclass
-class StatsOptions:
-    by: str | None = None  # "source" or "split": also report per value of that column
-    top_phrases: int = 15  # how many opening phrases to keep per group
-    phrase_words: int = 3  # opening phrase = the first N lowercased words of sentence 1
 
 
 @dataclass

@@ -7,12 +7,12 @@ win over the file. The resolved config is written to RUN/config.json.
 from __future__ import annotations
 
 import dataclasses
-import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from caption_debias.errors import UserError
+from caption_debias.options import LOG_INTERVAL_HELP, QUIET_HELP, load_config_file, option
 
 RECIPES = ("debias", "longclip", "clip", "short")
 # open_clip_train's --precision values, with its meanings (see train/precision.py).
@@ -26,11 +26,6 @@ KEY_ALIASES = {
     "grad_clip_norm": "grad_clip",
     "log_every_n_steps": "log_every",
 }
-
-
-def option(default: Any, help: str) -> Any:
-    """A TrainConfig field with its --help text; `caption-debias train` reads both from here."""
-    return field(default=default, metadata={"help": help})
 
 
 @dataclass
@@ -99,7 +94,7 @@ class TrainConfig:
     checkpoint_every: int = option(1000, "Save a checkpoint every N steps (and at the end).")
     keep_checkpoints: int = option(2, "Most recent checkpoints kept (0 keeps all).")
     log_every: int = option(10, "Write a metrics.jsonl line every N steps; alias --log-every-n-steps.")
-    log_interval: float = option(30.0, "Without a terminal: one plain progress line every this many seconds.")
+    log_interval: float = option(30.0, LOG_INTERVAL_HELP)
     group_key: str | None = option(
         None, "Key in each row's meta: batches hold whole groups sharing it (hard negatives)."
     )
@@ -130,7 +125,7 @@ class TrainConfig:
         "Comma-separated: tensorboard (RUN/tensorboard), wandb (RUN/wandb; WANDB_MODE=offline works); '' for none.",
     )
     wandb_project_name: str = option("caption-debias", "Project of the wandb run (--report-to wandb).")
-    quiet: bool = option(False, "No progress bar or notes.")
+    quiet: bool = option(False, QUIET_HELP)
 
     @property
     def reporters(self) -> list[str]:
@@ -182,42 +177,28 @@ class TrainConfig:
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
-    """TOML (tomllib) or YAML; keys as in TrainConfig, '-' or '_' both accepted."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"--config {path}: no such file")
-    text = path.read_text("utf-8")
-    try:
-        if path.suffix.lower() == ".toml":
-            import tomllib
-
-            raw = tomllib.loads(text)
-        elif path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
-
-            raw = yaml.safe_load(text) or {}
-        elif path.suffix.lower() == ".json":
-            raw = json.loads(text)
-        else:
-            raise UserError(f"--config {path}: use a .toml, .yaml/.yml or .json file")
-    except UserError:
-        raise
-    except Exception as exc:  # parser errors name line and column: one line is enough
-        raise UserError(f"--config {path}: {str(exc).splitlines()[0]}") from None
-    if not isinstance(raw, dict):
-        raise UserError(f"--config {path}: expected a table of options at the top level")
+    """TOML or YAML (or JSON); keys as in TrainConfig, '-' or '_' both accepted."""
+    raw = load_config_file(path)
     known = {f.name for f in fields(TrainConfig)}
     out = {}
-    for key, value in raw.items():
-        name = str(key).replace("-", "_")
-        name = KEY_ALIASES.get(name, name)
-        if name == "tensorboard":  # the older switch: report_to without or with tensorboard
-            name, value = "report_to", "tensorboard" if value else ""
-        if name == "resume" and isinstance(value, bool):  # the older switch: resume = true
-            value = "latest" if value else None
+    for key, value in older_keys(raw).items():
+        name = KEY_ALIASES.get(str(key).replace("-", "_"), str(key).replace("-", "_"))
         if name not in known:
             raise UserError(f"--config {path}: unknown option {key!r}")
         out[name] = value
+    return out
+
+
+def older_keys(raw: dict[str, Any]) -> dict[str, Any]:
+    """Config keys of earlier releases as today's: `tensorboard = true|false`, `resume = true`."""
+    out = {}
+    for key, value in raw.items():
+        name = str(key).replace("-", "_")
+        if name == "tensorboard":  # the older switch: report_to without or with tensorboard
+            key, value = "report_to", "tensorboard" if value else ""
+        if name == "resume" and isinstance(value, bool):  # the older switch: resume = true
+            value = "latest" if value else None
+        out[key] = value
     return out
 
 

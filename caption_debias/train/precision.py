@@ -66,3 +66,9 @@ def autocast_for(precision: str, device: torch.device) -> tuple[Callable[[], Con
     if precision == "amp_bf16":
         return (lambda: torch.autocast(device.type, dtype=torch.bfloat16)), False, None
     return nullcontext, False, None
+
+
+def used(precision: str, device: torch.device) -> str:
+    """The precision a run on `device` actually trains in (amp falls back to fp32 off CUDA)."""
+    precision = canonical(precision)
+    return "fp32" if precision == "amp" and device.type != "cuda" else precision

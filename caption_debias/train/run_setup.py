@@ -97,6 +97,19 @@ class RunSetup:
     rng: dict[str, Any] | None  # this rank's RNG state to restore before the first step (resumed runs)
 
 
+def schedule_note(warmup: int, total: int, lr: float) -> str | None:
+    """One line when the lr schedule cannot do what the options suggest: warm-up as long as the run
+    (the lr never reaches --lr, and may never leave its first 10%); None for a schedule that can."""
+    if total < 1 or warmup < total:
+        return None
+    peak = lr * total / warmup  # the linear warm-up's last step (loop.lr_at)
+    share = f"{100 * total / warmup:.0f}%" if total * 10 >= warmup else f"{100 * total / warmup:.1g}%, under 10%,"
+    return (
+        f"schedule: --warmup-steps {warmup} >= the run's {total} steps, so the run never leaves warm-up: "
+        f"the lr peaks at {peak:.3g}, {share} of --lr {lr:g}; give --warmup-steps below {total} (e.g. {total // 10})"
+    )
+
+
 def set_up(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> RunSetup:
     run = Path(cfg.out)
     device = device_for(cfg, local_rank)
@@ -114,6 +127,9 @@ def set_up(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> RunSetup
     autocast, use_scaler, note = precision.autocast_for(cfg.precision, device)
     if note:
         say(note, rank, cfg.quiet)
+    warning = schedule_note(cfg.warmup_steps, total, cfg.lr)
+    if warning:
+        say(warning, rank)  # even with --quiet: the run will not do what its options suggest
     scaler = torch.amp.GradScaler(device.type) if use_scaler else None
     start, counters, rng = resume(cfg, run, model, optimizer, scaler, rank, world)
     say(
@@ -135,7 +151,8 @@ def set_up(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> RunSetup
             "retokenized": rows.retokenized,
             "model_info": loaded.info,
             "device": str(device),
-            "precision": precision.canonical(cfg.precision),
+            "precision": precision.used(cfg.precision, device),  # what ran: amp on a CPU trains in fp32
+            "schedule_note": warning,
             "data_complete": getattr(rows, "complete", True),
             **meaning,
         }

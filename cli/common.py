@@ -1,0 +1,141 @@
+"""The one dialect every command speaks: options read from the options class, --config, -h, -q,
+--log-interval, and old flag spellings kept as hidden aliases. See docs/architecture.md, "Adding a command".
+
+    def pack(
+        ctx: typer.Context,
+        prepared: str = typer.Argument(...),
+        out: Path = out_option("Output folder: NNNNN.tar, ..."),
+        image_size: int = from_field(PackOptions, "image_size"),   # default and help from the dataclass
+        workers: int = from_field(PackOptions, "workers", "--workers", "-j"),
+        quiet: bool = from_field(PackOptions, "quiet", "--quiet", "-q"),
+        log_interval: float = from_field(PackOptions, "log_interval"),
+        config: Optional[Path] = config_option(),
+    ) -> None: ...
+
+and in main.py `add_command(app, "pack", pack_cmd.pack, renamed={"--to": "--out"})`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import typer
+from typer.core import TyperCommand
+
+from caption_debias.errors import UserError
+from caption_debias.options import LOG_INTERVAL_HELP, QUIET_HELP, field_default, load_config_file
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
+DEFAULT_LOG_INTERVAL = 30.0  # caption_debias.progress.DEFAULT_INTERVAL (not imported: --help stays light)
+
+
+def from_field(cls: type, name: str, *flags: str, **kwargs: Any) -> Any:
+    """typer.Option for field `name` of options class `cls`: its default and help, flag --name-with-dashes."""
+    f = {f.name: f for f in dataclasses.fields(cls)}[name]
+    decls = flags or (f"--{name.replace('_', '-')}",)
+    return typer.Option(field_default(f), *decls, help=f.metadata["help"], **kwargs)
+
+
+def out_option(help: str, default: Any = ..., *, short: bool = True) -> Any:
+    """--out (-o): the one name of every output folder or file."""
+    return typer.Option(default, "--out", *(("-o",) if short else ()), help=help)
+
+
+def quiet_option() -> Any:
+    """-q/--quiet for a command without an options class."""
+    return typer.Option(False, "--quiet", "-q", help=QUIET_HELP)
+
+
+def log_interval_option() -> Any:
+    """--log-interval for a command without an options class."""
+    return typer.Option(DEFAULT_LOG_INTERVAL, "--log-interval", help=LOG_INTERVAL_HELP)
+
+
+def _config_names(command: Any) -> dict[str, str]:
+    """key in a --config file -> parameter name: the parameter's name and each of its long flags."""
+    names = {}
+    for param in command.params:
+        if param.name in ("config", "help") or getattr(param, "hidden", False):
+            continue
+        names[param.name] = param.name
+        for opt in [*param.opts, *getattr(param, "secondary_opts", [])]:
+            if opt.startswith("--"):
+                names[opt[2:].replace("-", "_")] = param.name
+    return names
+
+
+def _load_config(ctx: typer.Context, value: Optional[Path], translate: Callable[[dict], dict]) -> None:
+    """Load --config FILE into click's default_map: its values replace the defaults, flags typed win."""
+    import difflib
+
+    raw = translate(load_config_file(value))
+    names = _config_names(ctx.command)
+    params = {p.name: p for p in ctx.command.params}
+    loaded: dict[str, Any] = {}
+    for key, item in raw.items():
+        name = names.get(str(key).replace("-", "_"))
+        if name is None:
+            near = difflib.get_close_matches(str(key).replace("-", "_"), list(names), n=1)
+            hint = f"did you mean {near[0]!r}?" if near else f"see `caption-debias {ctx.info_name} -h`"
+            raise UserError(f"--config {value}: unknown option {key!r} for `{ctx.info_name}` ({hint})")
+        param = params[name]
+        if (getattr(param, "multiple", False) or param.nargs == -1) and not isinstance(item, list):
+            item = [item]  # a repeatable flag, or an argument taking several, given one value
+        loaded[name] = item
+    ctx.default_map = {**(ctx.default_map or {}), **loaded}
+
+
+def config_option(translate: Callable[[dict], dict] = lambda raw: raw) -> Any:
+    """--config FILE (TOML, YAML or JSON; keys are the flag names, dashes or underscores).
+
+    `translate`: a command's older keys to today's (train: `tensorboard = false`)."""
+
+    def read(ctx: typer.Context, value: Optional[Path]) -> Optional[Path]:
+        if value is not None and not ctx.resilient_parsing:
+            _load_config(ctx, value, translate)
+        return value
+
+    return typer.Option(
+        None,
+        "--config",
+        is_eager=True,  # read before the other options, so the file's values fill in their defaults
+        callback=read,
+        help="TOML or YAML file of options (keys: the flag names, - or _); flags given on the command line win.",
+    )
+
+
+def given_on_command_line(ctx: typer.Context, name: str) -> bool:
+    """Whether the user typed parameter `name` (not a default, not a --config value)."""
+    # Typer vendors its own click: compare the source by name, not by enum identity.
+    return getattr(ctx.get_parameter_source(name), "name", "DEFAULT") not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def renamed_flags(renamed: dict[str, str]) -> type[TyperCommand]:
+    """A command class that accepts old flag spellings (hidden) and says once that they changed."""
+
+    class Command(TyperCommand):
+        def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+            new = []
+            for i, arg in enumerate(args):
+                if arg == "--":
+                    new.extend(args[i:])
+                    break
+                flag, eq, rest = arg.partition("=")
+                if flag in renamed:
+                    print(
+                        f"caption-debias {ctx.info_name}: {flag} is now {renamed[flag]} (the old spelling still works)",
+                        file=sys.stderr,
+                    )
+                    arg = renamed[flag] + eq + rest
+                new.append(arg)
+            return super().parse_args(ctx, new)
+
+    return Command
+
+
+def add_command(app: typer.Typer, name: str, fn: Callable, renamed: Optional[dict[str, str]] = None) -> None:
+    """Register a command with -h and its old flag spellings."""
+    app.command(name, cls=renamed_flags(renamed or {}), context_settings=CONTEXT_SETTINGS)(fn)

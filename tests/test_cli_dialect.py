@@ -1,0 +1,250 @@
+"""One dialect: every command's flags follow the same rules, and the first-hour errors are one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+def _main(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", "from caption_debias.cli.main import main; main()", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.mark.parametrize("command", ["curate", "stats"])
+def test_a_dump_file_given_for_a_prepared_folder_says_run_prepare_first(command, tmp_path):
+    dump = tmp_path / "some.json"
+    dump.write_text("[]")
+    extra = ["--out", str(tmp_path / "o")] if command == "curate" else []
+    proc = _main(command, str(dump), *extra)
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines() == [
+        f"caption-debias: error: {dump}: a file, not a prepared folder; run `caption-debias prepare {dump} --out DIR` first"
+    ]
+
+
+# ---- the dialect, read off the registered commands -------------------------------------------------
+
+# Commands that can run longer than a few seconds: each has --log-interval (plain progress lines).
+LONG = {"prepare", "curate", "pack", "stats", "train", "eval", "probe", "demo", "export-captions", "urls"}
+# Commands with --out and no --overwrite, and why: a report rewritten on every run (nothing to resume),
+# or train, whose run folder is continued with --resume latest and never deleted by a flag (as open_clip_train).
+NO_OVERWRITE = {"stats", "probe", "demo", "eval", "train"}
+# Names an output folder or file may not go by: it is --out.
+OLD_OUTPUT_NAMES = {"--output", "--to", "--report", "--output-dir", "--out-dir", "--dest", "--save"}
+# The options class each command reads its defaults and help from: {command: (class, {param: field})}.
+OPTION_CLASSES = {
+    "prepare": ("caption_debias.prepare.options:PrepareOptions", {}),
+    "curate": ("caption_debias.curate.options:CurateOptions", {}),
+    "pack": ("caption_debias.pack.options:PackOptions", {}),
+    "stats": ("caption_debias.stats.options:StatsOptions", {"top": "top_phrases"}),
+    "train": ("caption_debias.train.config:TrainConfig", {}),
+}
+
+
+def _commands() -> dict:
+    import typer
+
+    from caption_debias.cli.main import app
+
+    return typer.main.get_command(app).commands
+
+
+def _options(command) -> dict:
+    """{long flag: parameter} of a command's visible options."""
+    return {
+        opt: p
+        for p in command.params
+        if p.param_type_name == "option" and not p.hidden
+        for opt in p.opts
+        if opt.startswith("--")
+    }
+
+
+def _dialect_problems(name: str, command) -> list[str]:
+    problems = []
+    opts = _options(command)
+    for flag in ("--config", "--quiet"):
+        if flag not in opts:
+            problems.append(f"no {flag}")
+    if "--quiet" in opts and "-q" not in opts["--quiet"].opts:
+        problems.append("--quiet without -q")
+    for old in OLD_OUTPUT_NAMES & set(opts):
+        problems.append(f"{old} names an output: call it --out")
+    if "--out" in opts and name not in NO_OVERWRITE and "--overwrite" not in opts:
+        problems.append("--out without --overwrite")
+    if name in LONG and "--log-interval" not in opts:
+        problems.append("a long command without --log-interval")
+    if "--log-interval" in opts and opts["--log-interval"].default != 30.0:
+        problems.append("--log-interval default is not 30 s")
+    if "--image-root" in opts and "Path" not in str(opts["--image-root"].type_descriptor.annotation):
+        problems.append("--image-root is not a path")
+    if "--workers" in opts and "-j" not in opts["--workers"].opts:
+        problems.append("--workers without -j")
+    if "--ray-address" in opts and "--engine" not in opts:
+        problems.append("--ray-address without --engine")
+    for flag, p in opts.items():
+        if not (p.help or "").strip():
+            problems.append(f"{flag} has no help")
+    return problems
+
+
+def test_every_command_speaks_the_dialect():
+    commands = _commands()
+    assert {"prepare", "stats", "curate", "train", "export", "eval", "probe", "demo", "pack"} <= set(commands)
+    problems = {name: _dialect_problems(name, cmd) for name, cmd in commands.items()}
+    assert {name: p for name, p in problems.items() if p} == {}
+
+
+def test_the_dialect_check_catches_an_inconsistent_command():
+    import typer
+
+    def bad(output: str = typer.Option(..., "--output"), workers: int = typer.Option(1, "--workers")) -> None:
+        """A command that does not follow the dialect."""
+
+    app = typer.Typer()
+    app.command("bad")(bad)
+    app.command("other")(bad)
+    problems = _dialect_problems("urls", typer.main.get_command(app).commands["bad"])
+    assert set(problems) >= {
+        "no --config",
+        "no --quiet",
+        "--output names an output: call it --out",
+        "a long command without --log-interval",
+        "--workers without -j",
+    }
+
+
+@pytest.mark.parametrize("name", sorted(LONG | {"export", "synth"}))
+def test_every_command_answers_dash_h(name):
+    from typer.testing import CliRunner
+
+    from caption_debias.cli.main import app
+
+    res = CliRunner().invoke(app, [name, "-h"])
+    assert res.exit_code == 0 and "Usage:" in res.output and "--out" in res.output, res.output
+
+
+@pytest.mark.parametrize("name", sorted(OPTION_CLASSES))
+def test_cli_defaults_and_help_are_the_options_class_fields(name):
+    import dataclasses
+    import importlib
+
+    from caption_debias.options import field_default
+
+    where, renamed = OPTION_CLASSES[name]
+    module, cls = where.split(":")
+    fields = {f.name: f for f in dataclasses.fields(getattr(importlib.import_module(module), cls))}
+    checked = 0
+    for p in _commands()[name].params:
+        field = fields.get(renamed.get(p.name, p.name))
+        if field is None:
+            continue
+        checked += 1
+        default = p.default.value if hasattr(p.default, "value") else p.default  # an Enum choice
+        assert default == field_default(field), (name, p.name)
+        assert p.help == field.metadata["help"], (name, p.name)
+    cli_only = {p.name for p in _commands()[name].params} - set(fields) - set(renamed)
+    assert cli_only <= {"inputs", "folders", "prepared", "out", "config", "no_tensorboard"}, cli_only
+    assert checked >= 5
+
+
+# ---- --config --------------------------------------------------------------------------------------
+
+
+def _table(path, n=30):
+    import json
+
+    rows = [{"key": f"k{i}", "image": f"i{i}.jpg", "caption": f"A photo of thing {i}. It is red."} for i in range(n)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _invoke(*args: str):
+    from typer.testing import CliRunner
+
+    from caption_debias.cli.main import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def test_config_file_fills_options_and_flags_given_win_prepare(tmp_path):
+    import json
+
+    src = _table(tmp_path / "t.jsonl")
+    (tmp_path / "c.yaml").write_text("format: table\nshard-rows: 4\nsegmenter: fast\nquiet: true\nsplit: dev\n")
+    res = _invoke("prepare", str(src), "--out", str(tmp_path / "p"), "--config", str(tmp_path / "c.yaml"))
+    assert res.exit_code == 0, res.output
+    manifest = json.loads((tmp_path / "p" / "manifest.json").read_text())
+    assert [s["rows"] for s in manifest["shards"]][:2] == [4, 4] and manifest["options"]["split"] == "dev"
+    assert res.output == ""  # quiet came from the file
+    res = _invoke(
+        "prepare", str(src), "--out", str(tmp_path / "p2"), "--config", str(tmp_path / "c.yaml"), "--shard-rows", "10"
+    )
+    manifest = json.loads((tmp_path / "p2" / "manifest.json").read_text())
+    assert [s["rows"] for s in manifest["shards"]] == [10, 10, 10]  # the flag typed wins over the file
+
+
+def test_config_file_fills_options_and_flags_given_win_stats(tmp_path):
+    import json
+
+    src = _table(tmp_path / "t.jsonl")
+    assert _invoke("prepare", str(src), "--out", str(tmp_path / "p"), "--format", "table", "-q").exit_code == 0
+    (tmp_path / "c.toml").write_text('top = 1\nphrase_words = 2\nout = "' + str(tmp_path / "r") + '"\nquiet = true\n')
+    res = _invoke("stats", str(tmp_path / "p"), "--config", str(tmp_path / "c.toml"), "--top", "4")
+    assert res.exit_code == 0, res.output
+    options = json.loads((tmp_path / "r" / "stats.json").read_text())["options"]
+    assert options["phrase_words"] == 2 and options["top_phrases"] == 4
+    # the positional folders may come from the file too, one or a list
+    (tmp_path / "d.yaml").write_text(f"folders: {tmp_path / 'p'}\nout: {tmp_path / 'r2'}\nquiet: true\n")
+    assert _invoke("stats", "--config", str(tmp_path / "d.yaml")).exit_code == 0
+    assert (tmp_path / "r2" / "stats.json").is_file()
+
+
+def test_config_file_with_an_unknown_key_is_one_line(tmp_path):
+    (tmp_path / "c.toml").write_text("top = 1\nshard_rowz = 3\n")
+    proc = _main("stats", str(tmp_path), "--config", str(tmp_path / "c.toml"))
+    assert proc.returncode != 0
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(
+        f"caption-debias: error: --config {tmp_path / 'c.toml'}: unknown option 'shard_rowz' for `stats`"
+    )
+
+
+def test_an_old_flag_spelling_works_and_says_so_once(tmp_path):
+    src = _table(tmp_path / "t.jsonl")
+    proc = _main("prepare", str(src), "--format", "table", "--output", str(tmp_path / "p"), "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "caption-debias prepare: --output is now --out (the old spelling still works)"
+    ]
+    assert (tmp_path / "p" / "manifest.json").is_file()
+
+
+def test_train_reads_config_through_the_same_helper_and_suggests_a_near_key(tmp_path):
+    (tmp_path / "c.yaml").write_text("warmup-step: 3\n")
+    proc = _main("train", str(tmp_path), "--out", str(tmp_path / "r"), "--config", str(tmp_path / "c.yaml"))
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines() == [
+        f"caption-debias: error: --config {tmp_path / 'c.yaml'}: unknown option 'warmup-step' for `train` "
+        "(did you mean 'warmup_steps'?)"
+    ]
+
+
+def test_quiet_means_nothing_printed(tmp_path):
+    src = _table(tmp_path / "t.jsonl")
+    runs = [
+        ["synth", "--out", str(tmp_path / "w"), "--n", "2", "-q"],
+        ["prepare", str(src), "--format", "table", "--out", str(tmp_path / "p"), "-q"],
+        ["stats", str(tmp_path / "p"), "--out", str(tmp_path / "r"), "-q"],
+        ["export-captions", str(tmp_path / "p"), "--out", str(tmp_path / "c.jsonl"), "-q"],
+    ]
+    for args in runs:
+        proc = _main(*args)
+        assert proc.returncode == 0 and proc.stdout == "" and proc.stderr == "", (args, proc.stdout, proc.stderr)
