@@ -89,7 +89,9 @@ def escaping_folder(root: Path) -> dict:
         t = t.set_column(t.schema.get_field_index("image"), t.schema.field("image"), pa.array(paths, pa.string()))
         pq.write_table(t, path, compression="zstd")
         data = path.read_bytes()  # the manifest stays true to the edited shard (readers check its digest)
-        entry.update({k: v for k, v in (("sha256", hashlib.sha256(data).hexdigest()), ("bytes", len(data))) if k in entry})
+        entry.update(
+            {k: v for k, v in (("sha256", hashlib.sha256(data).hexdigest()), ("bytes", len(data))) if k in entry}
+        )
     (prepared / "manifest.json").write_text(json.dumps(manifest), "utf-8")
     return {"prepared": prepared, "images": images, "secret": secret}
 
