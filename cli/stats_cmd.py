@@ -30,11 +30,7 @@ def stats(
     phrase_words: int = from_field(StatsOptions, "phrase_words", min=1),
     quiet: bool = from_field(StatsOptions, "quiet", "--quiet", "-q"),
     log_interval: float = from_field(StatsOptions, "log_interval", min=0.0),
-    image_root: Optional[Path] = typer.Option(
-        None,
-        "--image-root",
-        help="--out: images of the Samples section are read under this folder (default: the one curate used).",
-    ),
+    image_root: Optional[Path] = from_field(StatsOptions, "image_root"),
     config: Optional[Path] = config_option(),
 ) -> None:
     """Caption lengths against CLIP's 77 and Long-CLIP's 248 tokens, sentences per caption,
@@ -44,7 +40,12 @@ def stats(
     from caption_debias.stats.report import print_table, write_report
 
     options = StatsOptions(
-        by=by.value if by else None, top_phrases=top, phrase_words=phrase_words, quiet=quiet, log_interval=log_interval
+        by=by.value if by else None,
+        top_phrases=top,
+        phrase_words=phrase_words,
+        quiet=quiet,
+        log_interval=log_interval,
+        image_root=None if image_root is None else str(image_root),
     )
     plain = None if quiet or on_terminal() else PlainProgress("stats", "rows", interval=log_interval)
     result = compute_stats(
@@ -55,6 +56,6 @@ def stats(
     if not quiet:
         print_table(result)
     if out is not None:
-        files = write_report(result, out, image_root=image_root)
+        files = write_report(result, out, image_root=options.image_root)
         if not quiet:
             typer.echo(f"report: {files['html']}")

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import List, Optional
 
 import typer
+
+from caption_debias.cli.common import config_option
 
 
 def view(
     folders: List[str] = typer.Argument(
         ..., help="Prepared or curated folders (scored columns are shown when present)."
     ),
-    image_root: Optional[str] = typer.Option(
+    image_root: Optional[Path] = typer.Option(
         None,
         "--image-root",
         help="Folder the `image` paths are relative to (default: the one curate used, when it is there).",
@@ -27,13 +30,14 @@ def view(
     per_reason: int = typer.Option(6, "--per-reason", min=0, help="--static: removed rows per removal reason."),
     seed: int = typer.Option(0, "--seed", help="--static: seed of the sample."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the address (or the snapshot's path)."),
+    config: Optional[Path] = config_option(),
 ) -> None:
     """Samples, sentences by role, removals beside what they matched, scores: a local web page
     (read-only; serves until Ctrl-C) or, with --static, one HTML file that opens without a server."""
     from caption_debias.view.app import describe, serve
     from caption_debias.view.data import ViewData
 
-    data = ViewData(folders, image_root)
+    data = ViewData(folders, None if image_root is None else str(image_root))
     if not quiet:
         for line in describe(data):
             typer.echo(line)

@@ -16,3 +16,6 @@ class StatsOptions:
     phrase_words: int = option(3, "Opening phrase = this many lowercased words of the first sentence.")
     quiet: bool = option(False, QUIET_HELP)  # display only: the figures do not depend on it
     log_interval: float = option(30.0, LOG_INTERVAL_HELP)
+    image_root: str | None = option(
+        None, "--out: images of the Samples section are read under this folder (default: the one curate used)."
+    )
