@@ -70,7 +70,11 @@ def run_stages(code_root: Path, work: Path) -> dict[str, str]:
         shutil.rmtree(work)
     env = dict(os.environ, PYTHONPATH=str(code_root))
     done = subprocess.run(
-        [sys.executable, "-c", RUN, str(work), str(ROOT / "tests")], env=env, capture_output=True, text=True
+        [sys.executable, "-c", RUN, str(work), str(ROOT / "tests")],
+        env=env,
+        cwd=code_root,  # `python -c` puts the working folder first on sys.path: it must hold the code to run
+        capture_output=True,
+        text=True,
     )
     if done.returncode != 0:
         sys.exit(f"the run at {code_root} failed:\n{done.stderr}")

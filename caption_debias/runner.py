@@ -34,7 +34,7 @@ What each piece guarantees:
   (which name their file themselves) becomes one `WriteFailed` line naming the file.
 - `StageFolder.start(shaping, overwrite)`: resume state in `OUT/<state_dir>/state.json`
   (`{"options": shaping}`, the options that shape the output). A run is resumed only when
-  that state is there and at least one task finished (a sidecar under the state folder):
+  that state is there and it left work worth keeping (by default a task sidecar):
   with other options it is refused in one line naming them, unless `overwrite`. Anything
   else starts afresh: the stage's own files are removed (never the lock files), a folder
   holding files of its own is refused unless `overwrite`. The manifest is removed either
@@ -224,7 +224,9 @@ class StageFolder:
 
     `owned`: top-level names the stage writes (files or folders, its state folder included
     by itself); `owned_pattern`: a regex for more of them (pack's NNNNN.tar); `subdirs`:
-    folders to create at start (shards/, a step's sidecar folder); `verb`: how the
+    folders to create at start (shards/, a step's sidecar folder); `work`: globs under OUT
+    of the outputs that make a run worth resuming (prepare's shards: a run whose every
+    chunk was rejected is not; default: any task sidecar); `verb`: how the
     different-options refusal names the run ("prepared", "curated", ...).
     """
 
@@ -237,6 +239,7 @@ class StageFolder:
         owned: Iterable[str] = (MANIFEST,),
         owned_pattern: str | None = None,
         subdirs: Iterable[str] = (),
+        work: Iterable[str] = (),
         verb: str | None = None,
     ) -> None:
         self.out = storage.as_path(out)
@@ -245,6 +248,7 @@ class StageFolder:
         self.owned = frozenset({*owned, state_dir.split("/")[0]})
         self.owned_pattern = re.compile(owned_pattern) if owned_pattern else None
         self.subdirs = tuple(subdirs)
+        self.work = tuple(work)
         self.verb = verb or f"written by {command}"
 
     @property
@@ -269,7 +273,9 @@ class StageFolder:
                 raise WriteFailed(f"{exc.filename or self.out}: {os_error_text(exc)}") from None
 
     def finished_tasks(self) -> bool:
-        """Whether an earlier run finished at least one task (left a sidecar in the state folder)."""
+        """Whether an earlier run left work worth keeping: a file matching `work` (default: any task sidecar)."""
+        if self.work:
+            return any(not is_temp(p) for pattern in self.work for p in self.out.glob(pattern))
         state = self.state
         return state.is_dir() and any(p.name != STATE_FILE for p in state.rglob("*.json") if not is_temp(p))
 
@@ -344,8 +350,11 @@ class StageFolder:
         out = self.out
         for pattern, keep in outputs.items():
             kept = set(keep)
-            for p in out.glob(pattern):
-                if p.relative_to(out).as_posix() not in kept and not is_temp(p):
+            sub, _, names = pattern.rpartition("/")
+            folder = out / sub if sub else out
+            for p in folder.glob(names) if folder.is_dir() else ():
+                rel = f"{sub}/{p.name}" if sub else p.name
+                if rel not in kept and not is_temp(p):
                     p.unlink()
         for sub in sidecar_dirs:
             for p in (out / sub).glob("*.json"):

@@ -248,3 +248,16 @@ def test_a_stage_killed_mid_way_resumes_with_its_finished_tasks(tmp_path):
     assert shorter["shards"] == ["shards/part-00000.parquet", "shards/part-00001.parquet"]
     assert not (out / ".toy/part-00003.json").exists()
     assert sorted(os.listdir(out / ".toy")) == ["part-00000.json", "part-00001.json", "state.json"]
+
+
+def test_work_names_what_makes_a_run_worth_resuming(tmp_path):
+    out = tmp_path / "out"
+    folder = StageFolder(
+        out, "toy", state_dir=".toy", owned=("shards",), subdirs=("shards",), work=("shards/*.parquet",)
+    )
+    folder.start({"rows": 10}, overwrite=False)
+    _finish_a_task(out)  # a task that wrote no shard (every row rejected)
+    assert folder.start({"rows": 7}, overwrite=False) is False  # nothing to keep: other options start afresh
+    (out / "shards/part-00000.parquet").write_bytes(b"x")
+    with pytest.raises(UserError, match="different options"):
+        folder.start({"rows": 10}, overwrite=False)

@@ -53,7 +53,9 @@ def lsh_params(threshold: float) -> tuple[int, int]:
     return NUM_PERM, 1
 
 
-RUNTIME_ONLY = frozenset({"workers", "overwrite", "quiet", "engine", "ray_address", "max_in_flight", "image_threads"})
+RUNTIME_ONLY = frozenset(
+    {"workers", "overwrite", "quiet", "engine", "ray_address", "max_in_flight", "image_threads", "log_interval"}
+)
 
 
 @dataclass
@@ -71,6 +73,7 @@ class CurateOptions:
     quiet: bool = False
     max_in_flight: int = 2  # shards queued or in work per worker
     image_threads: int = 4  # file reads in flight per worker (image I/O overlaps decoding)
+    log_interval: float = 30.0  # seconds between plain progress lines off a terminal
 
     def validate(self) -> None:
         from caption_debias.errors import UserError

@@ -20,7 +20,7 @@ from caption_debias import storage
 from caption_debias.curate import images as img
 from caption_debias.curate import minhash, quality
 from caption_debias.curate.options import NUM_PERM
-from caption_debias.prepare.writer import write_json, write_shard
+from caption_debias.runner import write_json, write_shard
 
 SIGNALS_VERSION = 3  # bump when a signal's definition changes: old signal files are then redone
 SIGNALS_DIR = ".curate/signals"

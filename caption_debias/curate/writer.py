@@ -18,11 +18,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from caption_debias import storage
+from caption_debias import runner, storage
 from caption_debias.curate.options import REASONS
 from caption_debias.prepare import state
-from caption_debias.prepare.writer import atomic_output, sha256_file, write_json, write_shard
 from caption_debias.records import excerpt
+from caption_debias.runner import atomic_output, sha256_file, write_json, write_shard
 from caption_debias.schema import shard_arrow_schema
 
 WRITE_DIR = ".curate/write"
@@ -167,14 +167,4 @@ def write(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_sidecar(out: Path, index: int, fp: str) -> dict[str, Any] | None:
-    try:
-        side = json.loads(sidecar_path(out, index).read_text("utf-8"))
-    except (OSError, ValueError):
-        return None
-    if side.get("fingerprint") != fp:
-        return None
-    if side.get("path") is not None:
-        shard = out / side["path"]
-        if not shard.is_file() or shard.stat().st_size != side.get("bytes"):
-            return None
-    return side
+    return runner.load_sidecar(sidecar_path(out, index), fp, out)

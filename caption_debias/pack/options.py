@@ -12,7 +12,7 @@ from caption_debias.errors import UserError
 RESIZE_MODES = ("keep_ratio", "center_crop", "border", "keep_ratio_largest", "no")
 ENGINES = ("local", "ray")
 # Options that change nothing in the output: a resumed run may change them freely.
-RUNTIME_ONLY = frozenset({"workers", "engine", "ray_address", "overwrite", "quiet", "max_in_flight"})
+RUNTIME_ONLY = frozenset({"workers", "engine", "ray_address", "overwrite", "quiet", "max_in_flight", "log_interval"})
 
 
 @dataclass
@@ -29,6 +29,7 @@ class PackOptions:
     overwrite: bool = False
     quiet: bool = False
     max_in_flight: int = 2  # tars queued or in work at once per worker (bounds memory)
+    log_interval: float = 30.0  # seconds between plain progress lines off a terminal
 
     def validate(self) -> "PackOptions":
         if not self.image_root:

@@ -18,7 +18,7 @@ from typing import Any
 from caption_debias import storage
 from caption_debias.pack.images import ImageFailed, ImageReader
 from caption_debias.pack.options import PackOptions
-from caption_debias.prepare.writer import _tmp, sha256_file, write_json
+from caption_debias.runner import sha256_file, temp_path, write_json
 
 # Columns of the prepared shards a sample is made from.
 COLUMNS = ("key", "source", "split", "image", "caption", "sentences", "sentence_tokens", "summary_mask", "meta")
@@ -78,7 +78,7 @@ def pack_tar(task: TarTask) -> dict[str, Any]:
     out = storage.as_path(task.out)
     options = task.options
     path = out / tar_name(task.index)
-    tmp = _tmp(path)  # local; for a remote folder put under its name once complete
+    tmp = temp_path(path)  # local; for a remote folder put under its name once complete
     reader = ImageReader(options.image_root, options)
     removed: list[dict[str, Any]] = []
     written = 0
