@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 import time
 from collections import Counter
 from datetime import datetime, timezone
@@ -20,13 +19,12 @@ from caption_debias import __version__, storage
 from caption_debias.dataset import MANIFEST as PREPARED_MANIFEST
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
-from caption_debias.locking import folder_lock
 from caption_debias.pack import state
-from caption_debias.pack.images import IMAGE_MISSING, IMAGE_UNREADABLE, resizer_version
+from caption_debias.pack.images import resizer_version
 from caption_debias.pack.options import PackOptions
 from caption_debias.pack.tars import COLUMNS, TarTask, pack_tar, tar_name
 from caption_debias.prepare.distributor import Ready, ordered_map
-from caption_debias.prepare.writer import write_json, write_text
+from caption_debias.runner import StageFolder, StageProgress, Summary, reconcile, write_json
 
 
 def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = None) -> dict[str, Any]:
@@ -40,8 +38,9 @@ def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = No
     storage.require_shared(out, options.workers, options.engine, "--out")
     if storage.same_place(out, ds.folder):
         raise UserError("--out must be another folder than the prepared input")
-    with folder_lock(out, "pack"):
-        return _pack(ds, str(prepared), out, options, started)
+    folder = state.stage_folder(out)
+    with folder.locked():
+        return _pack(ds, str(prepared), folder, options, started)
 
 
 def _chunks(ds: PreparedDataset, options: PackOptions) -> Iterator[list[dict[str, Any]]]:
@@ -75,10 +74,11 @@ def _mapper(options: PackOptions):
     return ordered_map
 
 
-def _pack(ds: PreparedDataset, given: str, out: Path, options: PackOptions, started: float) -> dict[str, Any]:
+def _pack(ds: PreparedDataset, given: str, folder: StageFolder, options: PackOptions, started: float) -> dict[str, Any]:
+    out = folder.out
     input_digest = hashlib.sha256((ds.folder / PREPARED_MANIFEST).read_bytes()).hexdigest()
     shaping = {"input_manifest_sha256": input_digest, **options.output_shaping()}
-    resumed = state.start(out, shaping, options.overwrite)
+    resumed = folder.start(shaping, options.overwrite)
     reused = 0
 
     def tasks() -> Iterator[Any]:
@@ -95,32 +95,28 @@ def _pack(ds: PreparedDataset, given: str, out: Path, options: PackOptions, star
     tars: list[dict[str, Any]] = []
     reasons: Counter = Counter()
     read = 0
-    progress = _Progress(options.quiet, None if options.split else ds.rows)
-    removed_tmp = out / state.STATE_DIR / f"{state.REMOVED}.partial"
-    if storage.is_remote(out):  # a store cannot append: the lines gather in a local file
-        removed_tmp = storage.local_temp(state.REMOVED)
+    total = None if options.split else ds.rows
+    progress = StageProgress("pack", "rows", total, quiet=options.quiet, interval=options.log_interval)
+    finished = False
     try:
-        with open(removed_tmp, "w", encoding="utf-8") as removed_fh:
+        with folder.partial_lines(state.REMOVED) as removed:  # removed.jsonl appears whole or not at all
             for side in _mapper(options)(pack_tar, tasks(), options.workers, options.max_in_flight * options.workers):
                 read += side["rows"]
                 for entry in side["removed"]:
                     reasons[entry["reason"]] += 1
-                    removed_fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
+                    removed.write(entry)
                 tars.append({k: side[k] for k in ("path", "samples", "rows", "sha256", "bytes")})
-                progress.update(read, len(tars))
+                progress.update(read, extra=f"{len(tars)} tars")
+            if not tars:
+                raise UserError(f"{given}: no rows to pack" + (f" in split {options.split!r}" if options.split else ""))
+            finished = True
     finally:
-        progress.close()
-    if not tars:
-        removed_tmp.unlink(missing_ok=True)
-        raise UserError(f"{given}: no rows to pack" + (f" in split {options.split!r}" if options.split else ""))
-    state.remove_beyond(out, len(tars))
-    with open(removed_tmp, encoding="utf-8") as lines:  # removed.jsonl appears whole or not at all
-        write_text(lines, out / state.REMOVED)
-    removed_tmp.unlink()
+        progress.close(finished)
+    folder.prune({state.TAR_GLOB: [t["path"] for t in tars]}, len(tars), sidecar_dirs=[state.STATE_DIR])
     write_json({t["path"]: t["samples"] for t in tars}, out / state.SIZES)
 
     written = sum(t["samples"] for t in tars)
-    assert read == written + sum(reasons.values())  # counts must reconcile
+    reconcile("pack", read=read, written=written, removed=sum(reasons.values()))
     manifest = {
         "kind": state.KIND,
         "format": "webdataset",
@@ -162,51 +158,19 @@ def train_data_pattern(n_tars: int) -> str:
     return f"{{{tar_name(0)[:-4]}..{tar_name(n_tars - 1)[:-4]}}}.tar"
 
 
-class _Progress:
-    """Rows and tars as tars finish: a rich bar on a terminal only (silent in pipes and with --quiet)."""
-
-    def __init__(self, quiet: bool, total: int | None):
-        self.bar = None
-        if not quiet and sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self.bar = Progress(
-                TextColumn("[bold]pack[/]"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("rows · {task.fields[tars]} tars"),
-                TimeElapsedColumn(),
-                console=Console(stderr=True),
-                transient=True,
-            )
-            self.task = self.bar.add_task("pack", total=total, tars=0)
-            self.bar.start()
-
-    def update(self, rows: int, tars: int) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, completed=rows, tars=tars)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-            self.bar = None
-
-
 def _summary(manifest: dict[str, Any], out: Path, reused: int) -> None:
-    from rich.console import Console
-
-    console = Console(stderr=True, highlight=False)
     c = manifest["counts"]
-    elapsed = manifest["elapsed_s"] or 0.0
-    rate = c["read"] / elapsed if elapsed > 0 else 0.0
-    again = f" ({reused} reused from an earlier run)" if reused else ""
-    console.print(f"[bold]pack[/] -> {out}: {len(manifest['tars'])} tars{again}, {elapsed:.1f} s, {rate:,.0f} rows/s")
-    console.print(f"  rows read {c['read']:,}, samples written {c['written']:,}, removed {c['removed']:,}")
-    for reason in (IMAGE_MISSING, IMAGE_UNREADABLE):
-        if c["removed_by_reason"].get(reason):
-            console.print(f"  {reason}: {c['removed_by_reason'][reason]:,}")
-    if c["removed"]:
-        console.print(f"  details: {out / state.REMOVED}")
     train_data = f"--train-data '{out}/{manifest['train_data']}'"
-    console.print(f"  open_clip_train: --dataset-type webdataset {train_data}", soft_wrap=True)
+    Summary(
+        "pack",
+        str(out),
+        {"read": c["read"], "written": c["written"], "removed": c["removed"]},
+        outputs=len(manifest["tars"]),
+        outputs_noun="tars",
+        reused=reused,
+        elapsed_s=manifest["elapsed_s"] or 0.0,
+        reasons=c["removed_by_reason"],
+        reason_title="removal reason",
+        details=str(out / state.REMOVED) if c["removed"] else None,
+        notes=[f"  open_clip_train: --dataset-type webdataset {train_data}"],
+    ).print()
