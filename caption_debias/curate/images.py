@@ -16,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from caption_debias import storage
+
 OK, MISSING, UNREADABLE, NOT_CHECKED = 0, 1, 2, 3
 STATUS_NAMES = {OK: "present", MISSING: "missing", UNREADABLE: "unreadable", NOT_CHECKED: "not_checked"}
 DRAFT_SIDE = 128  # decode JPEGs at the smallest DCT scale whose sides are still >= 128 px (phash uses 32)
@@ -31,13 +33,9 @@ class ImageFacts:
     error: str | None = None
 
 
-def is_url(image: str) -> bool:
-    return "://" in image
-
-
 def top_folder(image: str) -> str:
     """The coverage group of an image path: its first folder ('sam/images/x.jpg' -> 'sam/')."""
-    if is_url(image):
+    if storage.is_url(image):
         return "(urls)"
     head, sep, _ = image.replace("\\", "/").lstrip("./").partition("/")
     return f"{head}/" if sep else "(top level)"

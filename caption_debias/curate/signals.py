@@ -123,7 +123,7 @@ def _coverage(images: list[str], facts: list[img.ImageFacts]) -> dict[str, dict[
 
 def image_signals(images: list[str], image_root: str, threads: int) -> tuple[list[img.ImageFacts], dict]:
     root = Path(image_root)
-    paths = [None if img.is_url(i) else root / i for i in images]
+    paths = [None if storage.is_url(i) else root / i for i in images]
     facts = img.image_facts_batch(paths, threads)
     return facts, _coverage(images, facts)
 

@@ -132,7 +132,7 @@ def _write_embedded(table: pa.Table, path: Path, image_root: str) -> str:
                 blobs = []
                 for image in part.column("image").to_pylist():
                     try:
-                        blobs.append((root / image).read_bytes() if "://" not in image else None)
+                        blobs.append((root / image).read_bytes() if not storage.is_url(image) else None)
                     except OSError:
                         blobs.append(None)  # gone since the signals were taken: null, not a failed run
                 part = part.set_column(col, table.schema.field(col), pa.array(blobs, pa.binary()))

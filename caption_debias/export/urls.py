@@ -14,8 +14,6 @@ from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
 from caption_debias.img2dataset_columns import CAPTION_COLUMN, KEY_COLUMN, URL_COLUMN
 
-URL_PATTERN = r"^[A-Za-z][A-Za-z0-9+.-]*://"  # readers.common.is_url, as a regex pyarrow can apply per batch
-
 
 def img2dataset_command(
     url_list: Path,
@@ -98,7 +96,7 @@ def write_url_list(
     with partial_file(to) as tmp:
         with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
             for batch in data.iter_batches(columns):
-                is_url = pc.match_substring_regex(batch.column("image"), URL_PATTERN)
+                is_url = pc.match_substring_regex(batch.column("image"), storage.URL_PATTERN)
                 kept = batch.filter(is_url)
                 not_url += batch.num_rows - kept.num_rows
                 if kept.num_rows:

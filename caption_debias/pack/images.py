@@ -13,6 +13,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from caption_debias import storage
 from caption_debias.pack.options import PackOptions
 
 IMAGE_MISSING = "image_missing"  # no file (or tar member) at the row's image path
@@ -85,7 +86,7 @@ class ImageReader:
 
     def raw(self, image: str) -> bytes:
         """The file's bytes, or ImageFailed(image_missing | image_unreadable)."""
-        if "://" in image:
+        if storage.is_url(image):
             raise ImageFailed(
                 IMAGE_MISSING, f"{image} is a URL; download it (caption-debias urls, img2dataset) and pack that folder"
             )

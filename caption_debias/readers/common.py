@@ -9,12 +9,7 @@ from typing import Any
 
 from caption_debias import storage
 
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
-
-
-def is_url(value: str) -> bool:
-    return bool(_URL.match(value))
 
 
 def image_problem(image: Any) -> str | None:
@@ -23,7 +18,7 @@ def image_problem(image: Any) -> str | None:
         return "missing image" if image is None else "non-string image"
     if not image.strip():
         return "missing image"
-    if is_url(image):
+    if storage.is_url(image):
         return None
     if image.startswith(("/", "\\")) or _DRIVE.match(image):
         return f"absolute image path: {image}"
