@@ -23,7 +23,7 @@ from caption_debias.curate.options import REASONS
 from caption_debias.prepare import state
 from caption_debias.records import excerpt
 from caption_debias.runner import atomic_output, sha256_file, write_json, write_shard
-from caption_debias.schema import shard_arrow_schema
+from caption_debias.schema import shard_arrow_schema, shard_table
 
 WRITE_DIR = ".curate/write"
 EMBED_ROW_GROUP = 256  # rows per Parquet row group with --embed-images (bounds worker memory)
@@ -117,8 +117,7 @@ def build_table(task: dict[str, Any]) -> tuple[pa.Table, list[dict[str, Any]]]:
             columns[name] = kept.column(name).cast(field.type)
         else:  # a prepared shard of an older schema, or image columns this run does not compute
             columns[name] = pa.nulls(len(kept), field.type)
-    arrays = [c if isinstance(c, pa.ChunkedArray) else pa.chunked_array([c]) for c in columns.values()]
-    return pa.Table.from_arrays(arrays, schema=schema), lines
+    return shard_table(columns, len(kept)), lines
 
 
 def _write_embedded(table: pa.Table, path: Path, image_root: str) -> str:

@@ -106,7 +106,16 @@ def write_url_list(
                             [caption_texts(row, strip, "none", 1, 0, counts)[0] for row in kept.to_pylist()],
                             pa.string(),
                         )
-                    writer.write_table(pa.table([kept.column("key"), kept.column("image"), captions], schema=schema))
+                    writer.write_table(
+                        pa.table(
+                            {
+                                KEY_COLUMN: kept.column("key"),
+                                URL_COLUMN: kept.column("image"),
+                                CAPTION_COLUMN: captions,
+                            },
+                            schema=schema,
+                        )
+                    )
                     written += kept.num_rows
         if written == 0:
             raise UserError(f"{prepared}: no row has a URL image ({not_url} rows hold file paths); nothing to download")
