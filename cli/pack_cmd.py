@@ -9,8 +9,10 @@ import typer
 
 def pack(
     prepared: str = typer.Argument(..., help="Prepared (or curated) folder to pack (a local path or an fsspec URL)."),
-    image_root: str = typer.Option(
-        ..., "--image-root", help="Folder the rows' `image` paths are relative to (files or img2dataset tars)."
+    image_root: Optional[str] = typer.Option(
+        None,
+        "--image-root",
+        help="Folder the rows' `image` paths are relative to (files or img2dataset tars); default: the one the input was prepared with.",
     ),
     out: str = typer.Option(
         ..., "--out", "-o", help="Output folder: NNNNN.tar, sizes.json, removed.jsonl, manifest.json."
@@ -56,7 +58,7 @@ def pack(
     from caption_debias.pack.run import pack as run_pack
 
     options = PackOptions(
-        image_root=str(image_root),
+        image_root=str(image_root) if image_root else "",
         image_size=image_size,
         resize_mode=resize_mode,
         encode_quality=encode_quality,

@@ -8,6 +8,7 @@ and they depend on every row, so nothing partial of them is ever trusted).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from pathlib import Path
@@ -17,7 +18,7 @@ from caption_debias import storage
 from caption_debias.curate import dedup, signals, writer
 from caption_debias.curate.inputs import Inputs, open_inputs
 from caption_debias.curate.options import CurateOptions
-from caption_debias.dataset import MANIFEST
+from caption_debias.dataset import MANIFEST, default_image_root
 from caption_debias.prepare.distributor import Ready, ordered_map
 from caption_debias.runner import StageFolder, StageProgress, load_sidecar, write_json
 
@@ -152,6 +153,8 @@ def _merge_coverage(sides: list[dict]) -> dict[str, Any] | None:
 def curate(inputs: list[str | Path], out: str | Path, options: CurateOptions | None = None) -> dict[str, Any]:
     """Curate the prepared (or curated) folders `inputs` into `out`; returns the manifest."""
     options = options or CurateOptions()
+    if options.image_root is None:  # the root the inputs were prepared with, when they record one
+        options = dataclasses.replace(options, image_root=default_image_root(None, inputs))
     if options.image_root is not None:
         storage.require_local(options.image_root, "--image-root")
     options.validate()

@@ -33,7 +33,10 @@ class PackOptions:
 
     def validate(self) -> "PackOptions":
         if not self.image_root:
-            raise UserError("--image-root is required (the folder the prepared rows' `image` paths are relative to)")
+            raise UserError(
+                "--image-root is required: the input's manifest records none "
+                "(the folder the prepared rows' `image` paths are relative to)"
+            )
         if not Path(self.image_root).is_dir():
             raise UserError(f"--image-root {self.image_root}: no such folder")
         if self.resize_mode not in RESIZE_MODES:

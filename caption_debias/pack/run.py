@@ -7,6 +7,7 @@ depend on --workers or the engine, and a rerun reuses each finished tar whose si
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -17,7 +18,7 @@ from typing import Any, Iterator
 
 from caption_debias import __version__, storage
 from caption_debias.dataset import MANIFEST as PREPARED_MANIFEST
-from caption_debias.dataset import PreparedDataset
+from caption_debias.dataset import PreparedDataset, default_image_root
 from caption_debias.errors import UserError
 from caption_debias.pack import state
 from caption_debias.pack.images import resizer_version
@@ -29,9 +30,12 @@ from caption_debias.runner import StageFolder, StageProgress, Summary, reconcile
 
 def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = None) -> dict[str, Any]:
     """Pack the prepared (or curated) folder `prepared` into webdataset tars in `out`; returns the manifest."""
-    if options is not None and options.image_root:
+    options = options or PackOptions()
+    if not options.image_root:  # the root the input was prepared (or curated) with, when it records one
+        options = dataclasses.replace(options, image_root=default_image_root(None, [prepared]) or "")
+    if options.image_root:
         storage.require_local(options.image_root, "--image-root")  # img2dataset's resizer reads local files
-    options = (options or PackOptions()).validate()
+    options = options.validate()
     started = time.monotonic()
     ds = PreparedDataset.open(prepared)
     out = storage.as_path(out)

@@ -6,6 +6,7 @@ the same options re-reads the input but reuses each chunk whose sidecar matches 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from pathlib import Path
@@ -107,6 +108,8 @@ def prepare(inputs: list[str | Path], output: str | Path, options: PrepareOption
     """
     options = options or PrepareOptions()
     options.validate()
+    if options.image_root is not None:  # recorded absolute: curate, pack, train and eval default to it
+        options = dataclasses.replace(options, image_root=str(Path(options.image_root).resolve()))
     started = time.monotonic()
     out = storage.as_path(output)
     storage.require_shared(out, options.workers, options.engine, "--output")
