@@ -11,7 +11,8 @@ One stage run, in order::
 
     from caption_debias.runner import StageFolder, StageProgress, Summary, load_sidecar, reconcile, write_json
 
-    folder = StageFolder(out, "score", state_dir=".score", owned=("manifest.json", "removed.jsonl", "shards"))
+    folder = StageFolder(out, "score", state_dir=".score", owned=("manifest.json", "removed.jsonl", "shards"),
+                         subdirs=("shards",), verb="scored")
     with folder.locked():                                # one writer per folder; OSError -> one line
         resumed = folder.start(shaping, overwrite)       # True: same options as the run before, reuse its tasks
         progress = StageProgress("score", "rows", total=n_rows, quiet=quiet, interval=log_interval)
@@ -22,17 +23,18 @@ One stage run, in order::
                 removed.write_all(side["removed"])
                 progress.update(done, extra=f"{n} shards")
         progress.close(finished=True)                    # removed.jsonl is now written whole
-        folder.prune(keep={...shards written...}, n_tasks=len(tasks))   # what a longer earlier run left
-        reconcile("score", read=read, written=written, removed=n_removed)
+        folder.prune({"shards/part-*.parquet": written_paths}, len(tasks), sidecar_dirs=[".score"])  # earlier leftovers
+        reconcile("score", read=read, written=written, removed=removed.count)
         write_json(manifest, out / "manifest.json")      # last: only a finished run has one
-    Summary("score", str(out), {"read": read, "written": written, "removed": n_removed}).print()
+    Summary("score", str(out), {"read": read, "written": written, "removed": removed.count}).print()
 
 What each piece guarantees:
 
 - `StageFolder.locked()`: `locking.folder_lock` for the whole run (a second writer is
   refused at once, a killed one never blocks), and an OS error outside the atomic writers
   (which name their file themselves) becomes one `WriteFailed` line naming the file.
-- `StageFolder.start(shaping, overwrite)`: resume state in `OUT/<state_dir>/state.json`
+- `StageFolder.start(shaping, overwrite)` (`work=`: globs of the outputs that make a run
+  worth resuming; default any task sidecar): resume state in `OUT/<state_dir>/state.json`
   (`{"options": shaping}`, the options that shape the output). A run is resumed only when
   that state is there and it left work worth keeping (by default a task sidecar):
   with other options it is refused in one line naming them, unless `overwrite`. Anything
