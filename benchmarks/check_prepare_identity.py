@@ -119,7 +119,12 @@ def run_prepare(code_root: Path | None, fmt: str, src: Path, out: Path) -> dict[
     if code_root is not None:
         env["PYTHONPATH"] = str(code_root)
     done = subprocess.run(
-        [sys.executable, "-c", RUN, fmt, str(src), str(out)], env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-c", RUN, fmt, str(src), str(out)],
+        env=env,
+        cwd=code_root or ROOT,  # `python -c` puts the working folder first on sys.path: it must hold the code to run
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
 

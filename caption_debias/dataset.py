@@ -42,6 +42,35 @@ def unfinished_message(folder: Any, command: str) -> str:
     )
 
 
+def recorded_image_root(manifest: dict[str, Any]) -> str | None:
+    """The image root a folder's manifest records: prepare's --image-root (an absolute path), or
+    the one curate or pack used, which defaults to it. None when none was given."""
+    root = (manifest.get("options") or {}).get("image_root") if isinstance(manifest, dict) else None
+    return str(root) if root else None
+
+
+def default_image_root(given: str | Path | None, folders: Sequence[str | Path]) -> str | None:
+    """`given` when there is one, else the image root the folders' manifests record (None if none does).
+
+    Folders whose manifests record different roots need an explicit --image-root. A missing or
+    unreadable manifest records nothing here (opening the folder says what is wrong with it).
+    """
+    if given is not None and str(given) != "":
+        return str(given)
+    roots = []
+    for folder in folders:
+        try:
+            manifest = json.loads((storage.as_path(folder) / MANIFEST).read_text("utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError, UserError):
+            continue
+        root = recorded_image_root(manifest)
+        if root is not None and root not in roots:
+            roots.append(root)
+    if len(roots) > 1:
+        raise UserError(f"the inputs were prepared with different image roots ({', '.join(roots)}); give --image-root")
+    return roots[0] if roots else None
+
+
 class IncompleteFolder(UserError):
     """A prepared folder that is unfinished or does not match its manifest."""
 

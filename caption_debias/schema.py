@@ -91,6 +91,29 @@ def shard_arrow_schema() -> pa.Schema:
     )
 
 
+def shard_table(columns: dict[str, pa.Array | pa.ChunkedArray], num_rows: int) -> pa.Table:
+    """A shard table from columns given by name, in the schema's order; a column not given is null.
+
+    A name the schema does not have, or a column of another type, is a ValueError (a bug in
+    the caller): shards never depend on the order in which a step lists its columns.
+    """
+    schema = shard_arrow_schema()
+    unknown = sorted(set(columns) - set(schema.names))
+    if unknown:
+        raise ValueError(f"not shard columns: {', '.join(unknown)}")
+    arrays = []
+    for field in schema:
+        column = columns.get(field.name)
+        if column is None:
+            column = pa.nulls(num_rows, field.type)
+        elif column.type != field.type:
+            raise ValueError(f"shard column {field.name}: {column.type}, the schema says {field.type}")
+        elif len(column) != num_rows:
+            raise ValueError(f"shard column {field.name}: {len(column)} values for {num_rows} rows")
+        arrays.append(column if isinstance(column, pa.ChunkedArray) else pa.chunked_array([column], field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
 def shard_columns() -> list[str]:
     return [c["name"] for c in shard_spec()["columns"]]
 

@@ -24,12 +24,21 @@ from typing import Any, Iterator, Sequence
 
 from caption_debias.errors import UserError
 
-_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+URL_PATTERN = r"^([A-Za-z][A-Za-z0-9+.-]*)://"  # a scheme, then "://": as a regex pyarrow can apply per batch
+_URL = re.compile(URL_PATTERN)
 LOCAL_PROTOCOLS = frozenset({"file", "local"})
 # Protocols polars reads itself (object_store: streaming, predicate pushdown); others go through fsspec.
 POLARS_NATIVE = frozenset({"s3", "s3a", "gs", "gcs", "gcp", "az", "abfs", "abfss", "adl", "hf", "http", "https"})
 # Processes other than this one cannot see this store (fsspec's memory:// lives in one Python process).
 PROCESS_LOCAL = frozenset({"memory"})
+
+
+def is_url(value: str) -> bool:
+    """Whether a string (an input, a folder, a row's `image`) is a URL rather than a path: the one test.
+
+    file:// counts (a URL); `protocol` and `is_remote` then tell a local file:// from a remote one.
+    """
+    return bool(_URL.match(value))
 
 
 def protocol(path: Any) -> str | None:

@@ -69,3 +69,54 @@ def test_the_scan_finds_a_cycle_when_there_is_one():
     except graphlib.CycleError:
         return
     raise AssertionError("a planted cycle was not found")
+
+
+def _module_name(path: Path) -> str:
+    """caption_debias.stats.plots for caption_debias/stats/plots.py; cli/ installs as caption_debias.cli."""
+    if path.is_relative_to(ROOT / "cli"):
+        parts = ("caption_debias", "cli", *path.relative_to(ROOT / "cli").with_suffix("").parts)
+    else:
+        parts = ("caption_debias", *path.relative_to(PACKAGE).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_graph() -> dict[str, set[str]]:
+    """module -> the caption_debias modules it imports (`from PKG import name` counts as PKG.name when that is a module)."""
+    paths = sorted([*PACKAGE.rglob("*.py"), *(ROOT / "cli").rglob("*.py")])
+    modules = {_module_name(p): p for p in paths}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names if a.name.startswith("caption_debias")}
+            elif (
+                isinstance(node, ast.ImportFrom)
+                and node.level == 0
+                and (node.module or "").startswith("caption_debias")
+            ):
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    deps.add(sub if sub in modules else node.module)
+        graph[name] = {d for d in deps if d in modules and d != name}
+    return graph
+
+
+def test_no_import_cycle_between_modules():
+    graph = module_graph()
+    assert {"caption_debias.stats.compute", "caption_debias.runner", "caption_debias.cli.main"} <= set(graph)
+    try:
+        list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as exc:
+        raise AssertionError(f"import cycle between caption_debias modules: {' -> '.join(exc.args[1])}") from None
+
+
+def test_the_module_scan_finds_a_cycle_inside_a_package():
+    graph = module_graph()
+    assert "caption_debias.stats.curation" in graph["caption_debias.stats.plots"]
+    graph["caption_debias.stats.curation"] = graph["caption_debias.stats.curation"] | {"caption_debias.stats.report"}
+    try:
+        list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError:
+        return
+    raise AssertionError("a planted cycle between two stats modules was not found")

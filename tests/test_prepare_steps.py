@@ -181,3 +181,22 @@ def test_an_unknown_summary_mode_is_one_clear_line():
     ]
     with pytest.raises(summary.UserError, match="unknown summary mode"):
         process_records(records, "fast", "last")
+
+
+def test_shard_tables_are_built_by_column_name():
+    import pyarrow as pa
+    import pytest
+
+    from caption_debias.schema import shard_arrow_schema, shard_table
+
+    given = {"caption": pa.array(["b", "a"]), "key": pa.array(["k1", "k2"])}  # any order
+    table = shard_table(given, 2)
+    assert table.schema == shard_arrow_schema()
+    assert table.column("key").to_pylist() == ["k1", "k2"] and table.column("caption").to_pylist() == ["b", "a"]
+    assert table.column("source").null_count == 2  # not given: null
+    with pytest.raises(ValueError, match="not shard columns: captions"):
+        shard_table({"captions": pa.array(["x"])}, 1)
+    with pytest.raises(ValueError, match="num_tokens: int64"):
+        shard_table({"num_tokens": pa.array([3], pa.int64())}, 1)
+    with pytest.raises(ValueError, match="1 values for 2 rows"):
+        shard_table({"key": pa.array(["k"])}, 2)

@@ -387,3 +387,22 @@ def test_remote_lock_without_exclusive_create_checks_then_reads_back(bucket, mon
                 pass
         assert MEM.cat_file(_record(folder)) == held
     assert not MEM.exists(_record(folder))
+
+
+def test_is_this_a_url_is_decided_in_storage_and_nowhere_else():
+    assert storage.is_url("s3://bucket/a.jpg") and storage.is_url("https://x.org/a.jpg")
+    assert storage.is_url("file:///data/a.jpg") and not storage.is_remote("file:///data/a.jpg")
+    assert not storage.is_url("sam/a.jpg") and not storage.is_url("dir/http://x.jpg") and not storage.is_url("C:/a.jpg")
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values = pa.array(["s3://b/a.jpg", "sam/a.jpg", "dir/http://x.jpg"])
+    by_arrow = pc.match_substring_regex(values, storage.URL_PATTERN).to_pylist()
+    assert by_arrow == [storage.is_url(v) for v in values.to_pylist()]  # the batch form agrees
+    root = Path(__file__).resolve().parents[1]
+    others = [
+        str(p.relative_to(root))
+        for p in sorted([*(root / "caption_debias").rglob("*.py"), *(root / "cli").rglob("*.py")])
+        if p.name != "storage.py" and ('"://"' in p.read_text("utf-8") or "'://'" in p.read_text("utf-8"))
+    ]
+    assert others == [], f"decide 'is this a URL?' with storage.is_url: {others}"

@@ -14,3 +14,7 @@ computes the same thing for a whole shard or the whole run:
   writer      the write step: one input shard -> its kept rows + new columns, in parallel
   run         wires them together (lock, resume, manifest, removed.jsonl, summary)
 """
+
+from caption_debias.api import make_callable
+
+make_callable(__name__)  # caption_debias.curate(...) runs the stage: curate/api.py

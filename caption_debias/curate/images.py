@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from caption_debias import image_files
+from caption_debias import image_files, storage
 
 OK, MISSING, UNREADABLE, NOT_CHECKED = 0, 1, 2, 3
 STATUS_NAMES = {OK: "present", MISSING: "missing", UNREADABLE: "unreadable", NOT_CHECKED: "not_checked"}
@@ -32,13 +32,9 @@ class ImageFacts:
     error: str | None = None
 
 
-def is_url(image: str) -> bool:
-    return "://" in image
-
-
 def top_folder(image: str) -> str:
     """The coverage group of an image path: its first folder ('sam/images/x.jpg' -> 'sam/')."""
-    if is_url(image):
+    if storage.is_url(image):
         return "(urls)"
     head, sep, _ = image.replace("\\", "/").lstrip("./").partition("/")
     return f"{head}/" if sep else "(top level)"

@@ -9,6 +9,7 @@ from typing import Any
 from caption_debias import __version__
 from caption_debias.curate.inputs import Inputs
 from caption_debias.curate.options import REASONS, CurateOptions
+from caption_debias.runner import reconcile
 from caption_debias.schema import SCHEMA_VERSION
 
 
@@ -37,7 +38,11 @@ def build(
     read = sum(c["read"] for c in per_folder.values())
     written = sum(c["written"] for c in per_folder.values())
     removed = sum(reasons.values())
-    assert read == written + removed == inputs.rows, (read, written, removed, inputs.rows)  # counts reconcile
+    for f in inputs.folders:
+        c = per_folder[f["path"]]
+        reconcile(f"curate {f['path']}", read=c["read"], written=c["written"], removed=c["removed"])
+    reconcile("curate", read=read, written=written, removed=removed)
+    reconcile("curate (rows of the input manifests)", read=inputs.rows, written=written, removed=removed)
     first = inputs.manifests[0] if inputs.manifests else {}
     return {
         "schema_version": SCHEMA_VERSION,

@@ -65,7 +65,9 @@ class CurateOptions:
     """Every option of `caption-debias curate` (the CLI reads defaults and --help from here)."""
 
     image_root: str | None = option(
-        None, "Folder the rows' image paths are relative to: images are opened, checked, hashed and compared."
+        None,
+        "Folder the rows' image paths are relative to: images are opened, checked, hashed and compared "
+        "(default: the one the input was prepared with).",
     )
     decontaminate: list[str] = option(
         [],

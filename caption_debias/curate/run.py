@@ -8,7 +8,7 @@ and they depend on every row, so nothing partial of them is ever trusted).
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import time
 from collections import Counter
 from pathlib import Path
@@ -18,17 +18,13 @@ from caption_debias import storage
 from caption_debias.curate import dedup, signals, writer
 from caption_debias.curate.inputs import Inputs, open_inputs
 from caption_debias.curate.options import CurateOptions
-from caption_debias.dataset import MANIFEST
-from caption_debias.errors import UserError
-from caption_debias.locking import LOCK_FILES, folder_lock
+from caption_debias.dataset import MANIFEST, default_image_root
 from caption_debias.prepare.distributor import Ready, ordered_map
-from caption_debias.prepare.writer import WriteFailed, os_error_text, write_json, write_text
-from caption_debias.progress import Progress
+from caption_debias.runner import StageFolder, StageProgress, WriteFailed, load_sidecar, os_error_text, write_json
 
 REMOVED = "removed.jsonl"
 SHARDS_DIR = "shards"
 STATE_DIR = ".curate"
-STATE_FILE = "state.json"
 
 
 def _mapper(options: CurateOptions) -> Callable:
@@ -42,41 +38,17 @@ def _mapper(options: CurateOptions) -> Callable:
     return ordered_map
 
 
-def start(out: Path, shaping: dict[str, Any], overwrite: bool) -> bool:
-    """Prepare OUT for a run; True when it resumes an earlier run with the same inputs and options."""
-    ours = {MANIFEST, REMOVED, SHARDS_DIR, STATE_DIR} | set(LOCK_FILES)
-    state_path = out / STATE_DIR / STATE_FILE
-    others = sorted(p.name for p in out.iterdir() if p.name not in ours)
-    if overwrite or (not state_path.is_file() and not others):
-        for name in (MANIFEST, REMOVED, SHARDS_DIR, STATE_DIR):
-            p = out / name
-            if p.is_dir():
-                storage.remove_tree(p)
-            elif p.exists():
-                p.unlink()
-    elif state_path.is_file():
-        try:
-            before = json.loads(state_path.read_text("utf-8")).get("shaping")
-        except ValueError:
-            before = None
-        if before != shaping:
-            changed = sorted(k for k in set(before or {}) | set(shaping) if (before or {}).get(k) != shaping.get(k))
-            raise UserError(
-                f"{out} was curated from other inputs or with other options ({', '.join(changed) or 'unreadable state'}); "
-                "use the same ones to resume, or --overwrite to start over"
-            )
-        (out / SHARDS_DIR).mkdir(exist_ok=True)
-        return True
-    else:
-        raise UserError(
-            f"--out {out}: folder is not empty and holds no curate run ({', '.join(others[:3])}); "
-            "use an empty folder or --overwrite"
-        )
-    for sub in (signals.SIGNALS_DIR, writer.WRITE_DIR):
-        (out / sub).mkdir(parents=True, exist_ok=True)
-    (out / SHARDS_DIR).mkdir(exist_ok=True)
-    write_json({"shaping": shaping}, state_path)
-    return False
+def stage_folder(out: Path) -> StageFolder:
+    """OUT as the stage runner sees it: what curate owns there, its state folder and step folders."""
+    return StageFolder(
+        out,
+        "curate",
+        state_dir=STATE_DIR,
+        owned=(MANIFEST, REMOVED, SHARDS_DIR),
+        subdirs=(SHARDS_DIR, signals.SIGNALS_DIR, writer.WRITE_DIR),
+        work=(f"{signals.SIGNALS_DIR}/part-*.parquet",),  # the signals are the costly part
+        verb="curated",
+    )
 
 
 def _signal_tasks(inputs: Inputs, out: Path, options: CurateOptions, resumed: bool, reused: Counter) -> Iterator[Any]:
@@ -101,14 +73,7 @@ def _signal_tasks(inputs: Inputs, out: Path, options: CurateOptions, resumed: bo
 
 
 def _load_signal_sidecar(out: Path, index: int, fp: str) -> dict[str, Any] | None:
-    try:
-        side = json.loads(signals.sidecar_path(out, index).read_text("utf-8"))
-    except (OSError, ValueError):
-        return None
-    path = signals.signals_path(out, index)
-    if side.get("fingerprint") != fp or not path.is_file() or path.stat().st_size != side.get("bytes"):
-        return None
-    return side
+    return load_sidecar(signals.sidecar_path(out, index), fp, out, output=signals.signals_path(out, index))
 
 
 def _write_tasks(
@@ -185,79 +150,43 @@ def _merge_coverage(sides: list[dict]) -> dict[str, Any] | None:
     return dict(sorted(merged.items()))
 
 
-def _cleanup(out: Path, shard_paths: set[str]) -> None:
-    """Drop shards an earlier run wrote that this run did not (and temp files of a killed run)."""
-    for p in (out / SHARDS_DIR).glob("part-*.parquet"):
-        if f"{SHARDS_DIR}/{p.name}" not in shard_paths:
-            p.unlink()
-    for folder in (out, out / SHARDS_DIR, out / signals.SIGNALS_DIR, out / writer.WRITE_DIR):
-        for tmp in folder.glob(".*.tmp-*"):
-            tmp.unlink()
-
-
-def _write_pass(inputs, out, options, decisions, sig_sides, resumed, reused, mapper, progress):
-    """The curated shards, in input order; the removed rows gathered in a .partial file."""
-    n = len(inputs.shards)
-    write_sides = mapper(
-        writer.write,
-        _write_tasks(inputs, out, options, decisions, sig_sides, resumed, reused),
-        options.workers,
-        options.max_in_flight * options.workers,
-    )
-    shards, reasons = [], Counter()
-    per_folder: dict[str, Counter] = {f["path"]: Counter() for f in inputs.folders}
-    partial = out / STATE_DIR / "removed.jsonl.partial"
-    if storage.is_remote(out):  # a store cannot append: the lines gather in a local file
-        partial = storage.local_temp(REMOVED)
-    with open(partial, "w", encoding="utf-8") as fh:
-        for done, (s, side) in enumerate(zip(inputs.shards, write_sides), 1):
-            per_folder[s.folder]["read"] += side["read"]
-            per_folder[s.folder]["written"] += side["rows"]
-            for line in side["removed"]:
-                reasons[line["reason"]] += 1
-                per_folder[s.folder]["removed"] += 1
-                fh.write(json.dumps(line, ensure_ascii=False) + "\n")
-            if side["path"] is not None:
-                shards.append({"path": side["path"], "rows": side["rows"], "sha256": side["sha256"]})
-            progress.update(n + done, extra=f"written {done}/{n}, {sum(reasons.values()):,} rows removed")
-    return shards, reasons, per_folder, partial
-
-
 def curate(inputs: list[str | Path], out: str | Path, options: CurateOptions | None = None) -> dict[str, Any]:
     """Curate the prepared (or curated) folders `inputs` into `out`; returns the manifest."""
     options = options or CurateOptions()
+    if options.image_root is None:  # the root the inputs were prepared with, when they record one
+        options = dataclasses.replace(options, image_root=default_image_root(None, inputs))
     if options.image_root is not None:
         storage.require_local(options.image_root, "--image-root")
     options.validate()
     out = storage.as_path(out)
     storage.require_shared(out, options.workers, options.engine, "--out")
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out}: exists and is not a folder")
-    with folder_lock(out, "curate"):
+    folder = stage_folder(out)
+    folder.check_not_a_file()
+    with folder.locked():
         try:
             if options.engine == "ray":
                 from caption_debias.curate.ray_engine import ray_runtime
 
                 with ray_runtime(options.ray_address, options.workers):
-                    return _curate(inputs, out, options)
-            return _curate(inputs, out, options)
+                    return _curate(inputs, folder, options)
+            return _curate(inputs, folder, options)
         except OSError as exc:  # a write no writer named (a full disk's errors name no file)
             raise WriteFailed(f"{exc.filename or out}: {os_error_text(exc)}") from None
 
 
-def _curate(given: list[str | Path], out: Path, options: CurateOptions) -> dict[str, Any]:
+def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions) -> dict[str, Any]:
     from caption_debias.curate import manifest as manifest_mod
     from caption_debias.curate.summary import print_summary
 
     started = time.monotonic()
+    out = folder.out
     inputs = open_inputs(given, out)
     shaping = {
         "inputs": [f["path"] for f in inputs.folders],
         "input_manifests": [f["manifest_sha256"] for f in inputs.folders],
         **options.output_shaping(),
     }
-    resumed = start(out, shaping, options.overwrite)
-    (out / MANIFEST).unlink(missing_ok=True)  # only a finished run has a manifest
+    resumed = folder.start(shaping, options.overwrite)
     ev = None
     if options.decontaminate:
         from caption_debias.curate import decontaminate
@@ -266,23 +195,50 @@ def _curate(given: list[str | Path], out: Path, options: CurateOptions) -> dict[
     reused: Counter = Counter()
     mapper = _mapper(options)
     in_flight = options.max_in_flight * options.workers
+    progress = StageProgress("curate signals", "rows", inputs.rows, quiet=options.quiet, interval=options.log_interval)
+    sig_sides, done = [], 0
+    for side in mapper(
+        signals.compute, _signal_tasks(inputs, out, options, resumed, reused), options.workers, in_flight
+    ):
+        sig_sides.append(side)
+        done += side["rows"]
+        progress.update(done, extra=f"{len(sig_sides)} of {len(inputs.shards)} shards")
+    progress.close(finished=True)
+    decisions, _ = _decide(inputs, out, options, ev)
+    write_sides = mapper(
+        writer.write,
+        _write_tasks(inputs, out, options, decisions, sig_sides, resumed, reused),
+        options.workers,
+        in_flight,
+    )
+    shards, reasons = [], Counter()
+    per_folder: dict[str, Counter] = {f["path"]: Counter() for f in inputs.folders}
+    progress = StageProgress("curate write", "rows", inputs.rows, quiet=options.quiet, interval=options.log_interval)
+    finished = False
+    try:
+        with folder.partial_lines(REMOVED) as removed_out:  # removed.jsonl appears whole or not at all
+            for s, side in zip(inputs.shards, write_sides):
+                per_folder[s.folder]["read"] += side["read"]
+                per_folder[s.folder]["written"] += side["rows"]
+                for line in side["removed"]:
+                    reasons[line["reason"]] += 1
+                    per_folder[s.folder]["removed"] += 1
+                    removed_out.write(line)
+                if side["path"] is not None:
+                    shards.append({"path": side["path"], "rows": side["rows"], "sha256": side["sha256"]})
+                progress.update(sum(c["read"] for c in per_folder.values()), extra=f"{len(shards)} shards")
+            finished = True
+    finally:
+        progress.close(finished)
     n = len(inputs.shards)
-    # two passes over the input shards (their signals, then the curated shards): progress counts both
-    progress = Progress("curate", "shard passes", 2 * n, options.quiet, options.log_interval)
-    with progress:
-        sig_sides = []
-        for side in mapper(
-            signals.compute, _signal_tasks(inputs, out, options, resumed, reused), options.workers, in_flight
-        ):
-            sig_sides.append(side)
-            progress.update(len(sig_sides), extra=f"signals {len(sig_sides)}/{n}")
-        decisions, _ = _decide(inputs, out, options, ev)
-        passes = _write_pass(inputs, out, options, decisions, sig_sides, resumed, reused, mapper, progress)
-    shards, reasons, per_folder, partial = passes
-    _cleanup(out, {s["path"] for s in shards})
-    with open(partial, encoding="utf-8") as lines:  # removed.jsonl appears whole or not at all
-        write_text(lines, out / REMOVED)
-    partial.unlink()
+    folder.prune(
+        {
+            f"{SHARDS_DIR}/part-*.parquet": [s["path"] for s in shards],
+            f"{signals.SIGNALS_DIR}/part-*.parquet": [f"{signals.SIGNALS_DIR}/part-{i:05d}.parquet" for i in range(n)],
+        },
+        n,
+        sidecar_dirs=[signals.SIGNALS_DIR, writer.WRITE_DIR],
+    )
     manifest = manifest_mod.build(
         inputs=inputs,
         per_folder=per_folder,

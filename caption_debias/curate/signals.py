@@ -20,7 +20,7 @@ from caption_debias import storage
 from caption_debias.curate import images as img
 from caption_debias.curate import minhash, quality
 from caption_debias.curate.options import NUM_PERM
-from caption_debias.prepare.writer import write_json, write_shard
+from caption_debias.runner import write_json, write_shard
 
 SIGNALS_VERSION = 4  # bump when a signal's definition changes: old signal files are then redone
 SIGNALS_DIR = ".curate/signals"
@@ -122,7 +122,7 @@ def _coverage(images: list[str], facts: list[img.ImageFacts]) -> dict[str, dict[
 
 
 def image_signals(images: list[str], image_root: str, threads: int) -> tuple[list[img.ImageFacts], dict]:
-    paths = [None if img.is_url(i) else i for i in images]
+    paths = [None if storage.is_url(i) else i for i in images]
     facts = img.image_facts_batch(paths, threads, root=image_root)
     return facts, _coverage(images, facts)
 

@@ -6,20 +6,14 @@ from typing import Any
 
 
 def print_summary(manifest: dict[str, Any], out: str, reused: Any = None) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(stderr=True, highlight=False)
+    from caption_debias.runner import Summary
+
     c = manifest["counts"]
-    elapsed = manifest.get("elapsed_s") or 0.0
-    rate = c["read"] / elapsed if elapsed > 0 else 0.0
-    console.print(f"[bold]curate[/] -> {out}")
-    console.print(
-        f"  rows read {c['read']:,}, written {c['written']:,}, removed {c['removed']:,}; "
-        f"{len(manifest['shards'])} shards, {elapsed:.1f} s, {rate:,.0f} rows/s"
-    )
+    notes: list[Any] = []
     if reused and (reused.get("signals") or reused.get("shards")):
-        console.print(
+        notes.append(
             f"  reused from an earlier run: {reused.get('signals', 0)} signal files, {reused.get('shards', 0)} shards"
         )
     table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
@@ -31,7 +25,7 @@ def print_summary(manifest: dict[str, Any], out: str, reused: Any = None) -> Non
             table.add_row(step["step"], "", f"{step['rows']:,}")
         elif step["removed"]:
             table.add_row(f"  {step['step']}", f"{step['removed']:,}", f"{step['left']:,}")
-    console.print(table)
+    notes.append(table)
     coverage = manifest["curation"].get("image_coverage")
     if coverage:
         cov = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
@@ -40,11 +34,18 @@ def print_summary(manifest: dict[str, Any], out: str, reused: Any = None) -> Non
         for folder, g in coverage.items():
             examples = "; ".join(p for status in ("missing", "unreadable") for p in g["examples"].get(status, []))
             cov.add_row(folder, f"{g['present']:,}", f"{g['missing']:,}", f"{g['unreadable']:,}", examples)
-        console.print(cov)
+        notes.append(cov)
     for s in manifest["curation"].get("decontaminate") or []:
-        console.print(
+        notes.append(
             f"  decontaminated against {s['name']}: {s['captions']:,} captions, "
             f"{s['images_compared']:,} of {s['images']:,} images compared"
         )
-    if c["removed"]:
-        console.print(f"  details: {out}/removed.jsonl")
+    Summary(
+        "curate",
+        out,
+        {"read": c["read"], "written": c["written"], "removed": c["removed"]},
+        outputs=len(manifest["shards"]),
+        elapsed_s=manifest.get("elapsed_s") or 0.0,
+        details=f"{out}/removed.jsonl" if c["removed"] else None,
+        notes=notes,
+    ).print()

@@ -18,13 +18,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from caption_debias import shard_digests, storage
+from caption_debias import runner, storage
 from caption_debias.curate.options import REASONS
 from caption_debias.image_files import ImageRoot
 from caption_debias.prepare import state
-from caption_debias.prepare.writer import atomic_output, sha256_file, write_json, write_shard
 from caption_debias.records import excerpt
-from caption_debias.schema import shard_arrow_schema
+from caption_debias.runner import atomic_output, sha256_file, write_json, write_shard
+from caption_debias.schema import shard_arrow_schema, shard_table
 
 WRITE_DIR = ".curate/write"
 EMBED_ROW_GROUP = 256  # rows per Parquet row group with --embed-images (bounds worker memory)
@@ -118,8 +118,7 @@ def build_table(task: dict[str, Any]) -> tuple[pa.Table, list[dict[str, Any]]]:
             columns[name] = kept.column(name).cast(field.type)
         else:  # a prepared shard of an older schema, or image columns this run does not compute
             columns[name] = pa.nulls(len(kept), field.type)
-    arrays = [c if isinstance(c, pa.ChunkedArray) else pa.chunked_array([c]) for c in columns.values()]
-    return pa.Table.from_arrays(arrays, schema=schema), lines
+    return shard_table(columns, len(kept)), lines
 
 
 def _write_embedded(table: pa.Table, path: Path, image_root: str) -> str:
@@ -133,7 +132,7 @@ def _write_embedded(table: pa.Table, path: Path, image_root: str) -> str:
                 blobs = []
                 for image in part.column("image").to_pylist():
                     try:
-                        blobs.append(root.read(image) if "://" not in image else None)
+                        blobs.append(root.read(image) if not storage.is_url(image) else None)
                     except OSError:  # gone (or swapped) since the signals were taken: null, not a failed run
                         blobs.append(None)
                 part = part.set_column(col, table.schema.field(col), pa.array(blobs, pa.binary()))
@@ -168,16 +167,4 @@ def write(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_sidecar(out: Path, index: int, fp: str) -> dict[str, Any] | None:
-    try:
-        side = json.loads(sidecar_path(out, index).read_text("utf-8"))
-    except (OSError, ValueError):
-        return None
-    if side.get("fingerprint") != fp:
-        return None
-    if side.get("path") is not None:
-        shard = out / side["path"]
-        if not shard.is_file() or shard.stat().st_size != side.get("bytes"):
-            return None
-        if not storage.is_remote(shard) and shard_digests.file_sha256(shard) != side.get("sha256"):
-            return None  # replaced or edited since it was written: redo it
-    return side
+    return runner.load_sidecar(sidecar_path(out, index), fp, out, verify_digest=True)

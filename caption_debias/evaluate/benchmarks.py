@@ -289,7 +289,7 @@ def load_prepared(path: Path, image_root: Path | None, name: str | None = None) 
     skipped = 0  # prepare never writes such paths; a folder made by other means might
     guard = ImageRoot(root)
     for image, sents in zip(table.column("image").to_pylist(), table.column("sentences").to_pylist()):
-        if "://" in image:
+        if storage.is_url(image):
             raise UserError(f"{path}: image {image!r} is a URL; evaluation needs local images")
         if outside_root(image, guard):
             skipped += 1

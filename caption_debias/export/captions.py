@@ -20,7 +20,6 @@ from caption_debias import storage
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
 from caption_debias.progress import add_work, advance
-from caption_debias.readers.common import is_url
 
 FORMATS = ("open_clip-csv", "jsonl", "parquet")
 STRIPS = ("summary", "opening", "none")
@@ -129,7 +128,7 @@ def _rows(data: PreparedDataset, strip, augment, copies, seed, image_root, count
         for row in batch.to_pylist():
             counts["images"] += 1
             image = row["image"]
-            if image_root is not None and not is_url(image):
+            if image_root is not None and not storage.is_url(image):
                 image = str(Path(image_root) / image)
             for copy, text in enumerate(caption_texts(row, strip, augment, copies, seed, counts)):
                 counts["rows"] += 1

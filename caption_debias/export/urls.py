@@ -15,8 +15,6 @@ from caption_debias.errors import UserError
 from caption_debias.img2dataset_columns import CAPTION_COLUMN, KEY_COLUMN, URL_COLUMN
 from caption_debias.progress import add_work, advance
 
-URL_PATTERN = r"^[A-Za-z][A-Za-z0-9+.-]*://"  # readers.common.is_url, as a regex pyarrow can apply per batch
-
 
 def img2dataset_command(
     url_list: Path,
@@ -101,7 +99,7 @@ def write_url_list(
         with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
             for batch in data.iter_batches(columns):
                 advance(batch.num_rows)
-                is_url = pc.match_substring_regex(batch.column("image"), URL_PATTERN)
+                is_url = pc.match_substring_regex(batch.column("image"), storage.URL_PATTERN)
                 kept = batch.filter(is_url)
                 not_url += batch.num_rows - kept.num_rows
                 if kept.num_rows:
@@ -111,7 +109,16 @@ def write_url_list(
                             [caption_texts(row, strip, "none", 1, 0, counts)[0] for row in kept.to_pylist()],
                             pa.string(),
                         )
-                    writer.write_table(pa.table([kept.column("key"), kept.column("image"), captions], schema=schema))
+                    writer.write_table(
+                        pa.table(
+                            {
+                                KEY_COLUMN: kept.column("key"),
+                                URL_COLUMN: kept.column("image"),
+                                CAPTION_COLUMN: captions,
+                            },
+                            schema=schema,
+                        )
+                    )
                     written += kept.num_rows
         if written == 0:
             raise UserError(f"{prepared}: no row has a URL image ({not_url} rows hold file paths); nothing to download")

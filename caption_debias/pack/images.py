@@ -13,6 +13,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from caption_debias import storage
 from caption_debias.image_files import MISSING as IMAGE_MISSING  # no file (or tar member) at the row's image path
 from caption_debias.image_files import UNREADABLE as IMAGE_UNREADABLE  # there, but not an image, or not allowed
 from caption_debias.image_files import ImageProblem, ImageRoot, decode_8bit, read_member
@@ -90,7 +91,7 @@ class ImageReader:
         Paths go through image_files.ImageRoot: inside the root after symlinks, regular files only,
         at most image_files.MAX_FILE_BYTES.
         """
-        if "://" in image:
+        if storage.is_url(image):
             raise ImageFailed(
                 IMAGE_MISSING, f"{image} is a URL; download it (caption-debias urls, img2dataset) and pack that folder"
             )

@@ -20,7 +20,11 @@ RUNTIME_ONLY = frozenset({"workers", "engine", "ray_address", "overwrite", "quie
 class PackOptions:
     """Every option of `caption-debias pack` (the CLI reads defaults and --help from here)."""
 
-    image_root: str | None = option(None, "Folder the rows' `image` paths are relative to (files or img2dataset tars).")
+    image_root: str | None = option(
+        None,
+        "Folder the rows' `image` paths are relative to (files or img2dataset tars); "
+        "default: the one the input was prepared with.",
+    )
     # img2dataset's default; >= the model's input (224 for B/16) so its transform still crops
     image_size: int = option(256, "Target size for img2dataset's resizer (keep it >= the model's input, 224 for B/16).")
     resize_mode: str = option(
@@ -45,7 +49,10 @@ class PackOptions:
 
     def validate(self) -> "PackOptions":
         if not self.image_root:
-            raise UserError("--image-root is required (the folder the prepared rows' `image` paths are relative to)")
+            raise UserError(
+                "--image-root is required: the input's manifest records none "
+                "(the folder the prepared rows' `image` paths are relative to)"
+            )
         if not Path(self.image_root).is_dir():
             raise UserError(f"--image-root {self.image_root}: no such folder")
         if self.resize_mode not in RESIZE_MODES:

@@ -7,6 +7,7 @@ depend on --workers or the engine, and a rerun reuses each finished tar whose si
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -17,32 +18,34 @@ from typing import Any, Iterator
 
 from caption_debias import __version__, storage
 from caption_debias.dataset import MANIFEST as PREPARED_MANIFEST
-from caption_debias.dataset import PreparedDataset
+from caption_debias.dataset import PreparedDataset, default_image_root
 from caption_debias.errors import UserError
-from caption_debias.locking import folder_lock
 from caption_debias.pack import state
-from caption_debias.pack.images import IMAGE_MISSING, IMAGE_UNREADABLE, resizer_version
+from caption_debias.pack.images import resizer_version
 from caption_debias.pack.options import PackOptions
 from caption_debias.pack.tars import COLUMNS, TarTask, pack_tar, tar_name
 from caption_debias.prepare.distributor import Ready, ordered_map
-from caption_debias.prepare.writer import WriteFailed, os_error_text, write_json, write_text
-from caption_debias.progress import Progress
+from caption_debias.runner import StageFolder, StageProgress, Summary, WriteFailed, os_error_text, reconcile, write_json
 
 
 def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = None) -> dict[str, Any]:
     """Pack the prepared (or curated) folder `prepared` into webdataset tars in `out`; returns the manifest."""
-    if options is not None and options.image_root:
+    options = options or PackOptions()
+    if not options.image_root:  # the root the input was prepared (or curated) with, when it records one
+        options = dataclasses.replace(options, image_root=default_image_root(None, [prepared]) or "")
+    if options.image_root:
         storage.require_local(options.image_root, "--image-root")  # img2dataset's resizer reads local files
-    options = (options or PackOptions()).validate()
+    options = options.validate()
     started = time.monotonic()
     ds = PreparedDataset.open(prepared)
     out = storage.as_path(out)
     storage.require_shared(out, options.workers, options.engine, "--out")
     if storage.same_place(out, ds.folder):
         raise UserError("--out must be another folder than the prepared input")
-    with folder_lock(out, "pack"):
+    folder = state.stage_folder(out)
+    with folder.locked():
         try:
-            return _pack(ds, str(prepared), out, options, started)
+            return _pack(ds, str(prepared), folder, options, started)
         except OSError as exc:  # a write no writer named (a full disk's errors name no file)
             raise WriteFailed(f"{exc.filename or out}: {os_error_text(exc)}") from None
 
@@ -78,10 +81,11 @@ def _mapper(options: PackOptions):
     return ordered_map
 
 
-def _pack(ds: PreparedDataset, given: str, out: Path, options: PackOptions, started: float) -> dict[str, Any]:
+def _pack(ds: PreparedDataset, given: str, folder: StageFolder, options: PackOptions, started: float) -> dict[str, Any]:
+    out = folder.out
     input_digest = hashlib.sha256((ds.folder / PREPARED_MANIFEST).read_bytes()).hexdigest()
     shaping = {"input_manifest_sha256": input_digest, **options.output_shaping()}
-    resumed = state.start(out, shaping, options.overwrite)
+    resumed = folder.start(shaping, options.overwrite)
     reused = 0
 
     def tasks() -> Iterator[Any]:
@@ -98,29 +102,28 @@ def _pack(ds: PreparedDataset, given: str, out: Path, options: PackOptions, star
     tars: list[dict[str, Any]] = []
     reasons: Counter = Counter()
     read = 0
-    progress = Progress("pack", "rows", None if options.split else ds.rows, options.quiet, options.log_interval)
-    removed_tmp = out / state.STATE_DIR / f"{state.REMOVED}.partial"
-    if storage.is_remote(out):  # a store cannot append: the lines gather in a local file
-        removed_tmp = storage.local_temp(state.REMOVED)
-    with progress, open(removed_tmp, "w", encoding="utf-8") as removed_fh:
-        for side in _mapper(options)(pack_tar, tasks(), options.workers, options.max_in_flight * options.workers):
-            read += side["rows"]
-            for entry in side["removed"]:
-                reasons[entry["reason"]] += 1
-                removed_fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
-            tars.append({k: side[k] for k in ("path", "samples", "rows", "sha256", "bytes")})
-            progress.update(read, extra=f"{len(tars)} tars")
-    if not tars:
-        removed_tmp.unlink(missing_ok=True)
-        raise UserError(f"{given}: no rows to pack" + (f" in split {options.split!r}" if options.split else ""))
-    state.remove_beyond(out, len(tars))
-    with open(removed_tmp, encoding="utf-8") as lines:  # removed.jsonl appears whole or not at all
-        write_text(lines, out / state.REMOVED)
-    removed_tmp.unlink()
+    total = None if options.split else ds.rows
+    progress = StageProgress("pack", "rows", total, quiet=options.quiet, interval=options.log_interval)
+    finished = False
+    try:
+        with folder.partial_lines(state.REMOVED) as removed:  # removed.jsonl appears whole or not at all
+            for side in _mapper(options)(pack_tar, tasks(), options.workers, options.max_in_flight * options.workers):
+                read += side["rows"]
+                for entry in side["removed"]:
+                    reasons[entry["reason"]] += 1
+                    removed.write(entry)
+                tars.append({k: side[k] for k in ("path", "samples", "rows", "sha256", "bytes")})
+                progress.update(read, extra=f"{len(tars)} tars")
+            if not tars:
+                raise UserError(f"{given}: no rows to pack" + (f" in split {options.split!r}" if options.split else ""))
+            finished = True
+    finally:
+        progress.close(finished)
+    folder.prune({state.TAR_GLOB: [t["path"] for t in tars]}, len(tars), sidecar_dirs=[state.STATE_DIR])
     write_json({t["path"]: t["samples"] for t in tars}, out / state.SIZES)
 
     written = sum(t["samples"] for t in tars)
-    assert read == written + sum(reasons.values())  # counts must reconcile
+    reconcile("pack", read=read, written=written, removed=sum(reasons.values()))
     manifest = {
         "kind": state.KIND,
         "format": "webdataset",
@@ -163,19 +166,18 @@ def train_data_pattern(n_tars: int) -> str:
 
 
 def _summary(manifest: dict[str, Any], out: Path, reused: int) -> None:
-    from rich.console import Console
-
-    console = Console(stderr=True, highlight=False)
     c = manifest["counts"]
-    elapsed = manifest["elapsed_s"] or 0.0
-    rate = c["read"] / elapsed if elapsed > 0 else 0.0
-    again = f" ({reused} reused from an earlier run)" if reused else ""
-    console.print(f"[bold]pack[/] -> {out}: {len(manifest['tars'])} tars{again}, {elapsed:.1f} s, {rate:,.0f} rows/s")
-    console.print(f"  rows read {c['read']:,}, samples written {c['written']:,}, removed {c['removed']:,}")
-    for reason in (IMAGE_MISSING, IMAGE_UNREADABLE):
-        if c["removed_by_reason"].get(reason):
-            console.print(f"  {reason}: {c['removed_by_reason'][reason]:,}")
-    if c["removed"]:
-        console.print(f"  details: {out / state.REMOVED}")
     train_data = f"--train-data '{out}/{manifest['train_data']}'"
-    console.print(f"  open_clip_train: --dataset-type webdataset {train_data}", soft_wrap=True)
+    Summary(
+        "pack",
+        str(out),
+        {"read": c["read"], "written": c["written"], "removed": c["removed"]},
+        outputs=len(manifest["tars"]),
+        outputs_noun="tars",
+        reused=reused,
+        elapsed_s=manifest["elapsed_s"] or 0.0,
+        reasons=c["removed_by_reason"],
+        reason_title="removal reason",
+        details=str(out / state.REMOVED) if c["removed"] else None,
+        notes=[f"  open_clip_train: --dataset-type webdataset {train_data}"],
+    ).print()

@@ -18,7 +18,7 @@ from typing import Any
 from caption_debias import storage
 from caption_debias.pack.images import ImageFailed, ImageReader
 from caption_debias.pack.options import PackOptions
-from caption_debias.prepare.writer import WriteFailed, _tmp, os_error_text, sha256_file, write_json
+from caption_debias.runner import WriteFailed, os_error_text, sha256_file, temp_path, write_json
 from caption_debias.worker_life import exit_if_orphaned
 
 # Columns of the prepared shards a sample is made from.
@@ -79,7 +79,7 @@ def pack_tar(task: TarTask) -> dict[str, Any]:
     out = storage.as_path(task.out)
     options = task.options
     path = out / tar_name(task.index)
-    tmp = _tmp(path)  # local; for a remote folder put under its name once complete
+    tmp = temp_path(path)  # local; for a remote folder put under its name once complete
     reader = ImageReader(options.image_root, options)
     removed: list[dict[str, Any]] = []
     written = 0

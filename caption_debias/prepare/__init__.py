@@ -1,0 +1,5 @@
+"""`caption-debias prepare`; calling the package runs it (caption_debias/api.py)."""
+
+from caption_debias.api import make_callable
+
+make_callable(__name__)  # caption_debias.prepare(...) runs the stage: prepare/api.py

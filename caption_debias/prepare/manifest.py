@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from caption_debias import __version__
+from caption_debias.runner import reconcile
 from caption_debias.schema import SCHEMA_VERSION
 
 
@@ -25,7 +26,9 @@ def build(
     read = sum(i["read"] for i in inputs)
     written = sum(i["written"] for i in inputs)
     rejected = sum(i["rejected"] for i in inputs)
-    assert read == written + rejected, (read, written, rejected)  # counts must reconcile
+    for i in inputs:
+        reconcile(f"prepare {i['path']}", read=i["read"], written=i["written"], rejected=i["rejected"])
+    reconcile("prepare", read=read, written=written, rejected=rejected)
     return {
         "schema_version": SCHEMA_VERSION,
         "complete": all(i["complete"] for i in inputs),

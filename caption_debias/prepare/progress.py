@@ -116,31 +116,24 @@ class Progress:
 
 def print_summary(manifest: dict[str, Any], out: str, resumed_shards: int = 0) -> None:
     """One screen: records, rejects by reason, shards, time and rate."""
-    from rich.console import Console
-    from rich.table import Table
+    from caption_debias.runner import Summary
 
-    console = Console(stderr=True, highlight=False)
     c = manifest["counts"]
-    elapsed = manifest.get("elapsed_s") or 0.0
-    rate = c["read"] / elapsed if elapsed > 0 else 0.0
-    status = "[green]complete[/]" if manifest["complete"] else "[red]INCOMPLETE (an input was cut off)[/]"
-    console.print(f"[bold]prepare[/] -> {out}: {status}")
-    console.print(
-        f"  records read {c['read']:,}, written {c['written']:,}, rejected {c['rejected']:,}, "
-        f"duplicate keys {c.get('duplicate_keys', 0):,}"
-    )
-    shards = manifest["shards"]
-    reused = f" ({resumed_shards} reused from an earlier run)" if resumed_shards else ""
-    console.print(f"  shards {len(shards)}{reused}, {elapsed:.1f} s, {rate:,.0f} records/s")
-    reasons = c.get("rejects_by_reason") or {}
-    if reasons:
-        table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
-        table.add_column("reject reason")
-        table.add_column("count", justify="right")
-        items = list(reasons.items())
-        for reason, n in items[:12]:
-            table.add_row(reason, f"{n:,}")
-        if len(items) > 12:
-            table.add_row(f"... {len(items) - 12} more reasons", f"{sum(n for _, n in items[12:]):,}")
-        console.print(table)
-        console.print(f"  details: {out}/rejects.jsonl")
+    Summary(
+        "prepare",
+        out,
+        {
+            "read": c["read"],
+            "written": c["written"],
+            "rejected": c["rejected"],
+            "duplicate_keys": c.get("duplicate_keys", 0),
+        },
+        unit="records",
+        outputs=len(manifest["shards"]),
+        reused=resumed_shards,
+        elapsed_s=manifest.get("elapsed_s") or 0.0,
+        status="[green]complete[/]" if manifest["complete"] else "[red]INCOMPLETE (an input was cut off)[/]",
+        reasons=c.get("rejects_by_reason") or {},
+        reason_title="reject reason",
+        details=f"{out}/rejects.jsonl" if c.get("rejects_by_reason") else None,
+    ).print()

@@ -6,23 +6,22 @@ the same options re-reads the input but reuses each chunk whose sidecar matches 
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator
 
 from caption_debias import storage
-from caption_debias.dataset import MANIFEST, REJECTS
+from caption_debias.dataset import MANIFEST, REJECTS, STATE_DIR
 from caption_debias.errors import IncompleteInput, UserError
-from caption_debias.locking import folder_lock
 from caption_debias.prepare import state
 from caption_debias.prepare.distributor import Ready, ordered_map
 from caption_debias.prepare.manifest import build
 from caption_debias.prepare.options import PrepareOptions
 from caption_debias.prepare.progress import Progress, print_summary
 from caption_debias.prepare.stream import Chunk, InputCounts, chunks, reason_group, resolve_format
-from caption_debias.prepare.writer import WriteFailed, os_error_text, write_json, write_shard, write_text
+from caption_debias.runner import StageFolder, WriteFailed, os_error_text, write_json, write_shard
 
 
 def _clean(text: Any) -> Any:
@@ -109,21 +108,23 @@ def prepare(inputs: list[str | Path], output: str | Path, options: PrepareOption
     """
     options = options or PrepareOptions()
     options.validate()
+    if options.image_root is not None:  # recorded absolute: curate, pack, train and eval default to it
+        options = dataclasses.replace(options, image_root=str(Path(options.image_root).resolve()))
     started = time.monotonic()
     out = storage.as_path(output)
     storage.require_shared(out, options.workers, options.engine, "--out")
     resolved = _resolve_inputs(inputs, options.format)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out}: exists and is not a folder")
-    with folder_lock(out, "prepare"):
+    folder = state.stage_folder(out)
+    folder.check_not_a_file()
+    with folder.locked():
         try:
-            return _prepare_locked(resolved, out, options, started)
-        except OSError as exc:  # writes not made through prepare.writer (which names its file itself)
+            return _prepare_locked(resolved, folder, options, started)
+        except OSError as exc:  # writes not made through the runner's writers (which name their file themselves)
             raise WriteFailed(f"{exc.filename or out}: {os_error_text(exc)}") from None
 
 
 def _prepare_locked(
-    resolved: list[tuple[str, Path, str]], out: Path, options: PrepareOptions, started: float
+    resolved: list[tuple[str, Path, str]], folder: StageFolder, options: PrepareOptions, started: float
 ) -> dict[str, Any]:
     from caption_debias.text import summary as summary_mod
     from caption_debias.text.segment import get_segmenter
@@ -134,8 +135,8 @@ def _prepare_locked(
         "formats": [f for _, _, f in resolved],
         **options.output_shaping(),
     }
-    resumed = state.start(out, shaping, options.overwrite)
-    (out / MANIFEST).unlink(missing_ok=True)  # a manifest is only ever there for a finished run
+    out = folder.out
+    resumed = folder.start(shaping, options.overwrite)
 
     totals = {name: InputCounts(name, fmt) for name, _, fmt in resolved}
     reused = 0
@@ -156,12 +157,9 @@ def _prepare_locked(
     shards: list[dict[str, Any]] = []
     n_chunks = 0
     progress = Progress(options.quiet, [path for _, path, _ in resolved], options.log_interval, options.limit)
-    rejects_tmp = out / state.STATE_DIR / "rejects.jsonl.partial"
     finished = False
-    if storage.is_remote(out):  # a store cannot append: the rejects gather in a local file
-        rejects_tmp = storage.local_temp(REJECTS)
     try:
-        with open(rejects_tmp, "w", encoding="utf-8") as rejects_fh:
+        with folder.partial_lines(REJECTS) as rejects_out:  # rejects.jsonl appears whole or not at all
             for side in _mapper(options)(
                 finish_chunk, tasks(), options.workers, options.max_in_flight * options.workers
             ):
@@ -170,19 +168,14 @@ def _prepare_locked(
                     per_input[name].update(counts)
                 for rej in side["rejects"]:
                     reasons[reason_group(rej["reason"])] += 1
-                    rejects_fh.write(json.dumps(rej, ensure_ascii=False) + "\n")
+                    rejects_out.write(rej)
                 if side["path"] is not None:
                     shards.append({"path": side["path"], "rows": side["rows"], "sha256": side["sha256"]})
                 progress.update(sum(c["read"] for c in per_input.values()), sum(reasons.values()), len(shards))
-        finished = True
-    except OSError as exc:  # a write to the rejects list (its errors name no file)
-        raise WriteFailed(f"{exc.filename or rejects_tmp}: cannot write ({os_error_text(exc)})") from None
+            finished = True
     finally:
         progress.close(finished)
-    state.remove_beyond(out, n_chunks)
-    with open(rejects_tmp, encoding="utf-8") as lines:  # rejects.jsonl appears whole or not at all
-        write_text(lines, out / REJECTS)
-    rejects_tmp.unlink()
+    folder.prune({f"{state.SHARDS_DIR}/part-*.parquet": [s["path"] for s in shards]}, n_chunks, [STATE_DIR])
 
     input_entries = []
     for name, _, fmt in resolved:

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from caption_debias.prepare.stream import sorted_json_encoder
 from caption_debias.records import Record, Reject, excerpt
-from caption_debias.schema import shard_arrow_schema
+from caption_debias.schema import shard_arrow_schema, shard_table
 
 _META_JSON = sorted_json_encoder()  # = json.dumps(meta, ensure_ascii=False, sort_keys=True, default=str)
 
@@ -190,23 +190,24 @@ def to_table(rows: _Rows, tokens: _Tokens, scores: np.ndarray, mask: np.ndarray)
         f("sentence_tokens").type.value_field, tokens.per_sentence, _numeric(pa.int32(), tokens.values)
     )
     per_row = rows.sent_counts
-    columns = [
-        _strings(rows.keys),
-        _strings(rows.sources),
-        _strings(rows.splits),
-        _strings(rows.images),
-        _strings(rows.captions),
-        _list_column(f("sentences"), per_row, _strings(rows.sentences)),
-        _list_column(f("sentence_spans"), per_row, spans_struct),
-        _list_column(f("sentence_tokens"), per_row, inner_tokens),
-        _numeric(pa.int32(), tokens.num_tokens),
-        _list_column(f("summary_mask"), per_row, _bools(mask)),
-        _list_column(f("summary_scores"), per_row, _numeric(pa.float32(), np.array(scores, np.float32))),
-        _strings(rows.metas),
-    ]
+    columns = {
+        "key": _strings(rows.keys),
+        "source": _strings(rows.sources),
+        "split": _strings(rows.splits),
+        "image": _strings(rows.images),
+        "caption": _strings(rows.captions),
+        "sentences": _list_column(f("sentences"), per_row, _strings(rows.sentences)),
+        "sentence_spans": _list_column(f("sentence_spans"), per_row, spans_struct),
+        "sentence_tokens": _list_column(f("sentence_tokens"), per_row, inner_tokens),
+        "num_tokens": _numeric(pa.int32(), tokens.num_tokens),
+        "summary_mask": _list_column(f("summary_mask"), per_row, _bools(mask)),
+        "summary_scores": _list_column(
+            f("summary_scores"), per_row, _numeric(pa.float32(), np.array(scores, np.float32))
+        ),
+        "meta": _strings(rows.metas),
+    }
     # The columns `curate` fills (image facts, caption signals) are null in a prepared folder.
-    columns += [pa.nulls(len(rows.keys), field.type) for field in list(schema)[len(columns) :]]
-    return pa.Table.from_arrays(columns, schema=schema)
+    return shard_table(columns, len(rows.keys))
 
 
 def _list_column(field: pa.Field, lengths, values: pa.Array) -> pa.Array:

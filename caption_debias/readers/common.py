@@ -9,12 +9,6 @@ from typing import Any
 from caption_debias import storage
 from caption_debias.image_files import control_character, path_problem
 
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-
-
-def is_url(value: str) -> bool:
-    return bool(_URL.match(value))
-
 
 def image_problem(image: Any) -> str | None:
     """Why an image reference cannot be used, or None when it is a safe relative path or a URL.
@@ -26,7 +20,7 @@ def image_problem(image: Any) -> str | None:
         return "missing image" if image is None else "non-string image"
     if not image.strip():
         return "missing image"
-    if is_url(image):
+    if storage.is_url(image):
         where = control_character(image)
         return None if where is None else f"control character in image URL: {where}"
     return path_problem(image)

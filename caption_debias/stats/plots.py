@@ -10,6 +10,8 @@ import io
 from typing import Any, Sequence
 
 from caption_debias.stats.compute import CLIP_CONTEXT, LONGCLIP_CONTEXT, SUMMARY_POSITIONS
+from caption_debias.stats.curation import FIGURE_TITLES as CURATION_TITLES
+from caption_debias.stats.curation import curated_groups
 
 Groups = Sequence[tuple[str, dict[str, Any]]]
 
@@ -240,3 +242,99 @@ FIGURES = {
 def all_figures(groups: Groups) -> dict[str, bytes]:
     """Every figure of the report, by name, as PNG bytes."""
     return {name: draw(groups) for name, draw in FIGURES.items()}
+
+
+# ---------------------------------------------------------------- curated folders
+
+
+def _funnel_figure(curated: list[tuple[str, dict]]) -> bytes:
+    plt = _pyplot()
+    steps = [s["step"] for s in curated[0][1]["funnel"]]
+    fig, ax = plt.subplots(figsize=(7.5, 0.35 * len(steps) + 1.2))
+    height = 0.8 / len(curated)
+    for i, (label, c) in enumerate(curated):
+        left = [s.get("rows", s.get("left", 0)) for s in c["funnel"]]
+        read = max(left[0], 1)
+        ys = [j + i * height for j in range(len(steps))]
+        ax.barh(ys, [v / read for v in left], height=height, color=_color(i), label=label)
+        for y, s in zip(ys, c["funnel"]):
+            if s.get("removed"):
+                ax.text(0.005, y, f" -{s['removed']:,}", va="center", fontsize=8, color="white")
+    ax.set_yticks([j + (len(curated) - 1) * height / 2 for j in range(len(steps))], steps)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    from matplotlib.ticker import PercentFormatter
+
+    ax.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    ax.set_xlabel("rows left, share of rows read")
+    ax.set_title(CURATION_TITLES["curation_funnel"])
+    if len(curated) > 1:
+        legend_outside(ax)
+    return _png(fig)
+
+
+STATUS_COLORS = {"present": "#4f9d69", "missing": "#b5495b", "unreadable": "#e07b39", "not_checked": "#9aa3ad"}
+
+
+def _coverage_figure(curated: list[tuple[str, dict]]) -> bytes:
+    plt = _pyplot()
+    rows = [
+        (f"{label}: {folder}" if len(curated) > 1 else folder, g)
+        for label, c in curated
+        for folder, g in (c["image_coverage"] or {}).items()
+    ]
+    fig, ax = plt.subplots(figsize=(7.5, 0.4 * len(rows) + 1.2))
+    for j, (_, g) in enumerate(rows):
+        total = max(sum(g.get(s, 0) for s in STATUS_COLORS), 1)
+        left = 0.0
+        for status, color in STATUS_COLORS.items():
+            share = g.get(status, 0) / total
+            ax.barh(j, share, left=left, color=color, label=status if j == 0 else None)
+            left += share
+    ax.set_yticks(range(len(rows)), [n for n, _ in rows])
+    ax.invert_yaxis()
+    from matplotlib.ticker import PercentFormatter
+
+    ax.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    ax.set_xlim(0, 1)
+    ax.set_title(CURATION_TITLES["image_coverage"])
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4)
+    return _png(fig)
+
+
+def _sizes_figure(curated: list[tuple[str, dict]]) -> bytes:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    labels = list(curated[0][1]["image_sizes"]["shorter_side_histogram"])
+    width = 0.8 / len(curated)
+    for i, (label, c) in enumerate(curated):
+        s = c["image_sizes"]
+        hist = s["shorter_side_histogram"]
+        total = max(sum(hist.values()), 1)
+        xs = [j + i * width for j in range(len(labels))]
+        ax.bar(xs, [hist[k] / total for k in labels], width=width, color=_color(i),
+               label=f"{label} (median {s['shorter_side']['median']} px)")  # fmt: skip
+    ax.set_xticks([j + (len(curated) - 1) * width / 2 for j in range(len(labels))], labels, rotation=35, ha="right")
+    from matplotlib.ticker import PercentFormatter
+
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    ax.set_xlabel("shorter side (px)")
+    ax.set_title(CURATION_TITLES["image_sizes"])
+    legend_outside(ax)
+    return _png(fig)
+
+
+def curation_figures(stats: dict[str, Any]) -> dict[str, bytes]:
+    """The curation pictures (only those with data): funnel, coverage, image sizes."""
+    curated = curated_groups(stats)
+    out: dict[str, bytes] = {}
+    if not curated:
+        return out
+    out["curation_funnel"] = _funnel_figure(curated)
+    with_cov = [(n, c) for n, c in curated if c.get("image_coverage")]
+    if with_cov:
+        out["image_coverage"] = _coverage_figure(with_cov)
+    with_sizes = [(n, c) for n, c in curated if c.get("image_sizes")]
+    if with_sizes:
+        out["image_sizes"] = _sizes_figure(with_sizes)
+    return out

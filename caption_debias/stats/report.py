@@ -209,7 +209,7 @@ def render_markdown(stats: dict[str, Any], figure_files: dict[str, str], samples
     for name, path in figure_files.items():
         if name in FIGURE_TITLES:
             parts += [f"![{FIGURE_TITLES[name]}]({path})", ""]
-    parts += curation.markdown_section(stats, {n: p for n, p in figure_files.items() if n in curation.FIGURE_TITLES})
+    parts += curation_markdown_section(stats, {n: p for n, p in figure_files.items() if n in curation.FIGURE_TITLES})
     parts += sample_rows.markdown_section(samples or [])
     return "\n".join(parts)
 
@@ -274,7 +274,7 @@ Prepared with {e(_prepared_line(stats))}."""
 {html_report.note(phrases_note)}
 <h2>Rejects by reason</h2>
 {rejects}
-{curation.html_section(stats, {n: p for n, p in figures.items() if n in curation.FIGURE_TITLES})}
+{curation_html_section(stats, {n: p for n, p in figures.items() if n in curation.FIGURE_TITLES})}
 {sample_rows.html_section(samples or [])}"""
 
 
@@ -300,13 +300,13 @@ def write_report(
 
 def report_figures(stats: dict[str, Any]) -> dict[str, bytes]:
     """{name: PNG} of every plot the report shows."""
-    from caption_debias.stats.plots import all_figures
+    from caption_debias.stats.plots import all_figures, curation_figures
 
     groups = comparison_groups(stats)
     if len(groups) > MAX_PLOT_GROUPS:
         groups = groups[:MAX_PLOT_GROUPS]  # the tables still list every group
     figures = all_figures(groups)
-    figures.update(curation.figures(stats))
+    figures.update(curation_figures(stats))
     return figures
 
 
@@ -329,3 +329,81 @@ def _write_report(stats: dict[str, Any], out: Path, samples: list | None = None)
     files["markdown"].write_text(render_markdown(stats, figure_files, samples), encoding="utf-8")
     files["html"].write_text(render_html(stats, figures, samples), encoding="utf-8")
     return files
+
+
+# ---------------------------------------------------------------- curated folders
+
+
+def _funnel_rows(c: dict) -> list[list[str]]:
+    rows = []
+    for s in c["funnel"]:
+        if "rows" in s:
+            rows.append([s["step"], "", f"{s['rows']:,}"])
+        else:
+            rows.append([s["step"], f"{s['removed']:,}", f"{s['left']:,}"])
+    return rows
+
+
+def _coverage_rows(c: dict) -> list[list[str]]:
+    rows = []
+    for folder, g in (c.get("image_coverage") or {}).items():
+        examples = "; ".join(p for st in ("missing", "unreadable") for p in (g.get("examples") or {}).get(st, []))
+        rows.append(
+            [
+                folder,
+                f"{g['present']:,}",
+                f"{g['missing']:,}",
+                f"{g['unreadable']:,}",
+                f"{g['not_checked']:,}",
+                examples,
+            ]
+        )
+    return rows
+
+
+COVERAGE_HEADER = ["image folder", "present", "missing", "unreadable", "not checked", "examples"]
+
+
+def curation_html_section(stats: dict[str, Any], figs: dict[str, bytes]) -> str:
+    from caption_debias import html_report as hr
+
+    curated = curation.curated_groups(stats)
+    if not curated:
+        return ""
+    parts = [
+        "<h2>Curation</h2>",
+        hr.figures(hr.figure(png, curation.FIGURE_TITLES[name]) for name, png in figs.items()),
+    ]
+    for name, c in curated:
+        parts.append(f"<h3>{hr.esc(name)}: removal funnel</h3>")
+        parts.append(hr.table(["step", "removed", "rows left"], _funnel_rows(c)))
+        if c.get("image_coverage"):
+            parts.append(f"<h3>{hr.esc(name)}: image coverage</h3>")
+            parts.append(hr.table(COVERAGE_HEADER, _coverage_rows(c)))
+        if c.get("image_sizes"):
+            s = c["image_sizes"]
+            parts.append(
+                hr.note(
+                    f"{s['images']:,} images; shorter side median {s['shorter_side']['median']} px "
+                    f"(5-95%: {s['shorter_side']['p5']}-{s['shorter_side']['p95']}), longer side median "
+                    f"{s['longer_side']['median']} px."
+                )
+            )
+    parts.append(
+        hr.note("Reasons are explained in docs/curation.md; every removed row is in the folder's removed.jsonl.")
+    )
+    return "\n".join(parts)
+
+
+def curation_markdown_section(stats: dict[str, Any], figure_files: dict[str, str]) -> list[str]:
+    curated = curation.curated_groups(stats)
+    if not curated:
+        return []
+    parts = ["## Curation", ""]
+    for name, c in curated:
+        parts += [f"### {name}: removal funnel", "", _md_table(["step", "removed", "rows left"], _funnel_rows(c)), ""]
+        if c.get("image_coverage"):
+            parts += [f"### {name}: image coverage", "", _md_table(COVERAGE_HEADER, _coverage_rows(c)), ""]
+    for fig, path in figure_files.items():
+        parts += [f"![{curation.FIGURE_TITLES[fig]}]({path})", ""]
+    return parts

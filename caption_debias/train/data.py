@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from caption_debias import augment
+from caption_debias import augment, storage
 from caption_debias.errors import UserError
 from caption_debias.image_files import ImageRoot, decode_rgb, read_member
 from caption_debias.train.config import RECIPES
@@ -68,7 +68,7 @@ class FolderImages:
         raise FileNotFoundError(f"{member} not in {tar_name}")
 
     def open(self, key: str, image: str):
-        if "://" in image:
+        if storage.is_url(image):
             # A URL row: its image is in img2dataset's webdataset output under the root, found by key.
             from caption_debias.train.webdataset_source import build_index, is_img2dataset_webdataset
 

@@ -18,6 +18,7 @@ from typing import Any, Callable, ContextManager
 import torch
 
 from caption_debias.augment import DebiasOptions
+from caption_debias.dataset import recorded_image_root
 from caption_debias.errors import UserError
 from caption_debias.model.load import RUN_CONFIG, RUN_MODEL_CONFIG, LoadedModel, latest_checkpoint, load_model
 from caption_debias.model.stretch import is_split, split_frozen_head, stretch_positional_embedding
@@ -201,8 +202,13 @@ def check_inputs(
         images, manifest = None, PackedFolder(cfg.data).manifest
     else:
         manifest = open_prepared(cfg.data, cfg.allow_incomplete).manifest  # an unfinished folder says so first
+        if cfg.image_root is None:  # the root the data was prepared (or curated) with; config.json records it
+            cfg.image_root = recorded_image_root(manifest)
         if cfg.image_root is None:
-            raise UserError("--image-root is required (the folder the shards' `image` paths are relative to)")
+            raise UserError(
+                "--image-root is required: the data's manifest records none "
+                "(the folder the shards' `image` paths are relative to)"
+            )
         images = FolderImages(cfg.image_root)
         if manifest.get("complete") is False:
             say(f"{cfg.data}: incomplete prepared folder, training anyway (--allow-incomplete)", rank, cfg.quiet)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from caption_debias.dataset import default_image_root
 from caption_debias.train import precision
 from caption_debias.train.config import TrainConfig
 
@@ -35,7 +36,7 @@ class Validation:
         from caption_debias.evaluate.benchmarks import load_prepared
 
         self.cfg, self.setup = cfg, setup
-        root = cfg.val_image_root or cfg.image_root
+        root = default_image_root(cfg.val_image_root, [cfg.val_data]) or cfg.image_root
         self.data = load_prepared(Path(cfg.val_data), Path(root) if root else None) if rank == 0 else None
         dtype = precision.input_dtype(cfg.precision)
         loaded = setup.loaded

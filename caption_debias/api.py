@@ -1,0 +1,90 @@
+"""The Python API's shared pieces: the result every call returns, option checking, callable stage packages.
+
+`import caption_debias as cd` gives `cd.prepare`, `cd.curate`, `cd.pack`, `cd.stats`,
+`cd.train` and `cd.evaluate` (docs/api.md). Each is its stage's package made callable (a
+package attribute would otherwise be replaced by the subpackage the moment anything imports
+it); calling it imports the stage's `api` module then, so `import caption_debias` stays light
+(no torch, polars or pyarrow until a stage runs). The options are the CLI flags in Python
+spelling (`--image-root` -> `image_root`); an unknown one is a TypeError naming the close
+matches. Calls print nothing unless `quiet=False`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import sys
+import types
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterable
+
+STAGES = {
+    "prepare": "caption_debias.prepare",
+    "curate": "caption_debias.curate",
+    "pack": "caption_debias.pack",
+    "stats": "caption_debias.stats",
+    "train": "caption_debias.train",
+    "evaluate": "caption_debias.evaluate",
+}
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a call did: the folder (or file) it wrote, its counts, the paths of its outputs, and
+    `data`, the whole record (a manifest; the stats; a run's config and last metrics; eval results)."""
+
+    command: str
+    out: Path | None
+    counts: dict[str, Any] = field(default_factory=dict)
+    paths: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{k}={v}" for k, v in self.counts.items() if not isinstance(v, dict))
+        return f"Result({self.command} -> {self.out}: {counts})"
+
+
+def options_from(cls: type, given: dict[str, Any], command: str, **fixed: Any) -> Any:
+    """`cls(**given, **fixed)`, or a TypeError naming each unknown option and its close matches."""
+    names = [f.name for f in fields(cls) if f.name not in fixed]
+    unknown = [k for k in given if k not in names]
+    if unknown:
+        hints = []
+        for k in unknown:
+            close = difflib.get_close_matches(k, names, n=2)
+            hints.append(f"{k!r}" + (f" (did you mean {' or '.join(close)}?)" if close else ""))
+        raise TypeError(f"{command}(): unknown option {', '.join(hints)}; options: {', '.join(names)}")
+    return cls(**given, **fixed)
+
+
+def as_list(value: str | Path | Iterable[str | Path]) -> list[str]:
+    """One path or several, as a list of strings."""
+    if isinstance(value, (str, Path)):
+        return [str(value)]
+    return [str(v) for v in value]
+
+
+def stage_result(command: str, out: Any, manifest: dict[str, Any], paths: dict[str, Any]) -> Result:
+    """The Result of a folder-writing stage (prepare, curate, pack) from its manifest."""
+    from caption_debias import storage
+
+    out = storage.as_path(out)
+    listed = manifest.get("shards") or manifest.get("tars") or []
+    outputs = {"manifest": out / "manifest.json", **{k: out / v for k, v in paths.items()}}
+    outputs["shards" if "shards" in manifest else "tars"] = [out / s["path"] for s in listed]
+    return Result(command, out, dict(manifest.get("counts") or {}), outputs, manifest)
+
+
+class _CallableStage(types.ModuleType):
+    """A stage package whose call runs the stage (its `api` module, imported at the first call)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name = self.__name__.rsplit(".", 1)[1]
+        run = getattr(importlib.import_module(f"{self.__name__}.api"), name)
+        return run(*args, **kwargs)
+
+
+def make_callable(package: str) -> None:
+    """Make the package `package` (a stage) callable as its stage: `cd.prepare(...)`."""
+    sys.modules[package].__class__ = _CallableStage
