@@ -194,13 +194,17 @@ def test_curate_prints_both_passes_over_the_shards(tmp_path):
     prepared, images = _sharded(tmp_path)
     args = ["curate", str(prepared), "--out", str(tmp_path / "c"), "--image-root", str(images)]
     proc = _run([*args, "--log-interval", "0.0001"])
-    lines = [line for line in proc.stderr.splitlines() if line.startswith("caption-debias curate:")]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("caption-debias curate")]
     pattern = re.compile(
-        r"caption-debias curate: \d / 8 shard passes \(\d+\.\d%\), [\d.]+ shard passes/s(, ETA \S+)?, "
-        r"(signals \d/4|written \d/4, \d+ rows removed)"
+        r"caption-debias curate (signals|write): \d+ / 16 rows \(\d+\.\d%\), [\d.,]+ rows/s(, ETA \S+)?, "
+        r"(\d of 4 shards|\d shards)"
     )
-    assert all(pattern.fullmatch(line) for line in lines), proc.stderr
-    assert any("signals 4/4" in line for line in lines) and lines[-1].startswith("caption-debias curate: 8 / 8")
+    assert lines and all(pattern.fullmatch(line) for line in lines), proc.stderr
+    signals = [line for line in lines if line.startswith("caption-debias curate signals:")]
+    assert (
+        signals and signals[-1].startswith("caption-debias curate signals: 16 / 16") and "4 of 4 shards" in signals[-1]
+    )
+    assert lines[-1].startswith("caption-debias curate write: 16 / 16 rows (100.0%)") and lines[-1].endswith("4 shards")
     quiet = _run([*args, "--overwrite", "-q", "--log-interval", "0.0001"])
     assert quiet.stderr == ""
 
