@@ -14,6 +14,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import numpy as np
+import pyarrow as pa
+
 from caption_debias import storage
 from caption_debias.curate import dedup, signals, writer
 from caption_debias.curate.inputs import Inputs, open_inputs
@@ -128,6 +131,8 @@ def _write_tasks(
             "image_root": options.image_root,
             "embed": options.embed_images,
             "out": str(out),
+            "alignment": decisions["alignment"],
+            "drop_ungrounded": options.drop_ungrounded,
         }
         task["fingerprint"] = writer.fingerprint(task)
         side = writer.load_sidecar(out, s.index, task["fingerprint"]) if resumed else None
@@ -148,7 +153,14 @@ def _decide(inputs: Inputs, out: Path, options: CurateOptions, ev) -> tuple[dict
         from caption_debias.curate.ray_engine import ray_shared_keys
 
         shared = ray_shared_keys
-    d = dedup.decide(table, options, ev, images=options.image_root is not None, shared_keys=shared)
+    embeddings = None
+    if options.semantic_duplicate_threshold is not None:
+        from functools import partial
+
+        embeddings = partial(image_embeddings, inputs)
+    d = dedup.decide(
+        table, options, ev, images=options.image_root is not None, shared_keys=shared, embeddings=embeddings
+    )
     refs = np.fromiter(set(d.ref.values()), np.int64)
     keys = table.rows_where(refs, ["key"]) if len(refs) else None
     key_of = dict(zip(keys["order"].to_list(), keys["key"].to_list())) if keys is not None else {}
@@ -164,7 +176,64 @@ def _decide(inputs: Inputs, out: Path, options: CurateOptions, ev) -> tuple[dict
     for o in np.flatnonzero(d.duplicate_count).tolist():
         shard = int(np.searchsorted(starts, o, side="right") - 1)
         dup.setdefault(shard, {})[o - int(starts[shard])] = int(d.duplicate_count[o])
-    return {"removed": removed, "duplicate_count": dup}, d
+    return {"removed": removed, "duplicate_count": dup, "alignment": d.alignment}, d
+
+
+def image_embeddings(inputs: Inputs, orders: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(orders that have an image embedding, their embeddings as one float16 matrix), read shard by shard."""
+    import pyarrow.compute as pc
+
+    got_orders, parts = [], []
+    dim = None
+    for s in inputs.shards:
+        local = orders[(orders >= s.start) & (orders < s.start + s.rows)] - s.start
+        if len(local) == 0:
+            continue
+        col = storage.read_table(s.path, columns=["image_embedding"]).column("image_embedding").combine_chunks()
+        col = col.take(pa.array(local))
+        valid = col.is_valid().to_numpy(zero_copy_only=False)
+        col = col.filter(pa.array(valid))
+        lengths = pc.list_value_length(col).to_numpy(zero_copy_only=False)
+        if len(lengths):
+            if dim is None:
+                dim = int(lengths[0])
+            if (lengths != dim).any():
+                raise UserError(
+                    f"{s.path}: image_embedding lengths differ ({dim} and {int(lengths[lengths != dim][0])})"
+                )
+            parts.append(pc.list_flatten(col).to_numpy(zero_copy_only=False).astype(np.float16).reshape(-1, dim))
+            got_orders.append(local[valid] + s.start)
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros((0, 0), np.float16)
+    return np.concatenate(got_orders).astype(np.int64), np.concatenate(parts)
+
+
+def require_scores(inputs: Inputs, options: CurateOptions) -> None:
+    """A flag that reads model scores on a folder without them fails here, in one line, before any work."""
+    for column, flag in options.scores_needed().items():
+        for f in inputs.folders:
+            shard = next((s for s in inputs.shards if s.folder == f["path"] and s.rows), None)
+            if shard is None:
+                continue
+            present = column in storage.read_schema(shard.path).names
+            if present and storage.read_table(shard.path, columns=[column]).column(column).null_count < shard.rows:
+                continue
+            how = (
+                "`caption-debias score --keep-embeddings`" if column == "image_embedding" else "`caption-debias score`"
+            )
+            what = (
+                "was scored without --keep-embeddings"
+                if column == "image_embedding" and _scored(shard.path)
+                else "has no model scores"
+            )
+            raise UserError(f"{flag} needs {column}, but {f['path']} {what}; run {how} on it first")
+
+
+def _scored(path) -> bool:
+    if "clip_score" not in storage.read_schema(path).names:
+        return False
+    col = storage.read_table(path, columns=["clip_score"]).column("clip_score")
+    return col.null_count < len(col)
 
 
 def _merge_coverage(sides: list[dict]) -> dict[str, Any] | None:
@@ -224,6 +293,7 @@ def _curate(given: list[str | Path], out: Path, options: CurateOptions) -> dict[
         "input_manifests": [f["manifest_sha256"] for f in inputs.folders],
         **options.output_shaping(),
     }
+    require_scores(inputs, options)
     resumed = start(out, shaping, options.overwrite)
     (out / MANIFEST).unlink(missing_ok=True)  # only a finished run has a manifest
     ev = None
