@@ -62,8 +62,8 @@ RUNTIME_ONLY = frozenset({"workers", "overwrite", "quiet", "engine", "ray_addres
 # such pictures collide in a 64-bit DCT hash although they differ (icons, charts, synthetic scenes).
 SMALL_IMAGE_SIDE = 128  # shorter side below this (pixels): small
 FLAT_IMAGE_STD = 48.0  # grey-level standard deviation of the 32 x 32 thumbnail below this: flat
-THUMB_SIDE = 16  # the confirming signal: 16 x 16 grey thumbnails ...
-THUMB_MAX_DIFF = 24  # ... that differ by at most this many grey levels at every pixel
+THUMB_SIDE = 8  # the confirming signal: 8 x 8 RGB thumbnails (box-filtered) ...
+THUMB_MAX_DIFF = 32  # ... that differ by at most this many levels in every channel of every pixel
 # SemDeDup (semantic_duplicate): spherical k-means on the image embeddings, then all pairs within a cluster.
 SEMDEDUP_CLUSTER_SIZE = 1000  # mean rows per cluster: the within-cluster pairs cost n * this * dim
 SEMDEDUP_TRAIN_ROWS = 100_000  # k-means is fitted on a seeded sample of this many rows, then every row assigned
@@ -98,7 +98,7 @@ class CurateOptions:
     duplicate_image_distance: int = option(
         4,
         "Perceptual-hash Hamming distance (of 64 bits) at or below which two images are one picture "
-        "(small or flat images also need equal 16 x 16 thumbnails).",
+        "(two small or flat images also need matching 8 x 8 thumbnails).",
     )
     repetition_max: float = option(
         0.5, "repetitive_caption when more than this fraction of the caption's tokens sit in repeated 4-grams."

@@ -35,20 +35,18 @@ def reference_semantic_duplicates(
     """Specification: rows in input order, each compared with every kept row before it (in its
     own cluster when `clusters` is given). Returns order -> (matched order, cosine) of the removed
     rows; the match is the most similar kept row (the earliest on a tie)."""
-    kept: list[int] = []  # positions into emb
+    x = emb.astype(np.float32)
+    kept: list[int] = []  # positions into x
     removed: dict[int, tuple[int, float]] = {}
     for i in np.argsort(orders, kind="stable").tolist():
-        best = None
-        for j in kept:
-            if clusters is not None and clusters[j] != clusters[i]:
-                continue
-            cos = float(np.dot(emb[i].astype(np.float32), emb[j].astype(np.float32)))
-            if cos >= threshold and (best is None or cos > best[1]):
-                best = (j, cos)
-        if best is None:
+        mine = [j for j in kept if clusters is None or clusters[j] == clusters[i]]
+        cos = x[mine] @ x[i] if mine else np.zeros(0, np.float32)
+        hits = np.flatnonzero(cos >= threshold)
+        if len(hits) == 0:
             kept.append(i)
         else:
-            removed[int(orders[i])] = (int(orders[best[0]]), best[1])
+            j = int(hits[np.argmax(cos[hits])])  # the most similar; the earliest of equals
+            removed[int(orders[i])] = (int(orders[mine[j]]), float(cos[j]))
     return removed
 
 
