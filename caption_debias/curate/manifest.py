@@ -69,6 +69,7 @@ def build(
         "tokenizer": first.get("tokenizer", {}),
         "segmenter": first.get("segmenter", {}),
         "summary": first.get("summary", {}),
+        **({"scoring": first["scoring"]} if first.get("scoring") else {}),  # the model behind the score columns
         "toolkit_version": __version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "elapsed_s": round(elapsed_s, 3),
