@@ -16,7 +16,7 @@ from caption_debias.dataset import PreparedDataset
 
 CLIP_BIN = 0.02  # clip_score histogram bin width (cosine)
 GROUNDING_BIN = 0.5  # sentence_grounding histogram bin width
-MAX_POSITION = 16  # sentences at this index or later share the last position bucket ("16+")
+MAX_POSITION = 16  # 0-based: the 17th sentence and later share the last position bucket ("17+")
 FIGURE_TITLES = {
     "clip_score": "clip_score (image vs whole caption)",
     "grounding_by_position": "Mean sentence grounding by sentence position",
