@@ -64,7 +64,8 @@ SMALL_IMAGE_SIDE = 128  # shorter side below this (pixels): small
 FLAT_IMAGE_STD = 48.0  # grey-level standard deviation of the 32 x 32 thumbnail below this: flat
 THUMB_SIDE = 8  # the confirming signal: 8 x 8 RGB thumbnails (box-filtered) ...
 THUMB_MAX_DIFF = 32  # ... that differ by at most this many levels in every channel of every pixel
-# SemDeDup (semantic_duplicate): spherical k-means on the image embeddings, then all pairs within a cluster.
+# SemDeDup (semantic_duplicate): spherical k-means on the image embeddings, then the pairs within each
+# row's home cluster and between a row and the home it is second nearest to (semdedup.PROBES).
 SEMDEDUP_CLUSTER_SIZE = 1000  # mean rows per cluster: the within-cluster pairs cost n * this * dim
 SEMDEDUP_TRAIN_ROWS = 100_000  # k-means is fitted on a seeded sample of this many rows, then every row assigned
 SEMDEDUP_ITERATIONS = 10  # Lloyd iterations of the fit
@@ -226,6 +227,7 @@ class CurateOptions:
                 "train_rows": SEMDEDUP_TRAIN_ROWS,
                 "iterations": SEMDEDUP_ITERATIONS,
                 "seed": SEMDEDUP_SEED,
+                "probes": 2,
             },
         }
 
