@@ -70,6 +70,7 @@ SEMDEDUP_CLUSTER_SIZE = 1000  # mean rows per cluster: the within-cluster pairs 
 SEMDEDUP_TRAIN_ROWS = 100_000  # k-means is fitted on a seeded sample of this many rows, then every row assigned
 SEMDEDUP_ITERATIONS = 10  # Lloyd iterations of the fit
 SEMDEDUP_SEED = 0
+SEMDEDUP_PROBES = 2  # clusters a row is looked up in: its home and the next nearest
 
 
 def option(default: Any, help: str) -> Any:
@@ -227,7 +228,7 @@ class CurateOptions:
                 "train_rows": SEMDEDUP_TRAIN_ROWS,
                 "iterations": SEMDEDUP_ITERATIONS,
                 "seed": SEMDEDUP_SEED,
-                "probes": 2,
+                "probes": SEMDEDUP_PROBES,
             },
         }
 

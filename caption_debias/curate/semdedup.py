@@ -24,11 +24,12 @@ import numpy as np
 from caption_debias.curate.options import (
     SEMDEDUP_CLUSTER_SIZE,
     SEMDEDUP_ITERATIONS,
+    SEMDEDUP_PROBES,
     SEMDEDUP_SEED,
     SEMDEDUP_TRAIN_ROWS,
 )
 
-PROBES = 2  # clusters a row is looked up in: its home and the next nearest
+PROBES = SEMDEDUP_PROBES
 ASSIGN_CHUNK = 32_768  # rows per matrix product when assigning (bounds the distance block's memory)
 
 
