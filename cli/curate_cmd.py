@@ -68,6 +68,9 @@ def curate(
     semantic_duplicate_threshold: Optional[float] = typer.Option(
         None, "--semantic-duplicate-threshold", help=help_of("semantic_duplicate_threshold")
     ),
+    score_model: Optional[str] = typer.Option(None, "--score-model", metavar="SPEC", help=help_of("score_model")),
+    score_pretrained: Optional[str] = typer.Option(None, "--score-pretrained", help=help_of("score_pretrained")),
+    score_device: str = typer.Option(default_of("score_device"), "--score-device", help=help_of("score_device")),
     workers: int = typer.Option(
         1, "--workers", "-j", min=1, help="Worker processes (output is identical for any value)."
     ),
@@ -96,6 +99,9 @@ def curate(
         keep_top_alignment=keep_top_alignment,
         drop_ungrounded=drop_ungrounded,
         semantic_duplicate_threshold=semantic_duplicate_threshold,
+        score_model=score_model,
+        score_pretrained=score_pretrained,
+        score_device=score_device,
         workers=workers,
         engine=engine,
         ray_address=ray_address,

@@ -24,7 +24,7 @@ from caption_debias.errors import UserError
 from caption_debias.schema import removed_schema
 
 sys.path.insert(0, str(Path(__file__).parent))
-from curate_fixtures import caption  # noqa: E402
+from curate_fixtures import caption, scene  # noqa: E402
 from score_fixtures import read_rows, unit_rows, with_scores  # noqa: E402
 
 N = 48
@@ -275,3 +275,49 @@ def test_semdedup_clusters_are_seeded_and_keep_planted_copies_together():
     homes_only = semdedup.semantic_duplicates(emb, orders, 0.9, np.repeat(a[:, :1], 2, axis=1))
     assert found >= 0.9 * len(exact) and len(exact) > 150 and found > len(set(homes_only) & set(exact))
     assert len(set(clustered) - set(exact)) <= 0.02 * len(exact)
+
+
+# ---------------------------------------------------------------- --score-model
+
+
+@pytest.mark.slow
+def test_score_model_scores_then_curates_and_counts_reconcile(tmp_path):
+    """curate --score-model tiny: scored by C1's score_folder into OUT/.curate/scored, then curated;
+    a row scoring could not encode is counted as read and removed; the manifest names the model."""
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+
+    root = tmp_path / "img"
+    root.mkdir()
+    rng = random.Random(4)
+    rows = []
+    for i in range(8):
+        scene(700 + i).save(root / f"{i}.png")
+        rows.append({"key": f"k{i}", "image": f"{i}.png", "caption": caption(rng, 3)})
+    rows.append({"key": "gone", "image": "gone.png", "caption": caption(rng, 3)})
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    prepare([tmp_path / "t.jsonl"], tmp_path / "p", PrepareOptions(format="table", quiet=True))
+    out = tmp_path / "c"
+    m = curate(
+        [tmp_path / "p"],
+        out,
+        CurateOptions(
+            image_root=str(root),
+            quiet=True,
+            score_model="tiny",
+            keep_top_alignment=50.0,
+            drop_ungrounded=-100.0,
+            semantic_duplicate_threshold=0.9999,
+        ),
+    )
+    c = m["counts"]
+    assert c["read"] == 9 and c["read"] == c["written"] + c["removed"]
+    assert c["removed_by_reason"]["image_missing"] == 1 and c["removed_by_reason"]["low_alignment"] == 4
+    assert m["scored_from"] == [str(tmp_path / "p")] and m["scoring"]["model"]
+    got = read_rows(out, ["clip_score", "image_embedding", "sentence_keep"])
+    assert all(x is not None for x in got["clip_score"]) and all(e is not None for e in got["image_embedding"])
+    assert all(all(k) for k in got["sentence_keep"])  # T far below any grounding: every sentence kept
+    reasons = {r["key"]: r["reason"] for r in _removed(out)}
+    assert reasons["table/gone"] == "image_missing"
+    for line in _removed(out):
+        jsonschema.validate(line, removed_schema())

@@ -55,7 +55,9 @@ def lsh_params(threshold: float) -> tuple[int, int]:
     return NUM_PERM, 1
 
 
-RUNTIME_ONLY = frozenset({"workers", "overwrite", "quiet", "engine", "ray_address", "max_in_flight", "image_threads"})
+RUNTIME_ONLY = frozenset(
+    {"workers", "overwrite", "quiet", "engine", "ray_address", "max_in_flight", "image_threads", "score_device"}
+)
 
 
 # A perceptual-hash match between two small or flat images needs a second signal (docs/curation.md):
@@ -120,6 +122,13 @@ class CurateOptions:
         "Mark sentences with sentence_grounding below this as not kept (sentence_keep); a caption left with no "
         "non-summary sentence goes as ungrounded_caption.",
     )
+    score_model: str | None = option(
+        None,
+        "Score the inputs first with this model (any `score --model` spec) into OUT/.curate/scored, then curate "
+        "that: the model flags then need no scored folder.",
+    )
+    score_pretrained: str | None = option(None, "With --score-model: its pretrained tag or checkpoint file.")
+    score_device: str = option("cpu", "With --score-model: cpu or cuda.")
     semantic_duplicate_threshold: float | None = option(
         None,
         "semantic_duplicate at image-embedding cosine at or above this with an earlier kept row "

@@ -179,6 +179,37 @@ def _decide(inputs: Inputs, out: Path, options: CurateOptions, ev) -> tuple[dict
     return {"removed": removed, "duplicate_count": dup, "alignment": d.alignment}, d
 
 
+SCORED_DIR = "scored"  # OUT/.curate/scored: the inputs scored by --score-model (resumable like any score run)
+
+
+def _score_first(given: list[str | Path], out: Path, options: CurateOptions) -> tuple[Inputs, list[dict[str, Any]]]:
+    """--score-model: score the inputs into OUT/.curate/scored, then curate that folder.
+
+    Returns its inputs and the rows scoring removed (image_missing / image_unreadable lines,
+    which curate reports as its own: the input rows it read and removed).
+    """
+    from caption_debias.score.options import ScoreOptions
+    from caption_debias.score.run import score_folder
+
+    scored = out / STATE_DIR / SCORED_DIR
+    score_folder(
+        [str(g) for g in given],
+        scored,
+        ScoreOptions(
+            model=options.score_model,
+            pretrained=options.score_pretrained,
+            image_root=options.image_root,
+            device=options.score_device,
+            keep_embeddings=options.semantic_duplicate_threshold is not None,
+            workers=options.workers,
+            quiet=options.quiet,
+        ),
+    )
+    path = scored / "removed.jsonl"
+    lines = [json.loads(x) for x in path.read_text("utf-8").splitlines()] if path.is_file() else []
+    return open_inputs([scored], out), lines
+
+
 def image_embeddings(inputs: Inputs, orders: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(orders that have an image embedding, their embeddings as one float16 matrix), read shard by shard."""
     import pyarrow.compute as pc
@@ -293,9 +324,14 @@ def _curate(given: list[str | Path], out: Path, options: CurateOptions) -> dict[
         "input_manifests": [f["manifest_sha256"] for f in inputs.folders],
         **options.output_shaping(),
     }
-    require_scores(inputs, options)
+    if options.score_model is None:
+        require_scores(inputs, options)
     resumed = start(out, shaping, options.overwrite)
     (out / MANIFEST).unlink(missing_ok=True)  # only a finished run has a manifest
+    scored_removed: list[dict[str, Any]] = []
+    if options.score_model is not None:
+        inputs, scored_removed = _score_first(given, out, options)
+        require_scores(inputs, options)
     ev = None
     if options.decontaminate:
         from caption_debias.curate import decontaminate
@@ -320,6 +356,11 @@ def _curate(given: list[str | Path], out: Path, options: CurateOptions) -> dict[
     if storage.is_remote(out):  # a store cannot append: the lines gather in a local file
         partial = storage.local_temp(REMOVED)
     with open(partial, "w", encoding="utf-8") as fh:
+        for line in scored_removed:  # rows the scoring could not encode (their image): counted as read and removed
+            reasons[line["reason"]] += 1
+            per_folder[inputs.folders[0]["path"]]["read"] += 1
+            per_folder[inputs.folders[0]["path"]]["removed"] += 1
+            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
         for s, side in zip(inputs.shards, write_sides):
             per_folder[s.folder]["read"] += side["read"]
             per_folder[s.folder]["written"] += side["rows"]
@@ -342,7 +383,10 @@ def _curate(given: list[str | Path], out: Path, options: CurateOptions) -> dict[
         coverage=_merge_coverage(sig_sides),
         eval_sets=ev.sets if ev is not None else [],
         elapsed_s=time.monotonic() - started,
+        removed_before=len(scored_removed),
     )
+    if options.score_model is not None:
+        manifest["scored_from"] = [str(g) for g in given]  # the inputs; `inputs` names the scored folder
     write_json(manifest, out / MANIFEST)
     if not options.quiet:
         print_summary(manifest, str(out), reused)
