@@ -7,7 +7,7 @@ clustered by a seeded spherical k-means (about SEMDEDUP_CLUSTER_SIZE rows a clus
 a sample), every row gets its nearest centroid (its home) and its second nearest; two rows
 are compared when one's home is the other's home or second cluster (SemDeDup compares homes
 only; the second probe finds most of the pairs that straddle a cluster border, for about
-twice the pairs). Each cluster's pairs are two matrix products; only the rows with a
+three times the pairs). Each cluster's pairs are two matrix products; only the rows with a
 candidate above t go through the sequential "earlier kept row" loop. The pairs still split
 are measured in benchmarks/bench_curate_semdedup.py (docs/benchmarks.md).
 
