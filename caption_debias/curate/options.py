@@ -68,7 +68,7 @@ THUMB_SIDE = 8  # the confirming signal: 8 x 8 RGB thumbnails (box-filtered) ...
 THUMB_MAX_DIFF = 32  # ... that differ by at most this many levels in every channel of every pixel
 # SemDeDup (semantic_duplicate): spherical k-means on the image embeddings, then the pairs within each
 # row's home cluster and between a row and the home it is second nearest to (semdedup.PROBES).
-SEMDEDUP_CLUSTER_SIZE = 1000  # mean rows per cluster: the within-cluster pairs cost n * this * dim
+SEMDEDUP_CLUSTER_SIZE = 1000  # mean rows per cluster up to 1M rows (sqrt(rows) clusters beyond: semdedup.cluster_count)
 SEMDEDUP_TRAIN_ROWS = 100_000  # k-means is fitted on a seeded sample of this many rows, then every row assigned
 SEMDEDUP_ITERATIONS = 10  # Lloyd iterations of the fit
 SEMDEDUP_SEED = 0
@@ -233,7 +233,7 @@ class CurateOptions:
             if self.semantic_duplicate_threshold is None
             else {
                 "cosine_min": self.semantic_duplicate_threshold,
-                "cluster_size": SEMDEDUP_CLUSTER_SIZE,
+                "clusters": f"min(rows / {SEMDEDUP_CLUSTER_SIZE}, sqrt(rows))",
                 "train_rows": SEMDEDUP_TRAIN_ROWS,
                 "iterations": SEMDEDUP_ITERATIONS,
                 "seed": SEMDEDUP_SEED,

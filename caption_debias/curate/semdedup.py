@@ -3,8 +3,8 @@
 `reference_semantic_duplicates` is the rule as a loop over every row (optionally only over
 the pairs that given clusters compare). `semantic_duplicates` computes the same answer as
 the reference given the same clusters, at a cost that stays sub-quadratic: rows are
-clustered by a seeded spherical k-means (about SEMDEDUP_CLUSTER_SIZE rows a cluster, fitted on
-a sample), every row gets its nearest centroid (its home) and its second nearest; two rows
+clustered by a seeded spherical k-means (`cluster_count`: about SEMDEDUP_CLUSTER_SIZE rows a
+cluster up to 1M rows, sqrt(rows) clusters beyond; fitted on a sample), every row gets its nearest centroid (its home) and its second nearest; two rows
 are compared when one's home is the other's home or second cluster (SemDeDup compares homes
 only; the second probe finds most of the pairs that straddle a cluster border, for about
 three times the pairs). Each cluster's pairs are two matrix products; only the rows with a
@@ -17,6 +17,7 @@ cosine, and its result depends on its OpenMP thread count; this one is a functio
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
@@ -98,10 +99,16 @@ def fit_centroids(emb: np.ndarray, k: int, seed: int = SEMDEDUP_SEED) -> np.ndar
     return centroids
 
 
-def clusters_of(emb: np.ndarray, cluster_size: int = SEMDEDUP_CLUSTER_SIZE, seed: int = SEMDEDUP_SEED) -> np.ndarray:
-    """Home and second-nearest cluster of every row, (rows, 2): about `cluster_size` rows a home
-    (one cluster for a small input: then every pair is compared)."""
-    k = max(1, round(len(emb) / cluster_size))
+def cluster_count(rows: int) -> int:
+    """k = rows / SEMDEDUP_CLUSTER_SIZE up to 1M rows, sqrt(rows) beyond: assigning costs rows x k and
+    the pairs rows x rows / k, so both stay at most rows^1.5 (sub-quadratic) whatever the size."""
+    return max(1, round(min(rows / SEMDEDUP_CLUSTER_SIZE, math.sqrt(rows))))
+
+
+def clusters_of(emb: np.ndarray, cluster_size: int | None = None, seed: int = SEMDEDUP_SEED) -> np.ndarray:
+    """Home and second-nearest cluster of every row, (rows, 2): `cluster_count` homes, or about
+    `cluster_size` rows a home when given (one cluster for a small input: every pair is compared)."""
+    k = cluster_count(len(emb)) if cluster_size is None else max(1, round(len(emb) / cluster_size))
     if k < PROBES:
         return np.zeros((len(emb), PROBES), np.int32)
     return assign(emb, fit_centroids(emb, k, seed), PROBES)
