@@ -62,8 +62,11 @@ def test_flat_or_small_pictures_at_phash_distance_zero_are_kept_and_a_true_copy_
     assert removed["table/red_copy"]["reason"] == "duplicate_image"
     assert removed["table/red_copy"]["detail"]["match"] == "table/red"
     # the specification agrees, and without the thumbnails it would have removed the blue icon
+    thumbs = [images.thumb_file(root / n) if f.thumb == images.LATER else f.thumb for n, f in facts.items()]
+    assert all(th for th in thumbs) and (side < 128) == all(f.thumb for f in facts.values())  # flat: made when needed
     dup = [
-        dedup.DupRow(i, f.sha256, f.phash, bytes([i]) * 16, None, None, f.thumb) for i, f in enumerate(facts.values())
+        dedup.DupRow(i, f.sha256, f.phash, bytes([i]) * 16, None, None, th)
+        for i, (f, th) in enumerate(zip(facts.values(), thumbs))
     ]
     assert set(dedup.reference_duplicates(dup, 0.8, True, "image sha256")) == {2}
     blind = [dedup.DupRow(r.order, r.image_key, r.phash, r.caption_hash, None, None, None) for r in dup]

@@ -57,7 +57,7 @@ def load(specs: list[str], image_root: str | None, lsh: tuple[int, int], threads
                 ev.image_labels.append(f"{name}:{p}")
                 ev.image_sha256.append(f.sha256)
                 ev.image_phash.append(f.phash)
-                ev.image_thumb.append(f.thumb)
+                ev.image_thumb.append(img.thumb_file(Path(p)) if f.thumb == img.LATER else f.thumb)
         for i, sentences in enumerate(data.captions):
             ev.caption_labels.append(f"{name}:caption {i}")
             ev.caption_hashes.append(caption_hash(" ".join(sentences)))

@@ -244,9 +244,11 @@ def decide(
     images: bool = False,
     shared_keys=local_shared_keys,
     embeddings=None,
+    thumbs=None,
 ) -> Decisions:
     """Every row's reason. `shared_keys(table, column)` finds rows with a repeated key (polars; Ray Data
-    with --engine ray); `embeddings(orders)` gives (orders that have one, float16 matrix) for SemDeDup."""
+    with --engine ray); `embeddings(orders)` gives (orders that have one, float16 matrix) for SemDeDup;
+    `thumbs(orders)` the thumbnails of large flat pictures whose phash matched (images.LATER)."""
     n = table.n
     reason = np.full(n, KEPT, np.int8)
     d = Decisions(reason, duplicate_count=np.zeros(n, np.int32))
@@ -265,8 +267,9 @@ def decide(
         height = _np(table.column("image_height"), np.int64, 0)
         remove((status == img.OK) & (np.minimum(width, height) < options.min_image_side), "image_too_small")
         del status, width, height
+    thumbs = _ThumbCache(thumbs)
     if ev is not None:
-        _eval_overlap(table, ev, reason, d, images, options)
+        _eval_overlap(table, ev, reason, d, images, options, thumbs)
     rep = _np(table.column("caption_repetition"), np.float32)
     rsent = _np(table.column("caption_repeated_sentences"), np.int32)
     loop = _np(table.column("caption_tail_loop"), np.int32)
@@ -285,7 +288,7 @@ def decide(
         best = _np(table.column("detail_grounding_max"), np.float32, float("nan"))
         remove(best < options.drop_ungrounded, "ungrounded_caption")  # NaN (no detail sentence): kept
         del best
-    _duplicates(table, options, reason, d, images, shared_keys)
+    _duplicates(table, options, reason, d, images, shared_keys, thumbs)
     if options.semantic_duplicate_threshold is not None and embeddings is not None:
         from caption_debias.curate import semdedup
 
@@ -301,8 +304,24 @@ def decide(
     return d
 
 
+class _ThumbCache:
+    """Thumbnails by order: stored ones as they are, LATER ones made once by the loader when asked."""
+
+    def __init__(self, loader):
+        self.loader, self.made = loader, {}
+
+    def resolve(self, o: int, stored: bytes | None) -> bytes | None:
+        if stored != img.LATER:
+            return stored
+        if o not in self.made:
+            if self.loader is None:
+                return None  # no image folder to read it from: the phash alone decides
+            self.made.update(self.loader(np.array([o], np.int64)))
+        return self.made.get(o)
+
+
 def _eval_overlap(
-    table: SignalTable, ev, reason: np.ndarray, d: Decisions, images: bool, options: CurateOptions
+    table: SignalTable, ev, reason: np.ndarray, d: Decisions, images: bool, options: CurateOptions, thumbs
 ) -> None:
     import polars as pl
 
@@ -339,7 +358,7 @@ def _eval_overlap(
                 dist = np.bitwise_count(phash[i] ^ ev_phash[e])
                 close = dist <= distance
                 for ii, ee, dd in zip(i[close], e[close], dist[close]):
-                    a, b = thumb_of.get(int(rows[ii])), ev.image_thumb[ee]
+                    a, b = thumbs.resolve(int(rows[ii]), thumb_of.get(int(rows[ii]))), ev.image_thumb[ee]
                     if a is not None and b is not None and not img.thumbs_match(a, b):
                         continue  # two small or flat pictures the phash alone cannot tell apart
                     note(int(rows[ii]), {"match": ev.image_labels[ee], **_phash_detail(int(dd))}, (1, int(dd), int(ee)))
@@ -373,7 +392,13 @@ def _eval_overlap(
 
 
 def _duplicates(
-    table: SignalTable, options: CurateOptions, reason: np.ndarray, d: Decisions, images: bool, shared_keys
+    table: SignalTable,
+    options: CurateOptions,
+    reason: np.ndarray,
+    d: Decisions,
+    images: bool,
+    shared_keys,
+    thumbs: _ThumbCache,
 ) -> None:
     import polars as pl
 
@@ -433,7 +458,14 @@ def _duplicates(
                     [
                         (img.hamming(phash[o], phash[k]), k)
                         for k in cands
-                        if same_picture(phash[o], phash[k], thumb.get(o), thumb.get(k), distance)
+                        if img.hamming(phash[o], phash[k]) <= distance
+                        and same_picture(
+                            phash[o],
+                            phash[k],
+                            thumbs.resolve(o, thumb.get(o)),
+                            thumbs.resolve(k, thumb.get(k)),
+                            distance,
+                        )
                     ]
                 )
                 if near:

@@ -29,7 +29,9 @@ class ImageFacts:
     sha256: bytes | None = None
     phash: int | None = None  # 64 bits
     error: str | None = None
-    thumb: bytes | None = None  # small or flat images only: THUMB_SIDE^2 RGB pixels (the phash's second signal)
+    # the phash's second signal: THUMB_SIDE^2 RGB pixels of a small picture; LATER (b"") for a large
+    # flat one (its thumbnail is made only if its phash matches another's: `thumb_file`); None otherwise
+    thumb: bytes | None = None
 
 
 def is_url(image: str) -> bool:
@@ -53,13 +55,16 @@ def phash_of(image) -> int:
 
 
 def is_flat(grey) -> bool:
-    """A picture whose 32 x 32 grey thumbnail varies little (icons, documents on white, plain backgrounds)."""
+    """A picture mostly of one grey level: at least FLAT_SHARE of its 32 x 32 thumbnail's pixels lie
+    within 8 levels of the most common one (icons, charts, documents on white, plain backgrounds)."""
     import numpy as np
     from PIL import Image
 
-    from caption_debias.curate.options import FLAT_IMAGE_STD
+    from caption_debias.curate.options import FLAT_SHARE
 
-    return float(np.asarray(grey.resize((32, 32), Image.Resampling.BOX), np.float32).std()) < FLAT_IMAGE_STD
+    pixels = np.asarray(grey.resize((32, 32), Image.Resampling.BOX), np.uint8).ravel()
+    window = np.convolve(np.bincount(pixels, minlength=256), np.ones(17, np.int64), mode="same")
+    return int(window.max()) >= FLAT_SHARE * pixels.size
 
 
 def thumb_of(image) -> bytes:
@@ -81,18 +86,29 @@ def thumbs_match(a: bytes, b: bytes) -> bool:
     return int(diff.max(initial=0)) <= THUMB_MAX_DIFF
 
 
+LATER = b""  # a large flat picture: its thumbnail is made when needed (a second decode, in colour)
+
+
+def thumb_file(path: Path) -> bytes:
+    """thumb_of the file, decoded in colour (a JPEG at draft scale): colour matters here, a red and
+    a blue square are one grey."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        if im.format == "JPEG":
+            im.draft("RGB", (DRAFT_SIDE, DRAFT_SIDE))
+        return thumb_of(im)
+
+
 def _thumb_if_small_or_flat(data: bytes, im, width: int, height: int) -> bytes | None:
     from PIL import Image
 
     from caption_debias.curate.options import SMALL_IMAGE_SIDE
 
-    small = min(width, height) < SMALL_IMAGE_SIDE
-    if not small and not is_flat(im.convert("L")):
-        return None
-    if im.format == "JPEG":
-        # draft-decoded to grey: colour matters here (a red and a blue square are one grey), so decode again
+    if min(width, height) >= SMALL_IMAGE_SIDE:
+        return LATER if is_flat(im.convert("L")) else None
+    if im.format == "JPEG":  # draft-decoded to grey: decode this small file again in colour
         with Image.open(io.BytesIO(data)) as full:
-            full.draft("RGB", (DRAFT_SIDE, DRAFT_SIDE))
             return thumb_of(full)
     return thumb_of(im)
 

@@ -63,7 +63,7 @@ RUNTIME_ONLY = frozenset(
 # A perceptual-hash match between two small or flat images needs a second signal (docs/curation.md):
 # such pictures collide in a 64-bit DCT hash although they differ (icons, charts, synthetic scenes).
 SMALL_IMAGE_SIDE = 128  # shorter side below this (pixels): small
-FLAT_IMAGE_STD = 48.0  # grey-level standard deviation of the 32 x 32 thumbnail below this: flat
+FLAT_SHARE = 0.5  # flat: this share of the 32 x 32 grey thumbnail within 8 levels of its most common level
 THUMB_SIDE = 8  # the confirming signal: 8 x 8 RGB thumbnails (box-filtered) ...
 THUMB_MAX_DIFF = 32  # ... that differ by at most this many levels in every channel of every pixel
 # SemDeDup (semantic_duplicate): spherical k-means on the image embeddings, then the pairs within each
@@ -203,7 +203,7 @@ class CurateOptions:
             "phash_hamming_max": self.duplicate_image_distance,
             "phash_confirm": {
                 "small_side_below": SMALL_IMAGE_SIDE,
-                "flat_std_below": FLAT_IMAGE_STD,
+                "flat_share_of_one_grey_level": FLAT_SHARE,
                 "thumb_side": THUMB_SIDE,
                 "thumb_max_diff": THUMB_MAX_DIFF,
             },

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -155,11 +156,16 @@ def _decide(inputs: Inputs, out: Path, options: CurateOptions, ev) -> tuple[dict
         shared = ray_shared_keys
     embeddings = None
     if options.semantic_duplicate_threshold is not None:
-        from functools import partial
-
         embeddings = partial(image_embeddings, inputs)
+    thumbs = partial(image_thumbs, inputs, options.image_root) if options.image_root is not None else None
     d = dedup.decide(
-        table, options, ev, images=options.image_root is not None, shared_keys=shared, embeddings=embeddings
+        table,
+        options,
+        ev,
+        images=options.image_root is not None,
+        shared_keys=shared,
+        embeddings=embeddings,
+        thumbs=thumbs,
     )
     refs = np.fromiter(set(d.ref.values()), np.int64)
     keys = table.rows_where(refs, ["key"]) if len(refs) else None
@@ -208,6 +214,24 @@ def _score_first(given: list[str | Path], out: Path, options: CurateOptions) -> 
     path = scored / "removed.jsonl"
     lines = [json.loads(x) for x in path.read_text("utf-8").splitlines()] if path.is_file() else []
     return open_inputs([scored], out), lines
+
+
+def image_thumbs(inputs: Inputs, image_root: str, orders: np.ndarray) -> dict[int, bytes]:
+    """The thumbnails (images.thumb_file) of these rows' images, read again from --image-root."""
+    from caption_debias.curate import images as img
+
+    out = {}
+    for s in inputs.shards:
+        local = orders[(orders >= s.start) & (orders < s.start + s.rows)] - s.start
+        if len(local) == 0:
+            continue
+        paths = storage.read_table(s.path, columns=["image"]).column("image").take(pa.array(local)).to_pylist()
+        for o, image in zip((local + s.start).tolist(), paths):
+            try:
+                out[o] = img.thumb_file(Path(image_root) / image)
+            except (OSError, ValueError, SyntaxError):
+                pass  # changed since its signals were taken: the phash alone decides
+    return out
 
 
 def image_embeddings(inputs: Inputs, orders: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
