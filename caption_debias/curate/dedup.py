@@ -347,8 +347,8 @@ def _eval_overlap(
         phash = _np(ph, np.uint64, 0)[rows]
         ev_phash = np.array(ev.image_phash, np.uint64)
         distance = options.duplicate_image_distance
-        thumbs = table.rows_where(rows, ["image_thumb"]) if len(rows) else None
-        thumb_of = dict(zip(thumbs["order"].to_list(), thumbs["image_thumb"].to_list())) if thumbs is not None else {}
+        stored = table.rows_where(rows, ["image_thumb"]) if len(rows) else None
+        thumb_of = dict(zip(stored["order"].to_list(), stored["image_thumb"].to_list())) if stored is not None else {}
         for tb, eb in zip(phash_blocks(phash, distance), phash_blocks(ev_phash, distance)):
             pairs = pl.DataFrame({"i": np.arange(len(rows)), "b": tb}).join(
                 pl.DataFrame({"e": np.arange(len(ev_phash)), "b": eb}), on="b"
