@@ -345,3 +345,33 @@ def test_cli_errors_are_one_line(world, tmp_path):
         assert res.returncode != 0 and needle in res.stderr, (extra, res.stderr)
         assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert "--keep-embeddings" in _cli("score", "-h").stdout
+
+
+def test_image_root_from_the_manifest_or_stored_bytes(world, scored, tmp_path):
+    from caption_debias.curate.options import CurateOptions
+    from caption_debias.curate.run import curate
+    from caption_debias.errors import UserError
+
+    out, _ = scored
+    base = PreparedDataset.open(out).read(["key", "clip_score"]).to_pydict()
+    opts = _opts(world)
+    opts.image_root = None  # the prepared manifest records the root
+    score_folder([world["prepared"]], tmp_path / "root", opts)
+    assert PreparedDataset.open(tmp_path / "root").read(["key", "clip_score"]).to_pydict() == base
+    embedded = tmp_path / "embedded"
+    curate([world["prepared"]], embedded, CurateOptions(image_root=str(world["images"]), embed_images=True, quiet=True))
+    manifest = json.loads((embedded / "manifest.json").read_text())
+    manifest["options"]["image_root"] = None  # as if moved elsewhere: only the stored bytes are left
+    (embedded / "manifest.json").write_text(json.dumps(manifest))
+    score_folder([embedded], tmp_path / "bytes", opts)
+    got = PreparedDataset.open(tmp_path / "bytes").read(["key", "clip_score"]).to_pydict()
+    clip = dict(zip(base["key"], base["clip_score"]))
+    assert len(got["key"]) >= ROWS - 2  # curate may remove a near-duplicate of these simple scenes
+    assert got["clip_score"] == pytest.approx([clip[k] for k in got["key"]], abs=1e-6)
+    plain = tmp_path / "plain"
+    curate([world["prepared"]], plain, CurateOptions(quiet=True))
+    manifest = json.loads((plain / "manifest.json").read_text())
+    manifest["options"]["image_root"] = None
+    (plain / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(UserError, match="give --image-root"):
+        score_folder([plain], tmp_path / "none", opts)
