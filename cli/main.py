@@ -18,6 +18,7 @@ from caption_debias.cli import (
     export_cmd,
     pack_cmd,
     prepare_cmd,
+    score_cmd,
     stats_cmd,
     synth_cmd,
     train_cmd,
@@ -57,6 +58,7 @@ def _root(
 add_command(app, "prepare", prepare_cmd.prepare, renamed={"--output": "--out"})
 add_command(app, "stats", stats_cmd.stats, renamed={"--report": "--out", "-r": "--out"})
 add_command(app, "curate", curate_cmd.curate)
+add_command(app, "score", score_cmd.score)
 add_command(app, "train", train_cmd.train)
 add_command(app, "export", export_cmd.export)
 add_command(app, "eval", eval_cmd.evaluate)

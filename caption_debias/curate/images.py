@@ -30,6 +30,9 @@ class ImageFacts:
     sha256: bytes | None = None
     phash: int | None = None  # 64 bits
     error: str | None = None
+    # the phash's second signal: THUMB_SIDE^2 RGB pixels of a small picture; LATER (b"") for a large
+    # flat one (its thumbnail is made only if its phash matches another's: `thumb_file`); None otherwise
+    thumb: bytes | None = None
 
 
 def top_folder(image: str) -> str:
@@ -46,6 +49,63 @@ def phash_of(image) -> int:
 
     bits = imagehash.phash(image).hash.reshape(-1)
     return int("".join("1" if b else "0" for b in bits), 2)
+
+
+def is_flat(grey) -> bool:
+    """A picture mostly of one grey level: at least FLAT_SHARE of its 32 x 32 thumbnail's pixels lie
+    within 8 levels of the most common one (icons, charts, documents on white, plain backgrounds)."""
+    import numpy as np
+    from PIL import Image
+
+    from caption_debias.curate.options import FLAT_SHARE
+
+    pixels = np.asarray(grey.resize((32, 32), Image.Resampling.BOX), np.uint8).ravel()
+    window = np.convolve(np.bincount(pixels, minlength=256), np.ones(17, np.int64), mode="same")
+    return int(window.max()) >= FLAT_SHARE * pixels.size
+
+
+def thumb_of(image) -> bytes:
+    """THUMB_SIDE x THUMB_SIDE RGB box-filtered thumbnail (area averages: a re-encoded copy moves a few levels)."""
+    from PIL import Image
+
+    from caption_debias.curate.options import THUMB_SIDE
+
+    return image.convert("RGB").resize((THUMB_SIDE, THUMB_SIDE), Image.Resampling.BOX).tobytes()
+
+
+def thumbs_match(a: bytes, b: bytes) -> bool:
+    """Specification of the second signal: no thumbnail pixel channel differs by more than THUMB_MAX_DIFF."""
+    import numpy as np
+
+    from caption_debias.curate.options import THUMB_MAX_DIFF
+
+    diff = np.abs(np.frombuffer(a, np.uint8).astype(np.int16) - np.frombuffer(b, np.uint8).astype(np.int16))
+    return int(diff.max(initial=0)) <= THUMB_MAX_DIFF
+
+
+LATER = b""  # a large flat picture: its thumbnail is made when needed (a second decode, in colour)
+
+
+def thumb_file(path: Path) -> bytes:
+    """thumb_of the file, decoded in colour (a JPEG at draft scale): colour matters here, a red and
+    a blue square are one grey."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        if im.format == "JPEG":
+            im.draft("RGB", (DRAFT_SIDE, DRAFT_SIDE))
+        return thumb_of(im)
+
+
+def _thumb_if_small_or_flat(data: bytes, im, width: int, height: int) -> bytes | None:
+    from caption_debias.curate.options import SMALL_IMAGE_SIDE
+
+    if min(width, height) >= SMALL_IMAGE_SIDE:
+        return LATER if is_flat(im.convert("L")) else None
+    if im.format == "JPEG":  # draft-decoded to grey: decode this small file again in colour
+        with image_files.open_image(data) as full:
+            return thumb_of(full)
+    return thumb_of(im)
 
 
 def image_facts(path: Path) -> ImageFacts:
@@ -66,13 +126,14 @@ def image_facts(path: Path) -> ImageFacts:
             im.decodermaxblock = max(len(data), ImageFile.MAXBLOCK)
             im.load()  # decodes every byte: a truncated or corrupt file fails here
             phash = phash_of(image_files.to_8bit_grey(im) if im.mode in image_files.SIXTEEN_BIT else im)
+            thumb = _thumb_if_small_or_flat(data, im, width, height)
     except image_files.ImageProblem as exc:  # beyond the MAX_PIXELS rule
         return ImageFacts(UNREADABLE, sha256=digest, error=exc.detail)
     except UnidentifiedImageError:
         return ImageFacts(UNREADABLE, sha256=digest, error="not an image Pillow can identify")
     except Exception as exc:  # noqa: BLE001  Pillow's plugins raise many types on corrupt input
         return ImageFacts(UNREADABLE, sha256=digest, error=f"{type(exc).__name__}: {exc}")
-    return ImageFacts(OK, width, height, digest, phash)
+    return ImageFacts(OK, width, height, digest, phash, thumb=thumb)
 
 
 def relative_facts(root: image_files.ImageRoot, image: str) -> ImageFacts:

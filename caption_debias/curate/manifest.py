@@ -34,7 +34,9 @@ def build(
     coverage: dict[str, Any] | None,
     eval_sets: list[dict[str, Any]],
     elapsed_s: float,
+    removed_before: int = 0,
 ) -> dict[str, Any]:
+    """`removed_before`: rows removed ahead of the input folders (by --score-model's scoring)."""
     read = sum(c["read"] for c in per_folder.values())
     written = sum(c["written"] for c in per_folder.values())
     removed = sum(reasons.values())
@@ -42,7 +44,9 @@ def build(
         c = per_folder[f["path"]]
         reconcile(f"curate {f['path']}", read=c["read"], written=c["written"], removed=c["removed"])
     reconcile("curate", read=read, written=written, removed=removed)
-    reconcile("curate (rows of the input manifests)", read=inputs.rows, written=written, removed=removed)
+    reconcile(
+        "curate (rows of the input manifests)", read=inputs.rows + removed_before, written=written, removed=removed
+    )
     first = inputs.manifests[0] if inputs.manifests else {}
     return {
         "schema_version": SCHEMA_VERSION,
@@ -74,6 +78,7 @@ def build(
         "tokenizer": first.get("tokenizer", {}),
         "segmenter": first.get("segmenter", {}),
         "summary": first.get("summary", {}),
+        **({"scoring": first["scoring"]} if first.get("scoring") else {}),  # the model behind the score columns
         "toolkit_version": __version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "elapsed_s": round(elapsed_s, 3),

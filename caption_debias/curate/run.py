@@ -9,16 +9,22 @@ and they depend on every row, so nothing partial of them is ever trusted).
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
 
 from caption_debias import storage
 from caption_debias.curate import dedup, signals, writer
 from caption_debias.curate.inputs import Inputs, open_inputs
 from caption_debias.curate.options import CurateOptions
 from caption_debias.dataset import MANIFEST, default_image_root
+from caption_debias.errors import UserError
 from caption_debias.prepare.distributor import Ready, ordered_map
 from caption_debias.runner import StageFolder, StageProgress, WriteFailed, load_sidecar, os_error_text, write_json
 
@@ -94,6 +100,8 @@ def _write_tasks(
             "image_root": options.image_root,
             "embed": options.embed_images,
             "out": str(out),
+            "alignment": decisions["alignment"],
+            "drop_ungrounded": options.drop_ungrounded,
         }
         task["fingerprint"] = writer.fingerprint(task)
         side = writer.load_sidecar(out, s.index, task["fingerprint"]) if resumed else None
@@ -114,7 +122,19 @@ def _decide(inputs: Inputs, out: Path, options: CurateOptions, ev) -> tuple[dict
         from caption_debias.curate.ray_engine import ray_shared_keys
 
         shared = ray_shared_keys
-    d = dedup.decide(table, options, ev, images=options.image_root is not None, shared_keys=shared)
+    embeddings = None
+    if options.semantic_duplicate_threshold is not None:
+        embeddings = partial(image_embeddings, inputs)
+    thumbs = partial(image_thumbs, inputs, options.image_root) if options.image_root is not None else None
+    d = dedup.decide(
+        table,
+        options,
+        ev,
+        images=options.image_root is not None,
+        shared_keys=shared,
+        embeddings=embeddings,
+        thumbs=thumbs,
+    )
     refs = np.fromiter(set(d.ref.values()), np.int64)
     keys = table.rows_where(refs, ["key"]) if len(refs) else None
     key_of = dict(zip(keys["order"].to_list(), keys["key"].to_list())) if keys is not None else {}
@@ -130,7 +150,113 @@ def _decide(inputs: Inputs, out: Path, options: CurateOptions, ev) -> tuple[dict
     for o in np.flatnonzero(d.duplicate_count).tolist():
         shard = int(np.searchsorted(starts, o, side="right") - 1)
         dup.setdefault(shard, {})[o - int(starts[shard])] = int(d.duplicate_count[o])
-    return {"removed": removed, "duplicate_count": dup}, d
+    return {"removed": removed, "duplicate_count": dup, "alignment": d.alignment}, d
+
+
+SCORED_DIR = "scored"  # OUT/.curate/scored: the inputs scored by --score-model (resumable like any score run)
+
+
+def _score_first(given: list[str | Path], out: Path, options: CurateOptions) -> tuple[Inputs, list[dict[str, Any]]]:
+    """--score-model: score the inputs into OUT/.curate/scored, then curate that folder.
+
+    Returns its inputs and the rows scoring removed (image_missing / image_unreadable lines,
+    which curate reports as its own: the input rows it read and removed).
+    """
+    from caption_debias.score.options import ScoreOptions
+    from caption_debias.score.run import score_folder
+
+    scored = out / STATE_DIR / SCORED_DIR
+    score_folder(
+        [str(g) for g in given],
+        scored,
+        ScoreOptions(
+            model=options.score_model,
+            pretrained=options.score_pretrained,
+            image_root=options.image_root,
+            device=options.score_device,
+            keep_embeddings=options.semantic_duplicate_threshold is not None,
+            workers=options.workers,
+            quiet=options.quiet,
+        ),
+    )
+    path = scored / "removed.jsonl"
+    lines = [json.loads(x) for x in path.read_text("utf-8").splitlines()] if path.is_file() else []
+    return open_inputs([scored], out), lines
+
+
+def image_thumbs(inputs: Inputs, image_root: str, orders: np.ndarray) -> dict[int, bytes]:
+    """The thumbnails (images.thumb_file) of these rows' images, read again from --image-root."""
+    from caption_debias.curate import images as img
+
+    out = {}
+    for s in inputs.shards:
+        local = orders[(orders >= s.start) & (orders < s.start + s.rows)] - s.start
+        if len(local) == 0:
+            continue
+        paths = storage.read_table(s.path, columns=["image"]).column("image").take(pa.array(local)).to_pylist()
+        for o, image in zip((local + s.start).tolist(), paths):
+            try:
+                out[o] = img.thumb_file(Path(image_root) / image)
+            except (OSError, ValueError, SyntaxError):
+                pass  # changed since its signals were taken: the phash alone decides
+    return out
+
+
+def image_embeddings(inputs: Inputs, orders: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(orders that have an image embedding, their embeddings as one float16 matrix), read shard by shard."""
+    import pyarrow.compute as pc
+
+    got_orders, parts = [], []
+    dim = None
+    for s in inputs.shards:
+        local = orders[(orders >= s.start) & (orders < s.start + s.rows)] - s.start
+        if len(local) == 0:
+            continue
+        col = storage.read_table(s.path, columns=["image_embedding"]).column("image_embedding").combine_chunks()
+        col = col.take(pa.array(local))
+        valid = col.is_valid().to_numpy(zero_copy_only=False)
+        col = col.filter(pa.array(valid))
+        lengths = pc.list_value_length(col).to_numpy(zero_copy_only=False)
+        if len(lengths):
+            if dim is None:
+                dim = int(lengths[0])
+            if (lengths != dim).any():
+                raise UserError(
+                    f"{s.path}: image_embedding lengths differ ({dim} and {int(lengths[lengths != dim][0])})"
+                )
+            parts.append(pc.list_flatten(col).to_numpy(zero_copy_only=False).astype(np.float16).reshape(-1, dim))
+            got_orders.append(local[valid] + s.start)
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros((0, 0), np.float16)
+    return np.concatenate(got_orders).astype(np.int64), np.concatenate(parts)
+
+
+def require_scores(inputs: Inputs, options: CurateOptions) -> None:
+    """A flag that reads model scores on a folder without them fails here, in one line, before any work."""
+    for column, flag in options.scores_needed().items():
+        for f in inputs.folders:
+            shard = next((s for s in inputs.shards if s.folder == f["path"] and s.rows), None)
+            if shard is None:
+                continue
+            present = column in storage.read_schema(shard.path).names
+            if present and storage.read_table(shard.path, columns=[column]).column(column).null_count < shard.rows:
+                continue
+            how = (
+                "`caption-debias score --keep-embeddings`" if column == "image_embedding" else "`caption-debias score`"
+            )
+            what = (
+                "was scored without --keep-embeddings"
+                if column == "image_embedding" and _scored(shard.path)
+                else "has no model scores"
+            )
+            raise UserError(f"{flag} needs {column}, but {f['path']} {what}; run {how} on it first")
+
+
+def _scored(path) -> bool:
+    if "clip_score" not in storage.read_schema(path).names:
+        return False
+    col = storage.read_table(path, columns=["clip_score"]).column("clip_score")
+    return col.null_count < len(col)
 
 
 def _merge_coverage(sides: list[dict]) -> dict[str, Any] | None:
@@ -186,7 +312,14 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
         "input_manifests": [f["manifest_sha256"] for f in inputs.folders],
         **options.output_shaping(),
     }
+    if options.score_model is None:
+        require_scores(inputs, options)
     resumed = folder.start(shaping, options.overwrite)
+    (out / MANIFEST).unlink(missing_ok=True)  # only a finished run has a manifest
+    scored_removed: list[dict[str, Any]] = []
+    if options.score_model is not None:
+        inputs, scored_removed = _score_first(given, out, options)
+        require_scores(inputs, options)
     ev = None
     if options.decontaminate:
         from caption_debias.curate import decontaminate
@@ -217,6 +350,11 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
     finished = False
     try:
         with folder.partial_lines(REMOVED) as removed_out:  # removed.jsonl appears whole or not at all
+            for line in scored_removed:  # rows the scoring could not encode (their image): read and removed
+                reasons[line["reason"]] += 1
+                per_folder[inputs.folders[0]["path"]]["read"] += 1
+                per_folder[inputs.folders[0]["path"]]["removed"] += 1
+                removed_out.write(line)
             for s, side in zip(inputs.shards, write_sides):
                 per_folder[s.folder]["read"] += side["read"]
                 per_folder[s.folder]["written"] += side["rows"]
@@ -248,7 +386,10 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
         coverage=_merge_coverage(sig_sides),
         eval_sets=ev.sets if ev is not None else [],
         elapsed_s=time.monotonic() - started,
+        removed_before=len(scored_removed),
     )
+    if options.score_model is not None:
+        manifest["scored_from"] = [str(g) for g in given]  # the inputs; `inputs` names the scored folder
     write_json(manifest, out / MANIFEST)
     if not options.quiet:
         print_summary(manifest, str(out), reused)

@@ -9,7 +9,7 @@ from typing import Any
 
 from caption_debias import html_report
 from caption_debias.errors import UserError
-from caption_debias.stats import curation
+from caption_debias.stats import curation, scores
 from caption_debias.stats import samples as sample_rows
 
 MAX_PLOT_GROUPS = 8  # more groups than this make unreadable side-by-side plots
@@ -210,6 +210,7 @@ def render_markdown(stats: dict[str, Any], figure_files: dict[str, str], samples
         if name in FIGURE_TITLES:
             parts += [f"![{FIGURE_TITLES[name]}]({path})", ""]
     parts += curation_markdown_section(stats, {n: p for n, p in figure_files.items() if n in curation.FIGURE_TITLES})
+    parts += scores.markdown_section(stats, {n: p for n, p in figure_files.items() if n in scores.FIGURE_TITLES})
     parts += sample_rows.markdown_section(samples or [])
     return "\n".join(parts)
 
@@ -275,6 +276,7 @@ Prepared with {e(_prepared_line(stats))}."""
 <h2>Rejects by reason</h2>
 {rejects}
 {curation_html_section(stats, {n: p for n, p in figures.items() if n in curation.FIGURE_TITLES})}
+{scores.html_section(stats, {n: p for n, p in figures.items() if n in scores.FIGURE_TITLES})}
 {sample_rows.html_section(samples or [])}"""
 
 
@@ -307,6 +309,7 @@ def report_figures(stats: dict[str, Any]) -> dict[str, bytes]:
         groups = groups[:MAX_PLOT_GROUPS]  # the tables still list every group
     figures = all_figures(groups)
     figures.update(curation_figures(stats))
+    figures.update(scores.figures(stats))
     return figures
 
 
