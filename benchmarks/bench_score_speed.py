@@ -112,6 +112,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="decoding threads (score's --decode-threads)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precision", default="fp32")
+    parser.add_argument(
+        "--no-draft-decode", dest="draft_decode", action="store_false", help="score's --no-draft-decode (every pixel)"
+    )
     parser.add_argument("--repeats", type=int, default=2, help="each path timed this often, the fastest kept")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/bench-score"))
     parser.add_argument("--gpu", action="store_true", help="ViT-B-16 random init, bf16, CUDA, 2048 images of 512 px")
@@ -136,13 +139,14 @@ def main() -> None:
     preprocess = sm.loaded.preprocess
     print(
         f"model {args.model} ({sm.identity['embed_dim']}-d, context {sm.context}), {args.device} {args.precision}, "
-        f"torch threads {torch.get_num_threads()}, decode threads {args.threads}; {args.n} images of "
+        f"torch threads {torch.get_num_threads()}, decode threads {args.threads} (draft {args.draft_decode}); {args.n} images of "
         f"{args.side // 2}-{args.side} px, {len(sents)} sentences, batch {args.batch_size}"
     )
 
     def decode_all():
         with ThreadPoolExecutor(args.threads) as pool:
-            return list(pool.map(lambda p: encode.decode_image(p.name, None, p.parent, preprocess)[1], images))
+            side = sm.image_side if args.draft_decode else None
+            return list(pool.map(lambda p: encode.decode_image(p.name, None, p.parent, preprocess, side)[1], images))
 
     def encode_all(tensors):
         for s in range(0, len(tensors), args.batch_size):
@@ -179,6 +183,7 @@ def main() -> None:
         device=args.device,
         precision=args.precision,
         decode_threads=args.threads,
+        draft_decode=args.draft_decode,
         quiet=True,
         overwrite=True,
     )

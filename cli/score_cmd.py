@@ -43,6 +43,7 @@ def score(
     keep_embeddings: bool = _option("keep_embeddings"),
     reference_images: int = _option("reference_images"),
     seed: int = _option("seed"),
+    draft_decode: bool = _option("draft_decode", "--draft-decode/--no-draft-decode"),
     decode_threads: int = _option("decode_threads"),
     overwrite: bool = _option("overwrite"),
     quiet: bool = _option("quiet", "--quiet", "-q"),

@@ -375,3 +375,22 @@ def test_image_root_from_the_manifest_or_stored_bytes(world, scored, tmp_path):
     (plain / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(UserError, match="give --image-root"):
         score_folder([plain], tmp_path / "none", opts)
+
+
+def test_draft_decoding_of_a_jpeg(tmp_path):
+    """--no-draft-decode is PIL open + preprocess exactly; draft decoding gives the same tensor shape, close pixels."""
+    import open_clip
+    import torch
+    from PIL import Image
+
+    from caption_debias.score.encode import OK, decode_image
+
+    _, _, preprocess = open_clip.create_model_and_transforms("ViT-B-32")  # 224 px input, random init
+    rng = np.random.default_rng(0)
+    base = rng.integers(0, 256, (12, 16, 3), np.uint8)
+    Image.fromarray(base).resize((800, 600), Image.BICUBIC).save(tmp_path / "a.jpg", quality=90)
+    status, exact, _ = decode_image("a.jpg", None, tmp_path, preprocess)
+    assert status == OK and torch.equal(exact, preprocess(Image.open(tmp_path / "a.jpg").convert("RGB")))
+    status, draft, _ = decode_image("a.jpg", None, tmp_path, preprocess, draft_side=224)
+    assert status == OK and draft.shape == exact.shape and not torch.equal(draft, exact)
+    assert float((draft - exact).abs().mean()) < 0.05  # normalised units: a small resampling difference

@@ -52,6 +52,12 @@ class ScoreModel:
         return nullcontext()
 
     @property
+    def image_side(self) -> int:
+        """The model's input side in pixels (the larger one of a non-square input)."""
+        size = getattr(self.loaded.model.visual, "image_size", 224)
+        return int(max(size) if isinstance(size, (tuple, list)) else size)
+
+    @property
     def input_dtype(self):
         import torch
 
@@ -159,11 +165,13 @@ def set_threads(workers: int) -> None:
 
 
 def decode_image(
-    image: str, data: bytes | None, root: Path | None, preprocess: Callable
+    image: str, data: bytes | None, root: Path | None, preprocess: Callable, draft_side: int | None = None
 ) -> tuple[int, Any, str | None]:
     """Specification: (status, preprocessed tensor or None, error) of one row's image.
 
     Stored bytes (curate --embed-images) win over the file; a URL cannot be read here.
+    `draft_side`: a JPEG is decoded at the smallest DCT scale whose sides are still >= it
+    (Pillow's draft mode, libjpeg's scaling), which the preprocess then resizes as usual.
     """
     from PIL import Image, UnidentifiedImageError
 
@@ -182,6 +190,8 @@ def decode_image(
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data)) as im:
+                if draft_side and im.format == "JPEG":
+                    im.draft("RGB", (draft_side, draft_side))
                 im.load()  # decodes every byte: a truncated or corrupt file fails here
                 rgb = im.convert("RGB")
         return OK, preprocess(rgb), None
@@ -198,6 +208,7 @@ def encode_images(
     root: Path | None,
     batch_size: int,
     threads: int,
+    draft: bool = False,
 ) -> tuple[np.ndarray, list[int], list[str | None]]:
     """([N, D] float32 normalised embeddings, NaN where not OK; status per row; error per row).
 
@@ -215,8 +226,10 @@ def encode_images(
     if n == 0:
         return out, status, errors
 
+    draft_side = sm.image_side if draft else None
+
     def decode(i: int):
-        return decode_image(images[i], data[i], root, preprocess)
+        return decode_image(images[i], data[i], root, preprocess, draft_side)
 
     ready: list[tuple[int, Any]] = []  # (row, tensor) decoded, not yet encoded
 

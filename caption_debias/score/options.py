@@ -58,6 +58,11 @@ class ScoreOptions:
         "Size of the fixed, seeded sample of the input's images each sentence's grounding is measured against.",
     )
     seed: int = option(0, "Seed of the reference sample.")
+    draft_decode: bool = option(
+        True,
+        "Decode a JPEG at the smallest DCT scale still >= the model's input side (Pillow's draft mode; far less "
+        "work for large images); --no-draft-decode decodes every pixel, exactly as a plain open_clip loop.",
+    )
     decode_threads: int = option(
         2, "Image decoding threads per worker, running ahead of the model (DataLoader-style prefetch)."
     )

@@ -98,6 +98,7 @@ def _reference(inputs: Inputs, out: Path, options: ScoreOptions, sm: encode.Scor
                 Path(root) if root else None,
                 options.batch_size,
                 options.decode_threads,
+                options.draft_decode,
             )
             for o, e, st in zip(group, emb, status):
                 if st == encode.OK:
@@ -158,6 +159,7 @@ def _tasks(
             "weights_sha256": sm.identity["weights_sha256"],
             "batch_size": options.batch_size,
             "decode_threads": options.decode_threads,
+            "draft_decode": options.draft_decode,
             "keep_embeddings": options.keep_embeddings,
             "reference": reference[0],
             "reference_sha256": reference[1],

@@ -91,7 +91,13 @@ def score_table(table: pa.Table, task: dict[str, Any], sm: encode.ScoreModel) ->
     todo = [i for i in range(n) if int(orders[i]) not in ref_at]
     root = Path(task["image_root"]) if task["image_root"] else None
     emb, status, errors = encode.encode_images(
-        sm, [images[i] for i in todo], [data[i] for i in todo], root, task["batch_size"], task["decode_threads"]
+        sm,
+        [images[i] for i in todo],
+        [data[i] for i in todo],
+        root,
+        task["batch_size"],
+        task["decode_threads"],
+        task["draft_decode"],
     )
     image_emb = np.full((n, dim), np.nan, np.float32)
     row_status = np.full(n, encode.OK, np.int8)
