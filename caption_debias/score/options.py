@@ -7,22 +7,18 @@ sample, the precision, ...) are the run's shape: a resumed run must match them.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from caption_debias.errors import UserError
+from caption_debias.options import option
 
 DEVICES = ("cpu", "cuda")
 PRECISIONS = ("fp32", "bf16", "amp")
 ENGINES = ("local", "ray")
 REASONS = ("image_missing", "image_unreadable")  # a row is removed only when its image cannot be encoded
 GROUNDING_EPS = 1e-6  # added to the reference similarities' standard deviation (a constant sentence)
-
-
-def option(default: Any, help: str) -> Any:
-    """A ScoreOptions field with its --help text; `caption-debias score` reads both from here."""
-    return field(default=default, metadata={"help": help})
 
 
 @dataclass

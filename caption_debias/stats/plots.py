@@ -12,6 +12,8 @@ from typing import Any, Sequence
 from caption_debias.stats.compute import CLIP_CONTEXT, LONGCLIP_CONTEXT, SUMMARY_POSITIONS
 from caption_debias.stats.curation import FIGURE_TITLES as CURATION_TITLES
 from caption_debias.stats.curation import curated_groups
+from caption_debias.stats.scores import FIGURE_TITLES as SCORE_TITLES
+from caption_debias.stats.scores import scored_groups
 
 Groups = Sequence[tuple[str, dict[str, Any]]]
 
@@ -337,4 +339,65 @@ def curation_figures(stats: dict[str, Any]) -> dict[str, bytes]:
     with_sizes = [(n, c) for n, c in curated if c.get("image_sizes")]
     if with_sizes:
         out["image_sizes"] = _sizes_figure(with_sizes)
+    return out
+
+
+# ---------------------------------------------------------------- scored folders (stats/scores.py)
+
+
+def _score_hist_figure(scored, key: str, xlabel: str) -> bytes:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    for i, (label, s) in enumerate(scored):
+        h = s[key]["histogram"]
+        xs = [float(b) for b in h["counts"]]
+        total = max(sum(h["counts"].values()), 1)
+        ax.bar(
+            [x + h["bin_width"] / 2 for x in xs],
+            [n / total for n in h["counts"].values()],
+            width=h["bin_width"],
+            alpha=0.6 if len(scored) > 1 else 0.9,
+            color=_color(i),
+            label=label,
+        )
+        for name, style in (("p5", ":"), ("p50", "--"), ("p95", ":")):
+            if name in s[key]:
+                ax.axvline(s[key][name], color=_color(i), linestyle=style, linewidth=1)
+    from matplotlib.ticker import PercentFormatter
+
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    ax.set_xlabel(xlabel + " (dashed: median; dotted: 5% and 95%)")
+    ax.set_ylabel("share")
+    ax.set_title(SCORE_TITLES[key])
+    if len(scored) > 1:
+        legend_outside(ax)
+    return _png(fig)
+
+
+def _grounding_position_figure(scored) -> bytes:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    for i, (label, s) in enumerate(scored):
+        rows = s["grounding_by_position"]
+        xs = list(range(1, len(rows) + 1))
+        ax.plot(xs, [r["mean"] for r in rows], marker="o", color=_color(i), label=label)
+        ax.set_xticks(xs, [r["position"] for r in rows])
+    ax.axhline(0, color="#9aa3ad", linewidth=0.8)
+    ax.set_xlabel("sentence position in the caption (1 = first)")
+    ax.set_ylabel("mean sentence_grounding")
+    ax.set_title(SCORE_TITLES["grounding_by_position"])
+    if len(scored) > 1:
+        legend_outside(ax)
+    return _png(fig)
+
+
+def score_figures(stats: dict[str, Any]) -> dict[str, bytes]:
+    scored = scored_groups(stats)
+    if not scored:
+        return {}
+    out = {"clip_score": _score_hist_figure(scored, "clip_score", "cosine of image and caption")}
+    with_g = [(n, s) for n, s in scored if s["grounding"].get("count")]
+    if with_g:
+        out["grounding_by_position"] = _grounding_position_figure(with_g)
+        out["grounding"] = _score_hist_figure(with_g, "grounding", "sentence_grounding")
     return out

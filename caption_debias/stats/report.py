@@ -210,7 +210,7 @@ def render_markdown(stats: dict[str, Any], figure_files: dict[str, str], samples
         if name in FIGURE_TITLES:
             parts += [f"![{FIGURE_TITLES[name]}]({path})", ""]
     parts += curation_markdown_section(stats, {n: p for n, p in figure_files.items() if n in curation.FIGURE_TITLES})
-    parts += scores.markdown_section(stats, {n: p for n, p in figure_files.items() if n in scores.FIGURE_TITLES})
+    parts += scores_markdown_section(stats, {n: p for n, p in figure_files.items() if n in scores.FIGURE_TITLES})
     parts += sample_rows.markdown_section(samples or [])
     return "\n".join(parts)
 
@@ -276,7 +276,7 @@ Prepared with {e(_prepared_line(stats))}."""
 <h2>Rejects by reason</h2>
 {rejects}
 {curation_html_section(stats, {n: p for n, p in figures.items() if n in curation.FIGURE_TITLES})}
-{scores.html_section(stats, {n: p for n, p in figures.items() if n in scores.FIGURE_TITLES})}
+{scores_html_section(stats, {n: p for n, p in figures.items() if n in scores.FIGURE_TITLES})}
 {sample_rows.html_section(samples or [])}"""
 
 
@@ -302,14 +302,14 @@ def write_report(
 
 def report_figures(stats: dict[str, Any]) -> dict[str, bytes]:
     """{name: PNG} of every plot the report shows."""
-    from caption_debias.stats.plots import all_figures, curation_figures
+    from caption_debias.stats.plots import all_figures, curation_figures, score_figures
 
     groups = comparison_groups(stats)
     if len(groups) > MAX_PLOT_GROUPS:
         groups = groups[:MAX_PLOT_GROUPS]  # the tables still list every group
     figures = all_figures(groups)
     figures.update(curation_figures(stats))
-    figures.update(scores.figures(stats))
+    figures.update(score_figures(stats))
     return figures
 
 
@@ -409,4 +409,49 @@ def curation_markdown_section(stats: dict[str, Any], figure_files: dict[str, str
             parts += [f"### {name}: image coverage", "", _md_table(COVERAGE_HEADER, _coverage_rows(c)), ""]
     for fig, path in figure_files.items():
         parts += [f"![{curation.FIGURE_TITLES[fig]}]({path})", ""]
+    return parts
+
+
+def scores_html_section(stats: dict[str, Any], figs: dict[str, bytes]) -> str:
+    from caption_debias import html_report as hr
+
+    scored = scores.scored_groups(stats)
+    if not scored:
+        return ""
+    parts = [
+        "<h2>Model scores</h2>",
+        hr.figures(hr.figure(png, scores.FIGURE_TITLES[name]) for name, png in figs.items()),
+    ]
+    parts.append(hr.table(scores.DESCRIBE_HEADER, [r for name, s in scored for r in scores.describe_rows(name, s)]))
+    for name, s in scored:
+        parts.append(f"<h3>{hr.esc(name)}: grounding by sentence position</h3>")
+        parts.append(hr.table(scores.POSITION_HEADER, scores.position_rows(s)))
+        if s.get("sentences_dropped") is not None:
+            parts.append(hr.note(f"{s['sentences_dropped']:,} sentences marked not kept (sentence_keep)."))
+        if s.get("model"):
+            parts.append(hr.note(f"Scored with {hr.esc(scores.model_line(s['model']))}."))
+    parts.append(hr.note(scores.NOTE))
+    return "\n".join(parts)
+
+
+def scores_markdown_section(stats: dict[str, Any], figure_files: dict[str, str]) -> list[str]:
+    scored = scores.scored_groups(stats)
+    if not scored:
+        return []
+    parts = [
+        "## Model scores",
+        "",
+        _md_table(scores.DESCRIBE_HEADER, [r for n, s in scored for r in scores.describe_rows(n, s)]),
+        "",
+    ]
+    for name, s in scored:
+        parts += [
+            f"### {name}: grounding by sentence position",
+            "",
+            _md_table(scores.POSITION_HEADER, scores.position_rows(s)),
+            "",
+        ]
+    for fig, path in figure_files.items():
+        parts += [f"![{scores.FIGURE_TITLES[fig]}]({path})", ""]
+    parts += [scores.NOTE, ""]
     return parts

@@ -1,8 +1,9 @@
 """Stats of scored folders (`caption-debias score`): the clip_score histogram and grounding by sentence position.
 
-`score_stats(ds)` is the stats.json part of one folder (None when it holds no scores);
-`figures(stats)` draws them; `html_section` / `markdown_section` are the report's "Model
-scores" section. Grounding by position is the mean `sentence_grounding` of every caption's
+`score_stats(ds)` is the stats.json part of one folder (None when it holds no scores), and
+the rows of the report's tables; `plots.score_figures` draws them and `report.scores_html_section` /
+`scores_markdown_section` lay out the "Model scores" section (numbers, figures, report: each
+module imports only the ones before it, as for curation). Grounding by position is the mean `sentence_grounding` of every caption's
 k-th sentence: the DeBias-CLIP paper's bias seen in a dataset (a model that reads the summary
 and skims the rest grounds the opening sentence and little after it). Everything comes from
 one lazy polars pass per folder over the score columns only.
@@ -124,78 +125,13 @@ def scored_groups(stats: dict[str, Any]) -> list[tuple[str, dict]]:
     return [(d["name"], d["scores"]) for d in stats.get("datasets", []) if d.get("scores")]
 
 
-# ---------------------------------------------------------------- figures
-
-
-def _hist_figure(scored, key: str, xlabel: str) -> bytes:
-    from caption_debias.stats.plots import _color, _png, _pyplot, legend_outside
-
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 3.4))
-    for i, (label, s) in enumerate(scored):
-        h = s[key]["histogram"]
-        xs = [float(b) for b in h["counts"]]
-        total = max(sum(h["counts"].values()), 1)
-        ax.bar(
-            [x + h["bin_width"] / 2 for x in xs],
-            [n / total for n in h["counts"].values()],
-            width=h["bin_width"],
-            alpha=0.6 if len(scored) > 1 else 0.9,
-            color=_color(i),
-            label=label,
-        )
-        for name, style in (("p5", ":"), ("p50", "--"), ("p95", ":")):
-            if name in s[key]:
-                ax.axvline(s[key][name], color=_color(i), linestyle=style, linewidth=1)
-    from matplotlib.ticker import PercentFormatter
-
-    ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
-    ax.set_xlabel(xlabel + " (dashed: median; dotted: 5% and 95%)")
-    ax.set_ylabel("share")
-    ax.set_title(FIGURE_TITLES[key])
-    if len(scored) > 1:
-        legend_outside(ax)
-    return _png(fig)
-
-
-def _position_figure(scored) -> bytes:
-    from caption_debias.stats.plots import _color, _png, _pyplot, legend_outside
-
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 3.4))
-    for i, (label, s) in enumerate(scored):
-        rows = s["grounding_by_position"]
-        xs = list(range(1, len(rows) + 1))
-        ax.plot(xs, [r["mean"] for r in rows], marker="o", color=_color(i), label=label)
-        ax.set_xticks(xs, [r["position"] for r in rows])
-    ax.axhline(0, color="#9aa3ad", linewidth=0.8)
-    ax.set_xlabel("sentence position in the caption (1 = first)")
-    ax.set_ylabel("mean sentence_grounding")
-    ax.set_title(FIGURE_TITLES["grounding_by_position"])
-    if len(scored) > 1:
-        legend_outside(ax)
-    return _png(fig)
-
-
-def figures(stats: dict[str, Any]) -> dict[str, bytes]:
-    scored = scored_groups(stats)
-    if not scored:
-        return {}
-    out = {"clip_score": _hist_figure(scored, "clip_score", "cosine of image and caption")}
-    with_g = [(n, s) for n, s in scored if s["grounding"].get("count")]
-    if with_g:
-        out["grounding_by_position"] = _position_figure(with_g)
-        out["grounding"] = _hist_figure(with_g, "grounding", "sentence_grounding")
-    return out
-
-
-# ---------------------------------------------------------------- report sections
+# ---------------------------------------------------------------- report rows (stats/report.py lays them out)
 
 POSITION_HEADER = ["position", "mean grounding", "median", "sentences", "summary share"]
 DESCRIBE_HEADER = ["", "rows", "mean", "5%", "25%", "median", "75%", "95%"]
 
 
-def _describe_rows(name: str, s: dict) -> list[list[str]]:
+def describe_rows(name: str, s: dict) -> list[list[str]]:
     def row(label: str, d: dict) -> list[str]:
         if not d.get("count"):
             return [label, "0", "", "", "", "", "", ""]
@@ -205,7 +141,7 @@ def _describe_rows(name: str, s: dict) -> list[list[str]]:
     return [row(f"{name}: clip_score", s["clip_score"]), row(f"{name}: sentence_grounding", s["grounding"])]
 
 
-def _position_rows(s: dict) -> list[list[str]]:
+def position_rows(s: dict) -> list[list[str]]:
     return [
         [r["position"], f"{r['mean']:.3f}", f"{r['median']:.3f}", f"{r['sentences']:,}", f"{r['summary_share']:.0%}"]
         for r in s["grounding_by_position"]
@@ -217,42 +153,3 @@ NOTE = (
     "clip_score histogram; --drop-ungrounded T marks sentences left of T in the grounding histogram. "
     "Grounding falling with position is the summary bias of the model that scored the folder, seen in the data."
 )
-
-
-def html_section(stats: dict[str, Any], figs: dict[str, bytes]) -> str:
-    from caption_debias import html_report as hr
-
-    scored = scored_groups(stats)
-    if not scored:
-        return ""
-    parts = ["<h2>Model scores</h2>", hr.figures(hr.figure(png, FIGURE_TITLES[name]) for name, png in figs.items())]
-    parts.append(hr.table(DESCRIBE_HEADER, [r for name, s in scored for r in _describe_rows(name, s)]))
-    for name, s in scored:
-        parts.append(f"<h3>{hr.esc(name)}: grounding by sentence position</h3>")
-        parts.append(hr.table(POSITION_HEADER, _position_rows(s)))
-        if s.get("sentences_dropped") is not None:
-            parts.append(hr.note(f"{s['sentences_dropped']:,} sentences marked not kept (sentence_keep)."))
-        if s.get("model"):
-            parts.append(hr.note(f"Scored with {hr.esc(model_line(s['model']))}."))
-    parts.append(hr.note(NOTE))
-    return "\n".join(parts)
-
-
-def markdown_section(stats: dict[str, Any], figure_files: dict[str, str]) -> list[str]:
-    from caption_debias.stats.report import _md_table
-
-    scored = scored_groups(stats)
-    if not scored:
-        return []
-    parts = [
-        "## Model scores",
-        "",
-        _md_table(DESCRIBE_HEADER, [r for n, s in scored for r in _describe_rows(n, s)]),
-        "",
-    ]
-    for name, s in scored:
-        parts += [f"### {name}: grounding by sentence position", "", _md_table(POSITION_HEADER, _position_rows(s)), ""]
-    for fig, path in figure_files.items():
-        parts += [f"![{FIGURE_TITLES[fig]}]({path})", ""]
-    parts += [NOTE, ""]
-    return parts
