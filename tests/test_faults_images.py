@@ -43,14 +43,19 @@ FILE_ROWS = {"fifo": "fifo.png", "big": "big.jpg"}
 
 
 def cli(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
-    """The CLI in a subprocess that reports its peak memory (KiB) on the last stderr line."""
+    """The CLI in a subprocess that reports its peak memory (KiB) on the last stderr line.
+
+    The peak is the process's own VmHWM: ru_maxrss would carry over the RSS of the pytest process
+    that spawned it (Linux keeps the high-water mark across exec), so it would depend on test order.
+    """
     wrapper = (
-        "import resource, runpy, sys\n"
+        "import re, runpy, sys\n"
         "sys.argv = ['caption-debias', *sys.argv[1:]]\n"
         "try:\n"
         "    runpy.run_module('caption_debias.cli.main', run_name='__main__')\n"
         "finally:\n"
-        "    print(f'PEAK_KIB {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}', file=sys.stderr)\n"
+        "    hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)\n"
+        "    print(f'PEAK_KIB {hwm}', file=sys.stderr)\n"
     )
     try:
         return subprocess.run([sys.executable, "-c", wrapper, *args], capture_output=True, text=True, timeout=timeout)

@@ -102,7 +102,7 @@ def kill_inputs(tmp_path_factory):
 
 
 KILLED_COMMANDS = {
-    "prepare": lambda r, out: ["prepare", str(r / "s.json"), "--output", str(out), "--shard-rows", "2"],
+    "prepare": lambda r, out: ["prepare", str(r / "s.json"), "--out", str(out), "--shard-rows", "2"],
     "curate": lambda r, out: ["curate", str(r / "prepared"), "--out", str(out)],
     "pack": lambda r, out: (
         ["pack", str(r / "prepared"), "--out", str(out), "--image-root", str(r / "images")]
@@ -325,7 +325,7 @@ def test_commands_refuse_a_replaced_shard_in_one_line(swapped, tmp_path, command
         "stats": ["stats", folder, "-q"],
         "curate": ["curate", folder, "--out", str(tmp_path / "out"), "-q"],
         "pack": ["pack", folder, "--out", str(tmp_path / "out"), "--image-root", str(tmp_path), "-q"],
-        "export-captions": ["export-captions", folder, "--to", str(tmp_path / "c.jsonl")],
+        "export-captions": ["export-captions", folder, "--out", str(tmp_path / "c.jsonl")],
     }[command]
     line = one_line_error(cli(*args))
     assert SWAPPED_LINE in line and folder in line
@@ -354,7 +354,7 @@ def test_a_resumed_curate_does_not_reuse_signals_of_a_changed_input(swapped, tmp
 
     manifest["shards"][1]["sha256"] = sha256_file(given / "shards/part-00001.parquet")
     (given / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(UserError, match="curated from other inputs"):
+    with pytest.raises(UserError, match="curated with different options or from other inputs"):
         curate([given], tmp_path / "out", CurateOptions(quiet=True))
     assert files(tmp_path / "out") == before
 

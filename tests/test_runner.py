@@ -50,7 +50,7 @@ def test_start_fresh_then_resume_refuse_other_options_and_overwrite(tmp_path):
     (out / "manifest.json").write_text("{}")
     assert folder.start({"rows": 10}, overwrite=False) is True
     assert not (out / "manifest.json").exists()  # only a finished run has a manifest
-    with pytest.raises(UserError, match=r"was written by toy with different options \(rows\)"):
+    with pytest.raises(UserError, match=r"was written by toy with different options or from other inputs \(rows\)"):
         folder.start({"rows": 7}, overwrite=False)
     (out / ".caption-debias.lock").write_text("")
     (out / "shards/part-00000.parquet").write_bytes(b"x")
