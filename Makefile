@@ -1,4 +1,4 @@
-# Two entry points: `make demo` and `make test` (`make test-all` adds the slow end-to-end tests; CI runs it). Each creates .venv when it is missing and
+# Two entry points: `make demo` and `make test` (`make test-slow` runs the slow end-to-end tests; CI runs both). Each creates .venv when it is missing and
 # installs everything (`.[all,test]`); `pip install caption-debias` alone is the data-only core.
 # `make lint` is the ruff gate (check + format) that CI runs before the tests.
 PYTHON ?= python3
@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all lint format install clean
+.PHONY: demo test test-slow lint format install clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,8 +22,8 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
-test-all: $(STAMP)
-	$(BIN)/python -m pytest -q
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
