@@ -18,6 +18,7 @@ _SCALARS = {
     "binary": pa.binary(),
     "int32": pa.int32(),
     "int64": pa.int64(),
+    "float16": pa.float16(),
     "float32": pa.float32(),
     "float64": pa.float64(),
     "bool": pa.bool_(),

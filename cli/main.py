@@ -18,6 +18,7 @@ from caption_debias.cli import (
     export_cmd,
     pack_cmd,
     prepare_cmd,
+    score_cmd,
     stats_cmd,
     synth_cmd,
     train_cmd,
@@ -53,6 +54,7 @@ def _root(
 app.command("prepare")(prepare_cmd.prepare)
 app.command("stats")(stats_cmd.stats)
 app.command("curate")(curate_cmd.curate)
+app.command("score", context_settings={"help_option_names": ["-h", "--help"]})(score_cmd.score)
 app.command("train")(train_cmd.train)
 app.command("export")(export_cmd.export)
 app.command("eval")(eval_cmd.evaluate)

@@ -1,0 +1,345 @@
+"""score_folder(): input folders -> reference sample (driver) -> scored shards (parallel) -> manifest.
+
+Resumable like curate: the reference sample and every finished shard leave a sidecar with a
+fingerprint of what they were made from (input shard, model weights, options); a rerun with
+the same inputs, model and options reuses each one that matches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from caption_debias import storage
+from caption_debias.dataset import MANIFEST
+from caption_debias.errors import UserError
+from caption_debias.locking import LOCK_FILES, folder_lock
+from caption_debias.prepare.distributor import Ready, ordered_map
+from caption_debias.prepare.writer import sha256_file, write_json, write_shard, write_text
+from caption_debias.score import encode, shard
+from caption_debias.score.inputs import Inputs, open_inputs, reference_candidates
+from caption_debias.score.options import ScoreOptions
+
+REMOVED = "removed.jsonl"
+SHARDS_DIR = "shards"
+STATE_DIR = ".score"
+STATE_FILE = "state.json"
+REFERENCE_SIDECAR = ".score/reference.json"
+
+
+def start(out: Path, shaping: dict[str, Any], overwrite: bool) -> bool:
+    """Prepare OUT for a run; True when it resumes an earlier run with the same inputs, model and options."""
+    ours = {MANIFEST, REMOVED, SHARDS_DIR, STATE_DIR} | set(LOCK_FILES)
+    state_path = out / STATE_DIR / STATE_FILE
+    others = sorted(p.name for p in out.iterdir() if p.name not in ours)
+    if overwrite or (not state_path.is_file() and not others):
+        for name in (MANIFEST, REMOVED, SHARDS_DIR, STATE_DIR):
+            p = out / name
+            if p.is_dir():
+                storage.remove_tree(p)
+            elif p.exists():
+                p.unlink()
+    elif state_path.is_file():
+        try:
+            before = json.loads(state_path.read_text("utf-8")).get("shaping")
+        except ValueError:
+            before = None
+        if before != shaping:
+            changed = sorted(k for k in set(before or {}) | set(shaping) if (before or {}).get(k) != shaping.get(k))
+            raise UserError(
+                f"{out} was scored from other inputs, with another model or other options "
+                f"({', '.join(changed) or 'unreadable state'}); use the same ones to resume, or --overwrite to start over"
+            )
+        (out / SHARDS_DIR).mkdir(exist_ok=True)
+        (out / shard.WRITE_DIR).mkdir(parents=True, exist_ok=True)
+        return True
+    else:
+        raise UserError(
+            f"--out {out}: folder is not empty and holds no score run ({', '.join(others[:3])}); "
+            "use an empty folder or --overwrite"
+        )
+    (out / shard.WRITE_DIR).mkdir(parents=True, exist_ok=True)
+    (out / SHARDS_DIR).mkdir(exist_ok=True)
+    write_json({"shaping": shaping}, state_path)
+    return False
+
+
+def _check_image_roots(inputs: Inputs) -> None:
+    """A folder with no image root (given or recorded) must carry its images (curate --embed-images)."""
+    for f in inputs.folders:
+        if f["image_root"] is not None:
+            continue
+        first = next((s for s in inputs.shards if s.folder == f["path"] and s.rows), None)
+        if first is None:
+            continue
+        t = storage.read_table(first.path, columns=["image_bytes"]) if _has_bytes(first.path) else None
+        if t is None or t.column("image_bytes").null_count == t.num_rows:
+            raise UserError(
+                f"{f['path']}: give --image-root (its manifest records no image root and its rows carry no image_bytes)"
+            )
+
+
+def _has_bytes(path: str) -> bool:
+    return "image_bytes" in storage.parquet_file(path).schema_arrow.names
+
+
+def _reference(inputs: Inputs, out: Path, options: ScoreOptions, sm: encode.ScoreModel, fp: str, resumed: bool):
+    """The reference sample: the first `reference_images` readable images of a seeded draw, encoded.
+
+    Returns (file path or None, its sha256, the manifest's description of it).
+    """
+    import pyarrow as pa
+
+    side_path = out / REFERENCE_SIDECAR
+    path = out / shard.REFERENCE_FILE
+    if resumed:
+        try:
+            side = json.loads(side_path.read_text("utf-8"))
+            if side["fingerprint"] == fp and path.is_file() and sha256_file(path) == side["sha256"]:
+                return str(path), side["sha256"], side["info"]
+        except (OSError, ValueError, KeyError):
+            pass
+    want = options.reference_images
+    candidates = reference_candidates(inputs.rows, want, options.seed).tolist()
+    by_shard: dict[int, list[int]] = {}
+    for o in candidates:
+        by_shard.setdefault(inputs.shard_of(o).index, []).append(o)
+    facts: dict[int, tuple[str, str, bytes | None, str | None]] = {}  # order -> key, image, bytes, root
+    for index, orders in by_shard.items():
+        s = inputs.shards[index]
+        cols = ["key", "image"] + (["image_bytes"] if _has_bytes(s.path) else [])
+        t = storage.read_table(s.path, columns=cols)
+        local = [o - s.start for o in orders]
+        part = t.take(pa.array(local))
+        blobs = part.column("image_bytes").to_pylist() if "image_bytes" in cols else [None] * len(local)
+        for o, k, im, b in zip(orders, part.column("key").to_pylist(), part.column("image").to_pylist(), blobs):
+            facts[o] = (k, im, b, s.image_root)
+    chosen: list[int] = []
+    embs: list[np.ndarray] = []
+    unreadable = 0
+    pos = 0
+    while len(chosen) < want and pos < len(candidates):
+        take = candidates[pos : pos + want - len(chosen)]
+        pos += len(take)
+        # rows of different folders may have different roots: decode each with its own
+        for root in dict.fromkeys(facts[o][3] for o in take):
+            group = [o for o in take if facts[o][3] == root]
+            emb, status, _ = encode.encode_images(
+                sm,
+                [facts[o][1] for o in group],
+                [facts[o][2] for o in group],
+                Path(root) if root else None,
+                options.batch_size,
+                options.decode_threads,
+            )
+            for o, e, st in zip(group, emb, status):
+                if st == encode.OK:
+                    chosen.append(o)
+                    embs.append(e)
+                else:
+                    unreadable += 1
+    info = {
+        "size": len(chosen),
+        "asked": want,
+        "seed": options.seed,
+        "candidates_unreadable": unreadable,
+        "rule": "seeded draw without replacement over the input's rows (numpy default_rng(seed).choice), "
+        "the first readable images in draw order",
+    }
+    if not chosen:
+        return None, None, info
+    dim = sm.identity["embed_dim"]
+    table = pa.table(
+        {
+            "order": pa.array(chosen, pa.int64()),
+            "key": pa.array([facts[o][0] for o in chosen], pa.string()),
+            "image": pa.array([facts[o][1] for o in chosen], pa.string()),
+            "embedding": pa.FixedSizeListArray.from_arrays(
+                pa.array(np.stack(embs).astype(np.float32).reshape(-1), pa.float32()), dim
+            ),
+        }
+    )
+    digest = write_shard(table, path)
+    write_json({"fingerprint": fp, "sha256": digest, "info": info}, side_path)
+    return str(path), digest, info
+
+
+def _tasks(
+    inputs: Inputs,
+    out: Path,
+    options: ScoreOptions,
+    sm: encode.ScoreModel,
+    reference: tuple[str | None, str | None],
+    shaping: dict[str, Any],
+    resumed: bool,
+    reused: Counter,
+) -> Iterator[Any]:
+    for s in inputs.shards:
+        task = {
+            "index": s.index,
+            "path": s.path,
+            "folder": s.folder,
+            "rows": s.rows,
+            "start": s.start,
+            "sha256": s.sha256,
+            "image_root": s.image_root,
+            "out": str(out),
+            "model": options.model,
+            "pretrained": options.pretrained,
+            "device": options.device,
+            "precision": options.precision,
+            "weights_sha256": sm.identity["weights_sha256"],
+            "batch_size": options.batch_size,
+            "decode_threads": options.decode_threads,
+            "keep_embeddings": options.keep_embeddings,
+            "reference": reference[0],
+            "reference_sha256": reference[1],
+            "threads_for_workers": options.workers if options.workers > 1 and options.engine == "local" else None,
+            "shaping": shaping,
+        }
+        task["fingerprint"] = shard.fingerprint(task)
+        side = shard.load_sidecar(out, s.index, task["fingerprint"]) if resumed else None
+        if side is not None:
+            reused["shards"] += 1
+            yield Ready(side)
+        else:
+            yield task
+
+
+def _cleanup(out: Path, shard_paths: set[str]) -> None:
+    """Drop shards an earlier run wrote that this run did not (and temp files of a killed run)."""
+    for p in (out / SHARDS_DIR).glob("part-*.parquet"):
+        if f"{SHARDS_DIR}/{p.name}" not in shard_paths:
+            p.unlink()
+    for folder in (out, out / SHARDS_DIR, out / STATE_DIR, out / shard.WRITE_DIR):
+        for tmp in folder.glob(".*.tmp-*"):
+            tmp.unlink()
+
+
+def score_folder(
+    inputs: list[str | Path] | str | Path, out: str | Path, options: ScoreOptions | None = None
+) -> dict[str, Any]:
+    """Score the prepared (or curated) folders `inputs` with `options.model` into `out`; returns the manifest.
+
+    `out` is a folder of the prepared-folder contract (every reader of prepared folders reads
+    it) whose rows carry clip_score, sentence_scores, sentence_grounding (and with
+    keep_embeddings the embeddings); a row whose image cannot be read is a removed.jsonl line.
+    """
+    options = options or ScoreOptions()
+    if isinstance(inputs, (str, Path)):
+        inputs = [inputs]
+    options.validate()
+    out = storage.as_path(out)
+    storage.require_shared(out, options.workers, options.engine, "--out")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: exists and is not a folder")
+    with folder_lock(out, "score"):
+        if options.engine == "ray":
+            from caption_debias.score.ray_engine import ray_runtime
+
+            with ray_runtime(options.ray_address, options.workers):
+                return _score(inputs, out, options)
+        return _score(inputs, out, options)
+
+
+def _score(given: list[str | Path], out: Path, options: ScoreOptions) -> dict[str, Any]:
+    from caption_debias.progress import PlainProgress, on_terminal
+    from caption_debias.score import manifest as manifest_mod
+
+    started = time.monotonic()
+    inputs = open_inputs(given, out, options.image_root)
+    _check_image_roots(inputs)
+    sm = encode.cached(options.model, options.pretrained, options.device, options.precision, None)
+    shaping = {
+        "inputs": [f["path"] for f in inputs.folders],
+        "input_manifests": [f["manifest_sha256"] for f in inputs.folders],
+        "image_roots": [f["image_root"] for f in inputs.folders],
+        "weights_sha256": sm.identity["weights_sha256"],
+        **options.output_shaping(),
+    }
+    resumed = start(out, shaping, options.overwrite)
+    (out / MANIFEST).unlink(missing_ok=True)  # only a finished run has a manifest
+    fp = hashlib.sha256(json.dumps({"v": shard.STEP_VERSION, **shaping}, sort_keys=True).encode()).hexdigest()
+    ref_path, ref_sha, ref_info = _reference(inputs, out, options, sm, fp, resumed)
+    reused: Counter = Counter()
+    tasks = _tasks(inputs, out, options, sm, (ref_path, ref_sha), shaping, resumed, reused)
+    if options.engine == "ray":
+        from caption_debias.score.ray_engine import ray_score_map
+
+        sides = ray_score_map(tasks, options)
+    else:
+        sides = ordered_map(shard.score_shard, tasks, options.workers, options.max_in_flight * options.workers)
+    plain = None
+    if not options.quiet and not on_terminal():
+        plain = PlainProgress("score", "rows", total=inputs.rows, interval=options.log_interval)
+    shards, reasons, context = [], Counter(), Counter()
+    per_folder: dict[str, Counter] = {f["path"]: Counter() for f in inputs.folders}
+    partial = out / STATE_DIR / "removed.jsonl.partial"
+    if storage.is_remote(out):
+        partial = storage.local_temp(REMOVED)
+    done = 0
+    with open(partial, "w", encoding="utf-8") as fh:
+        for s, side in zip(inputs.shards, sides):
+            per_folder[s.folder]["read"] += side["read"]
+            per_folder[s.folder]["written"] += side["rows"]
+            for key in ("captions_over_context", "sentences_over_context", "sentences"):
+                context[key] += side[key]
+            for line in side["removed"]:
+                reasons[line["reason"]] += 1
+                per_folder[s.folder]["removed"] += 1
+                fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+            if side["path"] is not None:
+                shards.append({"path": side["path"], "rows": side["rows"], "sha256": side["sha256"]})
+            done += side["read"]
+            if plain is not None:
+                plain.update(done)
+    if plain is not None:
+        plain.finish(done)
+    _cleanup(out, {s["path"] for s in shards})
+    with open(partial, encoding="utf-8") as lines:  # removed.jsonl appears whole or not at all
+        write_text(lines, out / REMOVED)
+    partial.unlink()
+    manifest = manifest_mod.build(
+        inputs=inputs,
+        per_folder=per_folder,
+        shards=shards,
+        reasons=reasons,
+        options=options,
+        model=sm.identity,
+        reference=ref_info,
+        context=context,
+        elapsed_s=time.monotonic() - started,
+    )
+    write_json(manifest, out / MANIFEST)
+    if not options.quiet:
+        print_summary(manifest, str(out), reused)
+    return manifest
+
+
+def print_summary(manifest: dict[str, Any], out: str, reused: Counter) -> None:
+    from rich.console import Console
+
+    console = Console(stderr=True, highlight=False)
+    c, sc = manifest["counts"], manifest["scoring"]
+    elapsed = manifest.get("elapsed_s") or 0.0
+    rate = c["read"] / elapsed if elapsed > 0 else 0.0
+    console.print(f"[bold]score[/] -> {out}  ({sc['model']['name']}, weights {sc['model']['weights_sha256'][:12]})")
+    console.print(
+        f"  rows read {c['read']:,}, written {c['written']:,}, removed {c['removed']:,}; "
+        f"{len(manifest['shards'])} shards, {elapsed:.1f} s, {rate:,.1f} rows/s"
+    )
+    console.print(
+        f"  captions longer than the model's context ({sc['model']['context_length']} tokens): "
+        f"{sc['captions_over_context']:,}; sentences: {sc['sentences_over_context']:,}; "
+        f"reference images: {sc['reference']['size']}"
+    )
+    if reused.get("shards"):
+        console.print(f"  reused from an earlier run: {reused['shards']} shards")
+    if c["removed"]:
+        console.print(f"  details: {out}/removed.jsonl")
