@@ -4,6 +4,8 @@ Layout: [SOT] + ids + [EOT], zero padded to the context; a caption longer than t
 context is truncated with the last kept token set to EOT (open_clip's rule).
 DeBias short text (the DeBias-CLIP paper's augmentation): drop the summary, sub-sample m ~ U{1..k-1} of the
 remaining sentences in random order, move q ~ U{0..trailing pads} pads to just after SOT.
+A curated row's `sentence_keep` mask (curate --drop-ungrounded) is applied before any recipe
+(`kept_sentences`): a dropped sentence is in no text, neither the long caption nor a sampled one.
 """
 
 from __future__ import annotations
@@ -22,6 +24,22 @@ class DebiasOptions:
     no_drop_summary: bool = False
     no_subsample: bool = False
     no_pad: bool = False
+
+
+def kept_sentences(items: Sequence, keep: Sequence[bool] | None) -> list:
+    """The items (sentences, token ids, summary flags) of the sentences `keep` keeps; all when it is None.
+
+    Specification of the mask for every reader: training (long and short texts), pack and
+    export-captions. The long text leaves a dropped sentence out as well: the mask marks what the
+    image does not show, and a model trained on the whole caption would learn it all the same.
+    """
+    if keep is None:
+        return list(items)
+    if len(keep) != len(items):
+        from caption_debias.errors import UserError
+
+        raise UserError(f"sentence_keep has {len(keep)} flags for {len(items)} sentences")
+    return [x for x, k in zip(items, keep) if k]
 
 
 def layout(ids: np.ndarray, context: int, sot: int = SOT, eot: int = EOT, lead_pads: int = 0) -> np.ndarray:

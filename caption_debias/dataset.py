@@ -79,6 +79,14 @@ class PreparedDataset:
     def rows(self) -> int:
         return sum(int(s["rows"]) for s in self.manifest["shards"])
 
+    def columns(self) -> list[str]:
+        """The shards' column names (a folder written before a column existed lacks it)."""
+        from caption_debias.schema import shard_columns
+
+        if not self.shard_paths:
+            return shard_columns()
+        return list(storage.read_schema(self.shard_paths[0]).names)
+
     def read(self, columns: Sequence[str] | None = None) -> pa.Table:
         """All shards as one Arrow table (only the columns asked for)."""
         from caption_debias.schema import shard_arrow_schema

@@ -6,6 +6,8 @@ from typing import List, Optional
 
 import typer
 
+from caption_debias.curate.options import default_of, help_of
+
 
 def curate(
     inputs: List[str] = typer.Argument(
@@ -47,6 +49,28 @@ def curate(
         "--embed-images",
         help="Also store each kept image's bytes in the shards (image_bytes); needs --image-root.",
     ),
+    duplicate_image_distance: int = typer.Option(
+        default_of("duplicate_image_distance"), "--duplicate-image-distance", help=help_of("duplicate_image_distance")
+    ),
+    repetition_max: float = typer.Option(
+        default_of("repetition_max"), "--repetition-max", help=help_of("repetition_max")
+    ),
+    repeated_sentences_max: int = typer.Option(
+        default_of("repeated_sentences_max"), "--repeated-sentences-max", help=help_of("repeated_sentences_max")
+    ),
+    min_clip_score: Optional[float] = typer.Option(None, "--min-clip-score", help=help_of("min_clip_score")),
+    keep_top_alignment: Optional[float] = typer.Option(
+        None, "--keep-top-alignment", metavar="P", help=help_of("keep_top_alignment")
+    ),
+    drop_ungrounded: Optional[float] = typer.Option(
+        None, "--drop-ungrounded", metavar="T", help=help_of("drop_ungrounded")
+    ),
+    semantic_duplicate_threshold: Optional[float] = typer.Option(
+        None, "--semantic-duplicate-threshold", help=help_of("semantic_duplicate_threshold")
+    ),
+    score_model: Optional[str] = typer.Option(None, "--score-model", metavar="SPEC", help=help_of("score_model")),
+    score_pretrained: Optional[str] = typer.Option(None, "--score-pretrained", help=help_of("score_pretrained")),
+    score_device: str = typer.Option(default_of("score_device"), "--score-device", help=help_of("score_device")),
     workers: int = typer.Option(
         1, "--workers", "-j", min=1, help="Worker processes (output is identical for any value)."
     ),
@@ -68,6 +92,16 @@ def curate(
         keep_duplicate_images=keep_duplicate_images,
         min_image_side=min_image_side,
         embed_images=embed_images,
+        duplicate_image_distance=duplicate_image_distance,
+        repetition_max=repetition_max,
+        repeated_sentences_max=repeated_sentences_max,
+        min_clip_score=min_clip_score,
+        keep_top_alignment=keep_top_alignment,
+        drop_ungrounded=drop_ungrounded,
+        semantic_duplicate_threshold=semantic_duplicate_threshold,
+        score_model=score_model,
+        score_pretrained=score_pretrained,
+        score_device=score_device,
         workers=workers,
         engine=engine,
         ray_address=ray_address,

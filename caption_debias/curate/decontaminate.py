@@ -26,6 +26,7 @@ class EvalSignals:
     image_labels: list[str] = field(default_factory=list)  # "NAME:path"
     image_sha256: list[bytes] = field(default_factory=list)
     image_phash: list[int] = field(default_factory=list)
+    image_thumb: list[bytes | None] = field(default_factory=list)  # small or flat images (images.thumb_of)
     caption_labels: list[str] = field(default_factory=list)  # "NAME:caption N"
     caption_hashes: list[bytes] = field(default_factory=list)
     signatures: np.ndarray = field(default_factory=lambda: np.zeros((0, minhash.NUM_PERM), np.uint32))
@@ -56,6 +57,7 @@ def load(specs: list[str], image_root: str | None, lsh: tuple[int, int], threads
                 ev.image_labels.append(f"{name}:{p}")
                 ev.image_sha256.append(f.sha256)
                 ev.image_phash.append(f.phash)
+                ev.image_thumb.append(f.thumb)
         for i, sentences in enumerate(data.captions):
             ev.caption_labels.append(f"{name}:caption {i}")
             ev.caption_hashes.append(caption_hash(" ".join(sentences)))

@@ -20,20 +20,28 @@ import numpy as np
 
 from caption_debias.curate import images as img
 from caption_debias.curate import minhash, quality
-from caption_debias.curate.options import PHASH_DISTANCE, REASONS, CurateOptions
+from caption_debias.curate.options import REASONS, CurateOptions
 from caption_debias.curate.signals import band_name
 
 CODE = {r: i for i, r in enumerate(REASONS)}
 KEPT = -1
-# 64-bit perceptual hashes within PHASH_DISTANCE share at least one of PHASH_DISTANCE + 1 blocks
-# exactly (pigeonhole): the blocks are the buckets, every candidate is then checked in full.
-_BLOCKS = PHASH_DISTANCE + 1
-_BLOCK_BITS = [64 // _BLOCKS + (1 if b < 64 % _BLOCKS else 0) for b in range(_BLOCKS)]
-_BLOCK_SHIFT = np.cumsum([0] + _BLOCK_BITS[:-1]).tolist()
 
 
-def phash_blocks(phash: np.ndarray) -> list[np.ndarray]:
-    return [(phash >> np.uint64(s)) & np.uint64((1 << b) - 1) for s, b in zip(_BLOCK_SHIFT, _BLOCK_BITS)]
+def phash_blocks(phash: np.ndarray, distance: int) -> list[np.ndarray]:
+    """64-bit hashes within `distance` share at least one of distance + 1 blocks exactly
+    (pigeonhole): the blocks are the buckets, every candidate is then checked in full."""
+    blocks = distance + 1
+    bits = [64 // blocks + (1 if b < 64 % blocks else 0) for b in range(blocks)]
+    shifts = np.cumsum([0] + bits[:-1]).tolist()
+    return [(phash >> np.uint64(s)) & np.uint64((1 << b) - 1) for s, b in zip(shifts, bits)]
+
+
+def same_picture(phash_a: int, phash_b: int, thumb_a: bytes | None, thumb_b: bytes | None, distance: int) -> bool:
+    """Specification of a perceptual match: phashes within `distance`, and, when both images are
+    small or flat (both have a thumbnail), thumbnails that agree pixel by pixel."""
+    if img.hamming(phash_a, phash_b) > distance:
+        return False
+    return thumb_a is None or thumb_b is None or img.thumbs_match(thumb_a, thumb_b)
 
 
 @dataclass
@@ -42,6 +50,7 @@ class Decisions:
     detail: dict[int, dict[str, Any]] = field(default_factory=dict)  # order -> detail (removed rows)
     ref: dict[int, int] = field(default_factory=dict)  # order -> order of the kept row it duplicates
     duplicate_count: np.ndarray | None = None  # int32 per row
+    alignment: dict[str, Any] = field(default_factory=dict)  # low_alignment's run-wide facts (the top-P cut-off)
 
 
 # ---------------------------------------------------------------- the duplicate loop
@@ -57,6 +66,7 @@ class DupRow:
     caption_hash: bytes
     signature: np.ndarray | None  # None: no tokens
     bands: np.ndarray | None  # LSH band keys of the signature
+    thumb: bytes | None = None  # small or flat images: the thumbnail that confirms a phash match
 
 
 def _best(matches: list[tuple]) -> tuple | None:
@@ -64,7 +74,7 @@ def _best(matches: list[tuple]) -> tuple | None:
 
 
 def reference_duplicates(
-    rows: list[DupRow], threshold: float, duplicate_images: bool, image_by: str
+    rows: list[DupRow], threshold: float, duplicate_images: bool, image_by: str, distance: int = 4
 ) -> dict[int, tuple[str, int, dict]]:
     """Specification: rows in input order; each is compared with every kept row before it
     (captions: every kept row that shares an LSH band with it, the candidates MinHash LSH gives).
@@ -84,7 +94,7 @@ def reference_duplicates(
                     [
                         (img.hamming(r.phash, k.phash), k.order)
                         for k in kept
-                        if k.phash is not None and img.hamming(r.phash, k.phash) <= PHASH_DISTANCE
+                        if k.phash is not None and same_picture(r.phash, k.phash, r.thumb, k.thumb, distance)
                     ]
                 )
                 if near:
@@ -202,10 +212,41 @@ def _buckets(shared, alive_mask: np.ndarray, family: int):
 # ---------------------------------------------------------------- the decisions
 
 
+def low_alignment(clip: np.ndarray, min_score: float | None, keep_top: float | None) -> tuple[np.ndarray, dict]:
+    """Rows removed as low_alignment (NaN = no score: removed when a rule is on) and the run-wide facts.
+
+    --keep-top-alignment P keeps the ceil(P% of all rows) best scores over the whole input
+    (DataComp's rule, before any other reason), ties broken by input order.
+    """
+    n = len(clip)
+    low = np.zeros(n, bool)
+    facts: dict[str, Any] = {}
+    if min_score is not None:
+        low |= ~(clip >= min_score)
+        facts["min_clip_score"] = min_score
+    if keep_top is not None:
+        keep = int(np.ceil(keep_top * n / 100 - 1e-9))
+        rank = np.lexsort((np.arange(n), np.where(np.isnan(clip), np.inf, -clip.astype(np.float64))))
+        top = np.zeros(n, bool)
+        top[rank[:keep]] = True
+        low |= ~top
+        facts["keep_top_alignment"] = keep_top
+        facts["kept_by_rank"] = keep
+        if keep:
+            facts["cutoff"] = round(float(clip[rank[keep - 1]]), 6)
+    return low, facts
+
+
 def decide(
-    table: SignalTable, options: CurateOptions, ev=None, images: bool = False, shared_keys=local_shared_keys
+    table: SignalTable,
+    options: CurateOptions,
+    ev=None,
+    images: bool = False,
+    shared_keys=local_shared_keys,
+    embeddings=None,
 ) -> Decisions:
-    """Every row's reason. `shared_keys(table, column)` finds rows with a repeated key (polars; Ray Data with --engine ray)."""
+    """Every row's reason. `shared_keys(table, column)` finds rows with a repeated key (polars; Ray Data
+    with --engine ray); `embeddings(orders)` gives (orders that have one, float16 matrix) for SemDeDup."""
     n = table.n
     reason = np.full(n, KEPT, np.int8)
     d = Decisions(reason, duplicate_count=np.zeros(n, np.int32))
@@ -229,10 +270,30 @@ def decide(
     rep = _np(table.column("caption_repetition"), np.float32)
     rsent = _np(table.column("caption_repeated_sentences"), np.int32)
     loop = _np(table.column("caption_tail_loop"), np.int32)
-    remove(quality.is_repetitive(rep, rsent, loop), "repetitive_caption")
+    remove(
+        quality.is_repetitive(rep, rsent, loop, options.repetition_max, options.repeated_sentences_max),
+        "repetitive_caption",
+    )
     del rep, rsent, loop
     remove(_np(table.column("caption_truncated"), bool), "truncated_caption")
+    if options.min_clip_score is not None or options.keep_top_alignment is not None:
+        clip = _np(table.column("clip_score"), np.float32, float("nan"))
+        low, d.alignment = low_alignment(clip, options.min_clip_score, options.keep_top_alignment)
+        remove(low, "low_alignment")
+        del clip, low
+    if options.drop_ungrounded is not None:
+        best = _np(table.column("detail_grounding_max"), np.float32, float("nan"))
+        remove(best < options.drop_ungrounded, "ungrounded_caption")  # NaN (no detail sentence): kept
+        del best
     _duplicates(table, options, reason, d, images, shared_keys)
+    if options.semantic_duplicate_threshold is not None and embeddings is not None:
+        from caption_debias.curate import semdedup
+
+        orders, emb = embeddings(np.flatnonzero(reason == KEPT))
+        for o, (ref, cos) in semdedup.semantic_duplicates(emb, orders, options.semantic_duplicate_threshold).items():
+            reason[o] = CODE["semantic_duplicate"]
+            d.ref[o] = ref
+            d.detail[o] = {"by": "image embedding", "similarity": round(cos, 4)}
     counts = np.zeros(n, np.int32)
     if d.ref:
         np.add.at(counts, np.fromiter(d.ref.values(), np.int64, len(d.ref)), 1)
@@ -266,16 +327,21 @@ def _eval_overlap(
         rows = alive[valid[alive]]
         phash = _np(ph, np.uint64, 0)[rows]
         ev_phash = np.array(ev.image_phash, np.uint64)
-        for tb, eb in zip(phash_blocks(phash), phash_blocks(ev_phash)):
+        distance = options.duplicate_image_distance
+        thumbs = table.rows_where(rows, ["image_thumb"]) if len(rows) else None
+        thumb_of = dict(zip(thumbs["order"].to_list(), thumbs["image_thumb"].to_list())) if thumbs is not None else {}
+        for tb, eb in zip(phash_blocks(phash, distance), phash_blocks(ev_phash, distance)):
             pairs = pl.DataFrame({"i": np.arange(len(rows)), "b": tb}).join(
                 pl.DataFrame({"e": np.arange(len(ev_phash)), "b": eb}), on="b"
             )
             if pairs.height:
                 i, e = pairs["i"].to_numpy(), pairs["e"].to_numpy()
                 dist = np.bitwise_count(phash[i] ^ ev_phash[e])
-                for ii, ee, dd in zip(
-                    i[dist <= PHASH_DISTANCE], e[dist <= PHASH_DISTANCE], dist[dist <= PHASH_DISTANCE]
-                ):
+                close = dist <= distance
+                for ii, ee, dd in zip(i[close], e[close], dist[close]):
+                    a, b = thumb_of.get(int(rows[ii])), ev.image_thumb[ee]
+                    if a is not None and b is not None and not img.thumbs_match(a, b):
+                        continue  # two small or flat pictures the phash alone cannot tell apart
                     note(int(rows[ii]), {"match": ev.image_labels[ee], **_phash_detail(int(dd))}, (1, int(dd), int(ee)))
     if ev.caption_hashes:
         ch = table.column("caption_hash")
@@ -313,6 +379,8 @@ def _duplicates(
 
     alive_mask = reason == KEPT
     duplicate_images = not options.keep_duplicate_images
+    distance = options.duplicate_image_distance
+    blocks = distance + 1
     # families: 0 image key, 1..BLOCKS phash blocks, BLOCKS+1 caption hash, then one per band
     parts = []
     phash = None
@@ -325,20 +393,26 @@ def _duplicates(
             valid = ~_np(ph.is_null(), bool)
             phash_all = _np(ph, np.uint64, 0)
             rows = np.flatnonzero(alive_mask & valid)
-            for b, block in enumerate(phash_blocks(phash_all[rows])):
+            for b, block in enumerate(phash_blocks(phash_all[rows], distance)):
                 same_block = pl.DataFrame({"order": rows, "key": block}).filter(pl.len().over("key") >= 2)
                 parts.append(_buckets(same_block, alive_mask, 1 + b))
             phash = {int(o): int(phash_all[o]) for o in rows.tolist()}
             del phash_all
-    parts.append(_buckets(shared.pop("caption_hash"), alive_mask, _BLOCKS + 1))
+    parts.append(_buckets(shared.pop("caption_hash"), alive_mask, blocks + 1))
     for b, name in enumerate(bands):
-        parts.append(_buckets(shared.pop(name), alive_mask, _BLOCKS + 2 + b))
+        parts.append(_buckets(shared.pop(name), alive_mask, blocks + 2 + b))
     involved = pl.concat(parts).sort("order", "family")
     if involved.height == 0:
         return
     orders = involved["order"].to_numpy()
-    band_orders = orders[involved["family"].to_numpy() >= _BLOCKS + 2]
+    band_orders = orders[involved["family"].to_numpy() >= blocks + 2]
     sigs = table.signatures(band_orders)
+    thumb: dict[int, bytes | None] = {}
+    if phash is not None:
+        phash_orders = orders[(involved["family"].to_numpy() >= 1) & (involved["family"].to_numpy() <= blocks)]
+        th = table.rows_where(phash_orders, ["image_thumb"])
+        if th is not None:
+            thumb = dict(zip(th["order"].to_list(), th["image_thumb"].to_list()))
     image_by = "image sha256" if images else "image path"
     threshold = options.near_duplicate_threshold
     kept_in: dict[tuple[int, int], list[int]] = {}  # (family, bucket) -> kept orders
@@ -354,23 +428,23 @@ def _duplicates(
                     hit = ("duplicate_image", kept_in[(f, bkt)][0], {"by": image_by, "similarity": 1.0})
                     break
             if hit is None and phash is not None and o in phash:
-                cands = {k for f, bkt in buckets if 1 <= f <= _BLOCKS for k in kept_in.get((f, bkt), ())}
+                cands = {k for f, bkt in buckets if 1 <= f <= blocks for k in kept_in.get((f, bkt), ())}
                 near = _best(
                     [
                         (img.hamming(phash[o], phash[k]), k)
                         for k in cands
-                        if img.hamming(phash[o], phash[k]) <= PHASH_DISTANCE
+                        if same_picture(phash[o], phash[k], thumb.get(o), thumb.get(k), distance)
                     ]
                 )
                 if near:
                     hit = ("duplicate_image", near[1], _phash_detail(near[0]))
         if hit is None:
             for f, bkt in buckets:
-                if f == _BLOCKS + 1 and kept_in.get((f, bkt)):
+                if f == blocks + 1 and kept_in.get((f, bkt)):
                     hit = ("duplicate_caption", kept_in[(f, bkt)][0], {"by": "caption text", "similarity": 1.0})
                     break
         if hit is None and o in sigs:
-            cands = {k for f, bkt in buckets if f >= _BLOCKS + 2 for k in kept_in.get((f, bkt), ())}
+            cands = {k for f, bkt in buckets if f >= blocks + 2 for k in kept_in.get((f, bkt), ())}
             sig = sigs[o]
             near = _best([(-j, k) for k in cands if (j := minhash.estimate(sig, sigs[k])) >= threshold])
             if near:

@@ -29,6 +29,7 @@ class ImageFacts:
     sha256: bytes | None = None
     phash: int | None = None  # 64 bits
     error: str | None = None
+    thumb: bytes | None = None  # small or flat images only: THUMB_SIDE^2 RGB pixels (the phash's second signal)
 
 
 def is_url(image: str) -> bool:
@@ -49,6 +50,51 @@ def phash_of(image) -> int:
 
     bits = imagehash.phash(image).hash.reshape(-1)
     return int("".join("1" if b else "0" for b in bits), 2)
+
+
+def is_flat(grey) -> bool:
+    """A picture whose 32 x 32 grey thumbnail varies little (icons, documents on white, plain backgrounds)."""
+    import numpy as np
+    from PIL import Image
+
+    from caption_debias.curate.options import FLAT_IMAGE_STD
+
+    return float(np.asarray(grey.resize((32, 32), Image.Resampling.BOX), np.float32).std()) < FLAT_IMAGE_STD
+
+
+def thumb_of(image) -> bytes:
+    """THUMB_SIDE x THUMB_SIDE RGB box-filtered thumbnail (area averages: a re-encoded copy moves a few levels)."""
+    from PIL import Image
+
+    from caption_debias.curate.options import THUMB_SIDE
+
+    return image.convert("RGB").resize((THUMB_SIDE, THUMB_SIDE), Image.Resampling.BOX).tobytes()
+
+
+def thumbs_match(a: bytes, b: bytes) -> bool:
+    """Specification of the second signal: no thumbnail pixel channel differs by more than THUMB_MAX_DIFF."""
+    import numpy as np
+
+    from caption_debias.curate.options import THUMB_MAX_DIFF
+
+    diff = np.abs(np.frombuffer(a, np.uint8).astype(np.int16) - np.frombuffer(b, np.uint8).astype(np.int16))
+    return int(diff.max(initial=0)) <= THUMB_MAX_DIFF
+
+
+def _thumb_if_small_or_flat(data: bytes, im, width: int, height: int) -> bytes | None:
+    from PIL import Image
+
+    from caption_debias.curate.options import SMALL_IMAGE_SIDE
+
+    small = min(width, height) < SMALL_IMAGE_SIDE
+    if not small and not is_flat(im.convert("L")):
+        return None
+    if im.format == "JPEG":
+        # draft-decoded to grey: colour matters here (a red and a blue square are one grey), so decode again
+        with Image.open(io.BytesIO(data)) as full:
+            full.draft("RGB", (DRAFT_SIDE, DRAFT_SIDE))
+            return thumb_of(full)
+    return thumb_of(im)
 
 
 def image_facts(path: Path) -> ImageFacts:
@@ -73,13 +119,14 @@ def image_facts(path: Path) -> ImageFacts:
                 im.decodermaxblock = max(len(data), ImageFile.MAXBLOCK)
                 im.load()  # decodes every byte: a truncated or corrupt file fails here
                 phash = phash_of(im)
+                thumb = _thumb_if_small_or_flat(data, im, width, height)
     except UnidentifiedImageError:
         return ImageFacts(UNREADABLE, sha256=digest, error="not an image Pillow can identify")
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombWarning) as exc:
         return ImageFacts(UNREADABLE, sha256=digest, error=f"{type(exc).__name__}: {exc}")
     except Image.DecompressionBombError as exc:
         return ImageFacts(UNREADABLE, sha256=digest, error=f"DecompressionBombError: {exc}")
-    return ImageFacts(OK, width, height, digest, phash)
+    return ImageFacts(OK, width, height, digest, phash, thumb=thumb)
 
 
 def image_facts_batch(paths: list[Path | None], threads: int = 4) -> list[ImageFacts]:

@@ -33,11 +33,14 @@ def build(
     coverage: dict[str, Any] | None,
     eval_sets: list[dict[str, Any]],
     elapsed_s: float,
+    removed_before: int = 0,
 ) -> dict[str, Any]:
+    """`removed_before`: rows removed ahead of the input folders (by --score-model's scoring)."""
     read = sum(c["read"] for c in per_folder.values())
     written = sum(c["written"] for c in per_folder.values())
     removed = sum(reasons.values())
-    assert read == written + removed == inputs.rows, (read, written, removed, inputs.rows)  # counts reconcile
+    if not read == written + removed == inputs.rows + removed_before:  # counts reconcile (not an assert: python -O)
+        raise RuntimeError(f"curate counts do not reconcile: read {read}, written {written}, removed {removed}")
     first = inputs.manifests[0] if inputs.manifests else {}
     return {
         "schema_version": SCHEMA_VERSION,
@@ -69,6 +72,7 @@ def build(
         "tokenizer": first.get("tokenizer", {}),
         "segmenter": first.get("segmenter", {}),
         "summary": first.get("summary", {}),
+        **({"scoring": first["scoring"]} if first.get("scoring") else {}),  # the model behind the score columns
         "toolkit_version": __version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "elapsed_s": round(elapsed_s, 3),

@@ -15,20 +15,22 @@ REASONS = (
     "eval_overlap",
     "repetitive_caption",
     "truncated_caption",
+    "low_alignment",  # model scores (a scored folder, docs/curation.md): row-local, so before the duplicates
+    "ungrounded_caption",
     "duplicate_image",
     "duplicate_caption",
     "near_duplicate_caption",
+    "semantic_duplicate",  # last: an exact or near-exact duplicate is reported as such, not as a semantic one
 )
+# Reasons that read the columns `caption-debias score` writes.
+MODEL_REASONS = ("low_alignment", "ungrounded_caption", "semantic_duplicate")
 
 # Thresholds that are not flags; all recorded in the manifest (docs/curation.md, measured in
 # docs/benchmarks.md). Changing one changes the output, so they are part of the run's shape.
 SHINGLE_TOKENS = 3  # caption n-grams for MinHash: 3 CLIP tokens (about 3 words)
 NUM_PERM = 160  # MinHash permutations: an estimate's standard deviation is sqrt(J(1-J)/160), 0.03 at J = 0.8
 LSH_MISS_AT_THRESHOLD = 0.01  # the LSH bands may miss at most 1% of the pairs right at the threshold
-PHASH_DISTANCE = 4  # Hamming distance (of 64 bits) at or below which two images are one picture
 REPETITION_NGRAM = 4  # caption_repetition counts tokens inside repeated 4-grams
-REPETITION_MAX = 0.35  # repetitive_caption when caption_repetition is above this
-REPEATED_SENTENCES_MAX = 0  # ... or when more sentences than this repeat an earlier one
 REPEATED_SENTENCE_MIN_TOKENS = 3  # shorter sentences ("Yes.") may repeat legitimately
 # ... or when the caption ends in a loop: 3+ back-to-back copies of one span of up to 32 tokens
 # (a generator stuck until its length limit; a longer span is a sentence, counted above)
@@ -53,7 +55,40 @@ def lsh_params(threshold: float) -> tuple[int, int]:
     return NUM_PERM, 1
 
 
-RUNTIME_ONLY = frozenset({"workers", "overwrite", "quiet", "engine", "ray_address", "max_in_flight", "image_threads"})
+RUNTIME_ONLY = frozenset(
+    {"workers", "overwrite", "quiet", "engine", "ray_address", "max_in_flight", "image_threads", "score_device"}
+)
+
+
+# A perceptual-hash match between two small or flat images needs a second signal (docs/curation.md):
+# such pictures collide in a 64-bit DCT hash although they differ (icons, charts, synthetic scenes).
+SMALL_IMAGE_SIDE = 128  # shorter side below this (pixels): small
+FLAT_IMAGE_STD = 48.0  # grey-level standard deviation of the 32 x 32 thumbnail below this: flat
+THUMB_SIDE = 8  # the confirming signal: 8 x 8 RGB thumbnails (box-filtered) ...
+THUMB_MAX_DIFF = 32  # ... that differ by at most this many levels in every channel of every pixel
+# SemDeDup (semantic_duplicate): spherical k-means on the image embeddings, then the pairs within each
+# row's home cluster and between a row and the home it is second nearest to (semdedup.PROBES).
+SEMDEDUP_CLUSTER_SIZE = 1000  # mean rows per cluster up to 1M rows (sqrt(rows) clusters beyond: semdedup.cluster_count)
+SEMDEDUP_TRAIN_ROWS = 100_000  # k-means is fitted on a seeded sample of this many rows, then every row assigned
+SEMDEDUP_ITERATIONS = 10  # Lloyd iterations of the fit
+SEMDEDUP_SEED = 0
+SEMDEDUP_PROBES = 2  # clusters a row is looked up in: its home and the next nearest
+
+
+def option(default: Any, help: str) -> Any:
+    """A CurateOptions field with its --help text (the CLI reads both from here)."""
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": help})
+    return field(default=default, metadata={"help": help})
+
+
+def help_of(name: str) -> str:
+    return {f.name: f.metadata.get("help", "") for f in fields(CurateOptions)}[name]
+
+
+def default_of(name: str) -> Any:
+    f = {f.name: f for f in fields(CurateOptions)}[name]
+    return f.default_factory() if callable(f.default_factory) else f.default  # type: ignore[misc]
 
 
 @dataclass
@@ -64,6 +99,41 @@ class CurateOptions:
     keep_duplicate_images: bool = False
     min_image_side: int = 32
     embed_images: bool = False
+    duplicate_image_distance: int = option(
+        4,
+        "Perceptual-hash Hamming distance (of 64 bits) at or below which two images are one picture "
+        "(two small or flat images also need matching 8 x 8 thumbnails).",
+    )
+    repetition_max: float = option(
+        0.5, "repetitive_caption when more than this fraction of the caption's tokens sit in repeated 4-grams."
+    )
+    repeated_sentences_max: int = option(
+        0, "repetitive_caption when more sentences (of 3+ tokens) than this repeat an earlier one."
+    )
+    min_clip_score: float | None = option(
+        None, "low_alignment below this clip_score (a scored folder: `caption-debias score`)."
+    )
+    keep_top_alignment: float | None = option(
+        None,
+        "low_alignment outside the top P percent of clip_score over the whole input (DataComp's rule; ties by input order).",
+    )
+    drop_ungrounded: float | None = option(
+        None,
+        "Mark sentences with sentence_grounding below this as not kept (sentence_keep); a caption left with no "
+        "non-summary sentence goes as ungrounded_caption.",
+    )
+    score_model: str | None = option(
+        None,
+        "Score the inputs first with this model (any `score --model` spec) into OUT/.curate/scored, then curate "
+        "that: the model flags then need no scored folder.",
+    )
+    score_pretrained: str | None = option(None, "With --score-model: its pretrained tag or checkpoint file.")
+    score_device: str = option("cpu", "With --score-model: cpu or cuda.")
+    semantic_duplicate_threshold: float | None = option(
+        None,
+        "semantic_duplicate at image-embedding cosine at or above this with an earlier kept row "
+        "(SemDeDup; needs `score --keep-embeddings`).",
+    )
     workers: int = 1
     engine: str = "local"
     ray_address: str | None = None
@@ -81,6 +151,17 @@ class CurateOptions:
             raise UserError(f"--min-image-side must be at least 0 (got {self.min_image_side})")
         if self.workers < 1:
             raise UserError(f"--workers must be at least 1 (got {self.workers})")
+        if not 0 <= self.duplicate_image_distance <= 63:
+            raise UserError(f"--duplicate-image-distance must be in 0..63 (got {self.duplicate_image_distance})")
+        if not 0.0 < self.repetition_max <= 1.0:
+            raise UserError(f"--repetition-max must be in (0, 1] (got {self.repetition_max})")
+        if self.repeated_sentences_max < 0:
+            raise UserError(f"--repeated-sentences-max must be at least 0 (got {self.repeated_sentences_max})")
+        if self.keep_top_alignment is not None and not 0.0 < self.keep_top_alignment <= 100.0:
+            raise UserError(f"--keep-top-alignment must be a percentage in (0, 100] (got {self.keep_top_alignment})")
+        t = self.semantic_duplicate_threshold
+        if t is not None and not 0.0 < t <= 1.0:
+            raise UserError(f"--semantic-duplicate-threshold must be in (0, 1] (got {t})")
         if self.engine not in ENGINES:
             raise UserError(f"unknown engine {self.engine!r} (choose from {', '.join(ENGINES)})")
         if self.image_root is not None and not Path(self.image_root).is_dir():
@@ -104,11 +185,28 @@ class CurateOptions:
         """(bands, rows per band) for this run's --near-duplicate-threshold."""
         return lsh_params(self.near_duplicate_threshold)
 
+    def scores_needed(self) -> dict[str, str]:
+        """Score column -> the flag that needs it (a folder without them fails in one line)."""
+        need = {}
+        if self.min_clip_score is not None or self.keep_top_alignment is not None:
+            need["clip_score"] = "--min-clip-score" if self.min_clip_score is not None else "--keep-top-alignment"
+        if self.drop_ungrounded is not None:
+            need["sentence_grounding"] = "--drop-ungrounded"
+        if self.semantic_duplicate_threshold is not None:
+            need["image_embedding"] = "--semantic-duplicate-threshold"
+        return need
+
     def thresholds(self) -> dict[str, Any]:
         """Every threshold that decides a reason (recorded in the manifest)."""
         return {
             "min_image_side": self.min_image_side,
-            "phash_hamming_max": PHASH_DISTANCE,
+            "phash_hamming_max": self.duplicate_image_distance,
+            "phash_confirm": {
+                "small_side_below": SMALL_IMAGE_SIDE,
+                "flat_std_below": FLAT_IMAGE_STD,
+                "thumb_side": THUMB_SIDE,
+                "thumb_max_diff": THUMB_MAX_DIFF,
+            },
             "duplicate_images": not self.keep_duplicate_images,
             "near_duplicate_jaccard": self.near_duplicate_threshold,
             "minhash": {
@@ -121,13 +219,26 @@ class CurateOptions:
             },
             "repetition": {
                 "ngram_tokens": REPETITION_NGRAM,
-                "caption_repetition_max": REPETITION_MAX,
-                "repeated_sentences_max": REPEATED_SENTENCES_MAX,
+                "caption_repetition_max": self.repetition_max,
+                "repeated_sentences_max": self.repeated_sentences_max,
                 "repeated_sentence_min_tokens": REPEATED_SENTENCE_MIN_TOKENS,
                 "tail_loop_min_copies": TAIL_LOOP_MIN_COPIES,
                 "tail_loop_max_period_tokens": TAIL_LOOP_MAX_PERIOD,
             },
             "truncation": "caption_truncated (see docs/curation.md)",
+            "min_clip_score": self.min_clip_score,
+            "keep_top_alignment_percent": self.keep_top_alignment,
+            "drop_ungrounded": self.drop_ungrounded,
+            "semantic_duplicate": None
+            if self.semantic_duplicate_threshold is None
+            else {
+                "cosine_min": self.semantic_duplicate_threshold,
+                "clusters": f"min(rows / {SEMDEDUP_CLUSTER_SIZE}, sqrt(rows))",
+                "train_rows": SEMDEDUP_TRAIN_ROWS,
+                "iterations": SEMDEDUP_ITERATIONS,
+                "seed": SEMDEDUP_SEED,
+                "probes": SEMDEDUP_PROBES,
+            },
         }
 
     def to_dict(self) -> dict[str, Any]:

@@ -23,8 +23,6 @@ import pyarrow as pa
 from caption_debias.curate.minhash import _combine, _mix, shingle_hashes
 from caption_debias.curate.options import (
     REPEATED_SENTENCE_MIN_TOKENS,
-    REPEATED_SENTENCES_MAX,
-    REPETITION_MAX,
     REPETITION_NGRAM,
     TAIL_LOOP_MAX_PERIOD,
     TAIL_LOOP_MIN_COPIES,
@@ -145,9 +143,16 @@ def _suffix_loop(tokens: list[int], end: int, max_period: int, min_copies: int) 
     return best
 
 
-def is_repetitive(repetition_fraction, repeated, tail_loop_tokens):
-    """The repetitive_caption rule on the three signals (scalars or numpy arrays)."""
-    return (repeated > REPEATED_SENTENCES_MAX) | (repetition_fraction > REPETITION_MAX) | (tail_loop_tokens > 0)
+def is_repetitive(repetition_fraction, repeated, tail_loop_tokens, repetition_max=None, repeated_sentences_max=None):
+    """The repetitive_caption rule on the three signals (scalars or numpy arrays); the thresholds
+    are --repetition-max and --repeated-sentences-max (None: CurateOptions' defaults)."""
+    from caption_debias.curate.options import default_of
+
+    if repetition_max is None:
+        repetition_max = default_of("repetition_max")
+    if repeated_sentences_max is None:
+        repeated_sentences_max = default_of("repeated_sentences_max")
+    return (repeated > repeated_sentences_max) | (repetition_fraction > repetition_max) | (tail_loop_tokens > 0)
 
 
 def _list_parts(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:

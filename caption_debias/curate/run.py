@@ -14,6 +14,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import numpy as np
+import pyarrow as pa
+
 from caption_debias import storage
 from caption_debias.curate import dedup, signals, writer
 from caption_debias.curate.inputs import Inputs, open_inputs
@@ -128,6 +131,8 @@ def _write_tasks(
             "image_root": options.image_root,
             "embed": options.embed_images,
             "out": str(out),
+            "alignment": decisions["alignment"],
+            "drop_ungrounded": options.drop_ungrounded,
         }
         task["fingerprint"] = writer.fingerprint(task)
         side = writer.load_sidecar(out, s.index, task["fingerprint"]) if resumed else None
@@ -148,7 +153,14 @@ def _decide(inputs: Inputs, out: Path, options: CurateOptions, ev) -> tuple[dict
         from caption_debias.curate.ray_engine import ray_shared_keys
 
         shared = ray_shared_keys
-    d = dedup.decide(table, options, ev, images=options.image_root is not None, shared_keys=shared)
+    embeddings = None
+    if options.semantic_duplicate_threshold is not None:
+        from functools import partial
+
+        embeddings = partial(image_embeddings, inputs)
+    d = dedup.decide(
+        table, options, ev, images=options.image_root is not None, shared_keys=shared, embeddings=embeddings
+    )
     refs = np.fromiter(set(d.ref.values()), np.int64)
     keys = table.rows_where(refs, ["key"]) if len(refs) else None
     key_of = dict(zip(keys["order"].to_list(), keys["key"].to_list())) if keys is not None else {}
@@ -164,7 +176,95 @@ def _decide(inputs: Inputs, out: Path, options: CurateOptions, ev) -> tuple[dict
     for o in np.flatnonzero(d.duplicate_count).tolist():
         shard = int(np.searchsorted(starts, o, side="right") - 1)
         dup.setdefault(shard, {})[o - int(starts[shard])] = int(d.duplicate_count[o])
-    return {"removed": removed, "duplicate_count": dup}, d
+    return {"removed": removed, "duplicate_count": dup, "alignment": d.alignment}, d
+
+
+SCORED_DIR = "scored"  # OUT/.curate/scored: the inputs scored by --score-model (resumable like any score run)
+
+
+def _score_first(given: list[str | Path], out: Path, options: CurateOptions) -> tuple[Inputs, list[dict[str, Any]]]:
+    """--score-model: score the inputs into OUT/.curate/scored, then curate that folder.
+
+    Returns its inputs and the rows scoring removed (image_missing / image_unreadable lines,
+    which curate reports as its own: the input rows it read and removed).
+    """
+    from caption_debias.score.options import ScoreOptions
+    from caption_debias.score.run import score_folder
+
+    scored = out / STATE_DIR / SCORED_DIR
+    score_folder(
+        [str(g) for g in given],
+        scored,
+        ScoreOptions(
+            model=options.score_model,
+            pretrained=options.score_pretrained,
+            image_root=options.image_root,
+            device=options.score_device,
+            keep_embeddings=options.semantic_duplicate_threshold is not None,
+            workers=options.workers,
+            quiet=options.quiet,
+        ),
+    )
+    path = scored / "removed.jsonl"
+    lines = [json.loads(x) for x in path.read_text("utf-8").splitlines()] if path.is_file() else []
+    return open_inputs([scored], out), lines
+
+
+def image_embeddings(inputs: Inputs, orders: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(orders that have an image embedding, their embeddings as one float16 matrix), read shard by shard."""
+    import pyarrow.compute as pc
+
+    got_orders, parts = [], []
+    dim = None
+    for s in inputs.shards:
+        local = orders[(orders >= s.start) & (orders < s.start + s.rows)] - s.start
+        if len(local) == 0:
+            continue
+        col = storage.read_table(s.path, columns=["image_embedding"]).column("image_embedding").combine_chunks()
+        col = col.take(pa.array(local))
+        valid = col.is_valid().to_numpy(zero_copy_only=False)
+        col = col.filter(pa.array(valid))
+        lengths = pc.list_value_length(col).to_numpy(zero_copy_only=False)
+        if len(lengths):
+            if dim is None:
+                dim = int(lengths[0])
+            if (lengths != dim).any():
+                raise UserError(
+                    f"{s.path}: image_embedding lengths differ ({dim} and {int(lengths[lengths != dim][0])})"
+                )
+            parts.append(pc.list_flatten(col).to_numpy(zero_copy_only=False).astype(np.float16).reshape(-1, dim))
+            got_orders.append(local[valid] + s.start)
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros((0, 0), np.float16)
+    return np.concatenate(got_orders).astype(np.int64), np.concatenate(parts)
+
+
+def require_scores(inputs: Inputs, options: CurateOptions) -> None:
+    """A flag that reads model scores on a folder without them fails here, in one line, before any work."""
+    for column, flag in options.scores_needed().items():
+        for f in inputs.folders:
+            shard = next((s for s in inputs.shards if s.folder == f["path"] and s.rows), None)
+            if shard is None:
+                continue
+            present = column in storage.read_schema(shard.path).names
+            if present and storage.read_table(shard.path, columns=[column]).column(column).null_count < shard.rows:
+                continue
+            how = (
+                "`caption-debias score --keep-embeddings`" if column == "image_embedding" else "`caption-debias score`"
+            )
+            what = (
+                "was scored without --keep-embeddings"
+                if column == "image_embedding" and _scored(shard.path)
+                else "has no model scores"
+            )
+            raise UserError(f"{flag} needs {column}, but {f['path']} {what}; run {how} on it first")
+
+
+def _scored(path) -> bool:
+    if "clip_score" not in storage.read_schema(path).names:
+        return False
+    col = storage.read_table(path, columns=["clip_score"]).column("clip_score")
+    return col.null_count < len(col)
 
 
 def _merge_coverage(sides: list[dict]) -> dict[str, Any] | None:
@@ -224,8 +324,14 @@ def _curate(given: list[str | Path], out: Path, options: CurateOptions) -> dict[
         "input_manifests": [f["manifest_sha256"] for f in inputs.folders],
         **options.output_shaping(),
     }
+    if options.score_model is None:
+        require_scores(inputs, options)
     resumed = start(out, shaping, options.overwrite)
     (out / MANIFEST).unlink(missing_ok=True)  # only a finished run has a manifest
+    scored_removed: list[dict[str, Any]] = []
+    if options.score_model is not None:
+        inputs, scored_removed = _score_first(given, out, options)
+        require_scores(inputs, options)
     ev = None
     if options.decontaminate:
         from caption_debias.curate import decontaminate
@@ -250,6 +356,11 @@ def _curate(given: list[str | Path], out: Path, options: CurateOptions) -> dict[
     if storage.is_remote(out):  # a store cannot append: the lines gather in a local file
         partial = storage.local_temp(REMOVED)
     with open(partial, "w", encoding="utf-8") as fh:
+        for line in scored_removed:  # rows the scoring could not encode (their image): counted as read and removed
+            reasons[line["reason"]] += 1
+            per_folder[inputs.folders[0]["path"]]["read"] += 1
+            per_folder[inputs.folders[0]["path"]]["removed"] += 1
+            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
         for s, side in zip(inputs.shards, write_sides):
             per_folder[s.folder]["read"] += side["read"]
             per_folder[s.folder]["written"] += side["rows"]
@@ -272,7 +383,10 @@ def _curate(given: list[str | Path], out: Path, options: CurateOptions) -> dict[
         coverage=_merge_coverage(sig_sides),
         eval_sets=ev.sets if ev is not None else [],
         elapsed_s=time.monotonic() - started,
+        removed_before=len(scored_removed),
     )
+    if options.score_model is not None:
+        manifest["scored_from"] = [str(g) for g in given]  # the inputs; `inputs` names the scored folder
     write_json(manifest, out / MANIFEST)
     if not options.quiet:
         print_summary(manifest, str(out), reused)

@@ -22,9 +22,10 @@ from caption_debias.curate import minhash, quality
 from caption_debias.curate.options import NUM_PERM
 from caption_debias.prepare.writer import write_json, write_shard
 
-SIGNALS_VERSION = 3  # bump when a signal's definition changes: old signal files are then redone
+SIGNALS_VERSION = 4  # bump when a signal's definition changes: old signal files are then redone
 SIGNALS_DIR = ".curate/signals"
 INPUT_COLUMNS = ["key", "image", "caption", "sentence_tokens"]
+SCORE_COLUMNS = ["clip_score", "sentence_grounding", "summary_mask"]  # read when the shard has them
 EXAMPLES = 3  # example paths per coverage group and status
 
 
@@ -128,10 +129,35 @@ def image_signals(images: list[str], image_root: str, threads: int) -> tuple[lis
     return facts, _coverage(images, facts)
 
 
+def score_signals(table: pa.Table, n: int) -> dict[str, pa.Array]:
+    """The model-score signals of every row (null where the shard is not scored).
+
+    `detail_grounding_max`: the highest sentence_grounding among the row's non-summary
+    sentences, so `ungrounded_caption` (every non-summary sentence below T) is one comparison
+    for any T; null when the row has no non-summary sentence or no grounding.
+    """
+    names = table.column_names
+    clip = table.column("clip_score").combine_chunks().cast(pa.float32()) if "clip_score" in names else None
+    best = np.full(n, np.nan, np.float32)
+    if "sentence_grounding" in names and "summary_mask" in names:
+        g = table.column("sentence_grounding").combine_chunks()
+        m = table.column("summary_mask").combine_chunks()
+        for i, (gs, ms) in enumerate(zip(g.to_pylist(), m.to_pylist())):
+            if gs:
+                detail = [x for x, s in zip(gs, ms or [False] * len(gs)) if not s]
+                if detail:
+                    best[i] = max(detail)
+    return {
+        "clip_score": clip if clip is not None else pa.nulls(n, pa.float32()),
+        "detail_grounding_max": pa.array(best, pa.float32(), mask=np.isnan(best)),
+    }
+
+
 def compute(task: dict[str, Any]) -> dict[str, Any]:
     """Worker: the signals of one input shard. Returns the sidecar."""
     out = storage.as_path(task["out"])
-    table = storage.read_table(task["path"], columns=INPUT_COLUMNS)
+    present = set(storage.read_schema(task["path"]).names)
+    table = storage.read_table(task["path"], columns=INPUT_COLUMNS + [c for c in SCORE_COLUMNS if c in present])
     n = table.num_rows
     if n != task["rows"]:
         from caption_debias.errors import UserError
@@ -154,6 +180,7 @@ def compute(task: dict[str, Any]) -> dict[str, Any]:
         cols["image_sha256"] = pa.array([f.sha256 if f.status == img.OK else None for f in facts], pa.binary(32))
         cols["image_phash"] = _u64(np.array([f.phash or 0 for f in facts], np.uint64), ok)
         cols["image_error"] = pa.array([f.error for f in facts], pa.string())
+        cols["image_thumb"] = pa.array([f.thumb for f in facts], pa.binary())
     cols["image_key"] = pa.array(image_key, pa.binary())
     lsh = tuple(task["lsh"])
     text = _batched_caption_signals(table, lsh)
@@ -162,6 +189,7 @@ def compute(task: dict[str, Any]) -> dict[str, Any]:
     cols["caption_repeated_sentences"] = pa.array(text["caption_repeated_sentences"], pa.int32())
     cols["caption_tail_loop"] = pa.array(text["caption_tail_loop"], pa.int32())
     cols["caption_truncated"] = pa.array(text["caption_truncated"], pa.bool_())
+    cols.update(score_signals(table, n))
     for b in range(lsh[0]):
         cols[band_name(b)] = _u64(text["bands"][:, b] if n else np.zeros(0, np.uint64), text["has_shingles"])
     sig_bytes = np.ascontiguousarray(text["signatures"], np.uint32).tobytes()

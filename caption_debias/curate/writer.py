@@ -37,7 +37,19 @@ def sidecar_path(out: Path, index: int) -> Path:
 
 def fingerprint(task: dict[str, Any]) -> str:
     blob = json.dumps(
-        {k: task[k] for k in ("sha256", "signals_sha256", "removed", "duplicate_count", "image_root", "embed")},
+        {
+            k: task.get(k)
+            for k in (
+                "sha256",
+                "signals_sha256",
+                "removed",
+                "duplicate_count",
+                "image_root",
+                "embed",
+                "alignment",
+                "drop_ungrounded",
+            )
+        },
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -51,11 +63,21 @@ def _phash_hex(col: pa.ChunkedArray) -> pa.Array:
     return pa.array([f"{v:016x}" if v is not None else None for v in col.to_pylist()], pa.string())
 
 
-def row_detail(reason: str, signals: pa.Table, i: int) -> dict[str, Any]:
-    """The detail of a row-local reason, read from the row's own signals."""
+def _rounded(v):
+    return None if v is None else round(float(v), 4)
+
+
+def row_detail(reason: str, signals: pa.Table, i: int, task: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The detail of a row-local reason, read from the row's own signals (and the run's thresholds)."""
+    task = task or {}
 
     def value(name: str):
         return signals.column(name)[i].as_py()
+
+    if reason == "low_alignment":
+        return {"clip_score": _rounded(value("clip_score")), **(task.get("alignment") or {})}
+    if reason == "ungrounded_caption":
+        return {"detail_grounding_max": _rounded(value("detail_grounding_max")), "threshold": task["drop_ungrounded"]}
 
     if reason == "image_unreadable":
         return {"error": value("image_error")}
@@ -70,6 +92,37 @@ def row_detail(reason: str, signals: pa.Table, i: int) -> dict[str, Any]:
     if reason == "truncated_caption":
         return {"caption_truncated": True}
     return {}
+
+
+def sentence_keep_row(grounding: list[float] | None, summary: list[bool], threshold: float) -> list[bool] | None:
+    """Specification: a sentence is kept when it is a summary or its grounding is at least the threshold."""
+    if grounding is None:
+        return None
+    return [bool(s) or g is None or g >= threshold for g, s in zip(grounding, summary)]
+
+
+def sentence_keep(table: pa.Table, threshold: float) -> pa.Array:
+    """sentence_keep of every row, batched (Arrow kernels on the flattened lists)."""
+    import pyarrow.compute as pc
+
+    g = table.column("sentence_grounding").combine_chunks()
+    s = table.column("summary_mask").combine_chunks()
+    if len(g) == 0:
+        return pa.array([], pa.list_(pa.bool_()))
+    if pc.any(pc.not_equal(pc.list_value_length(g), pc.list_value_length(s))).as_py():
+        from caption_debias.errors import UserError
+
+        raise UserError(
+            "sentence_grounding and summary_mask disagree in length: the folder was scored before a re-prepare"
+        )
+    scored = g.is_valid()
+    summary = pc.list_flatten(s.filter(scored))
+    grounded = pc.fill_null(pc.greater_equal(pc.list_flatten(g), pa.scalar(threshold, pa.float32())), True)
+    flat = pc.or_(summary, grounded)
+    # list_flatten drops null lists: rebuild the offsets from the lengths (0 for a null list), nulls kept
+    lengths = pc.fill_null(pc.list_value_length(g), 0).to_numpy(zero_copy_only=False)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets), flat, mask=g.is_null())
 
 
 def build_table(task: dict[str, Any]) -> tuple[pa.Table, list[dict[str, Any]]]:
@@ -88,7 +141,7 @@ def build_table(task: dict[str, Any]) -> tuple[pa.Table, list[dict[str, Any]]]:
         captions = table.column("caption").to_pylist()
         for i in sorted(removed_at):
             code, detail = removed_at[i]
-            detail = detail or row_detail(REASONS[code], signals, i)
+            detail = detail or row_detail(REASONS[code], signals, i, task)
             line = {"key": keys[i], "reason": REASONS[code], "detail": detail, "image": images[i]}
             line["caption"] = excerpt(captions[i])
             line["input"] = task["folder"]
@@ -106,6 +159,8 @@ def build_table(task: dict[str, Any]) -> tuple[pa.Table, list[dict[str, Any]]]:
             for i, c in task["duplicate_count"].items():
                 counts[int(i)] = c
             columns[name] = pa.array(counts[keep], pa.int32())
+        elif name == "sentence_keep" and task.get("drop_ungrounded") is not None:
+            columns[name] = sentence_keep(kept, task["drop_ungrounded"])
         elif name in IMAGE_COLUMNS and task["image_root"] is not None:
             if name == "image_sha256":
                 columns[name] = _hex(sig.column("image_sha256").to_pylist())

@@ -104,9 +104,14 @@ def caption_texts(
     row: dict[str, Any], strip: str, augment: str, copies: int, seed: int, counts: dict[str, int]
 ) -> list[str]:
     """The texts export-captions writes for one prepared row (one, or `copies` with augment=debias)."""
-    sentences, mask = row["sentences"], row["summary_mask"]
+    from caption_debias.augment import kept_sentences
+
+    keep = row.get("sentence_keep")  # curate --drop-ungrounded: a dropped sentence is in no exported text
+    sentences, mask = kept_sentences(row["sentences"], keep), kept_sentences(row["summary_mask"], keep)
+    # verbatim, paragraph breaks and all, unless a sentence was dropped
+    full = row["caption"] if keep is None or all(keep) else " ".join(sentences)
     if strip == "none" and augment == "none":
-        return [row["caption"]]  # verbatim, paragraph breaks and all
+        return [full]
     opts = debias_options(strip, subsample=augment == "debias")
     rng = row_rng(seed, row["key"])
     n = copies if augment == "debias" else 1
@@ -116,7 +121,7 @@ def caption_texts(
         if picked is None:
             # Nothing left once the summary goes (one-sentence captions): the full caption, counted.
             counts["fallback_full_caption"] += 1
-            texts.append(row["caption"])
+            texts.append(full)
         else:
             texts.append(" ".join(sentences[i] for i in picked))
     return texts
@@ -124,6 +129,8 @@ def caption_texts(
 
 def _rows(data: PreparedDataset, strip, augment, copies, seed, image_root, counts) -> Iterator[dict[str, Any]]:
     columns = ["key", "image", "caption", "sentences", "summary_mask"]
+    if "sentence_keep" in data.columns():
+        columns.append("sentence_keep")
     for batch in data.iter_batches(columns, batch_size=2048):
         for row in batch.to_pylist():
             counts["images"] += 1

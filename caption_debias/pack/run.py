@@ -24,7 +24,7 @@ from caption_debias.locking import folder_lock
 from caption_debias.pack import state
 from caption_debias.pack.images import IMAGE_MISSING, IMAGE_UNREADABLE, resizer_version
 from caption_debias.pack.options import PackOptions
-from caption_debias.pack.tars import COLUMNS, TarTask, pack_tar, tar_name
+from caption_debias.pack.tars import COLUMNS, OPTIONAL_COLUMNS, TarTask, pack_tar, tar_name
 from caption_debias.prepare.distributor import Ready, ordered_map
 from caption_debias.prepare.writer import write_json, write_text
 
@@ -47,7 +47,8 @@ def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = No
 def _chunks(ds: PreparedDataset, options: PackOptions) -> Iterator[list[dict[str, Any]]]:
     """Rows in input order (only --split's, when given), cut every --samples-per-shard rows."""
     chunk: list[dict[str, Any]] = []
-    for batch in ds.iter_batches(COLUMNS):
+    present = set(ds.columns())
+    for batch in ds.iter_batches(list(COLUMNS) + [c for c in OPTIONAL_COLUMNS if c in present]):
         for row in batch.to_pylist():
             if options.split is not None and row["split"] != options.split:
                 continue

@@ -22,6 +22,7 @@ from caption_debias.prepare.writer import _tmp, sha256_file, write_json
 
 # Columns of the prepared shards a sample is made from.
 COLUMNS = ("key", "source", "split", "image", "caption", "sentences", "sentence_tokens", "summary_mask", "meta")
+OPTIONAL_COLUMNS = ("sentence_keep",)  # read when the shards have them (curate --drop-ungrounded)
 STATE_DIR = ".pack"
 TAR_MTIME = 0  # reproducible bytes; webdataset's default is the wall clock
 EXCERPT = 200
@@ -68,6 +69,8 @@ def sample_json(row: dict[str, Any], resized) -> bytes:
         "original_height": resized.original_height,
         "meta": meta,
     }
+    if row.get("sentence_keep") is not None:  # curate --drop-ungrounded; train applies it (packed_source)
+        doc["sentence_keep"] = row["sentence_keep"]
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 

@@ -19,6 +19,7 @@ from caption_debias import storage
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
 from caption_debias.stats.curation import curation_stats
+from caption_debias.stats.scores import score_stats
 
 BY_FIELDS = ("source", "split")
 CLIP_CONTEXT = 77  # CLIP's text context, start and end tokens included
@@ -326,6 +327,9 @@ def compute_stats(
         curation = curation_stats(ds)  # curated folders only: funnel, image coverage, image sizes
         if curation is not None:
             entry["curation"] = curation
+        scores = score_stats(ds)  # scored folders only: clip_score histogram, grounding by sentence position
+        if scores is not None:
+            entry["scores"] = scores
         entry["prepared_with"] = {
             "segmenter": (ds.manifest.get("segmenter") or {}).get("name"),
             "summary": (ds.manifest.get("summary") or {}).get("mode"),

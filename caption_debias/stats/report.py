@@ -9,7 +9,7 @@ from typing import Any
 
 from caption_debias import html_report
 from caption_debias.errors import UserError
-from caption_debias.stats import curation
+from caption_debias.stats import curation, scores
 
 MAX_PLOT_GROUPS = 8  # more groups than this make unreadable side-by-side plots
 
@@ -209,6 +209,7 @@ def render_markdown(stats: dict[str, Any], figure_files: dict[str, str]) -> str:
         if name in FIGURE_TITLES:
             parts += [f"![{FIGURE_TITLES[name]}]({path})", ""]
     parts += curation.markdown_section(stats, {n: p for n, p in figure_files.items() if n in curation.FIGURE_TITLES})
+    parts += scores.markdown_section(stats, {n: p for n, p in figure_files.items() if n in scores.FIGURE_TITLES})
     return "\n".join(parts)
 
 
@@ -266,7 +267,8 @@ Prepared with {e(_prepared_line(stats))}."""
 {html_report.note(phrases_note)}
 <h2>Rejects by reason</h2>
 {rejects}
-{curation.html_section(stats, {n: p for n, p in figures.items() if n in curation.FIGURE_TITLES})}"""
+{curation.html_section(stats, {n: p for n, p in figures.items() if n in curation.FIGURE_TITLES})}
+{scores.html_section(stats, {n: p for n, p in figures.items() if n in scores.FIGURE_TITLES})}"""
 
 
 def write_report(stats: dict[str, Any], report_dir: str | Path) -> dict[str, Path]:
@@ -292,6 +294,7 @@ def report_figures(stats: dict[str, Any]) -> dict[str, bytes]:
         groups = groups[:MAX_PLOT_GROUPS]  # the tables still list every group
     figures = all_figures(groups)
     figures.update(curation.figures(stats))
+    figures.update(scores.figures(stats))
     return figures
 
 

@@ -97,15 +97,25 @@ class TokenTable:
     summary: np.ndarray  # bool per sentence
 
     @classmethod
-    def from_lists(cls, sentence_tokens: pa.Array, summary_mask: pa.Array) -> "TokenTable":
+    def from_lists(
+        cls, sentence_tokens: pa.Array, summary_mask: pa.Array, sentence_keep: pa.Array | None = None
+    ) -> "TokenTable":
+        """The rows' sentences; with `sentence_keep`, only the kept ones (augment.kept_sentences, batched)."""
         flat = pc.list_flatten(sentence_tokens)
         row_len = pc.list_value_length(sentence_tokens).to_numpy(zero_copy_only=False)
         sent_len = pc.list_value_length(flat).to_numpy(zero_copy_only=False)
         summary = pc.list_flatten(summary_mask).to_numpy(zero_copy_only=False).astype(bool)
         if len(summary) != len(sent_len):
             raise UserError("prepared shards: summary_mask and sentence_tokens disagree in length")
+        tokens = pc.list_flatten(flat).to_numpy(zero_copy_only=False).astype(np.int64)
+        if sentence_keep is not None and sentence_keep.null_count < len(sentence_keep):
+            keep = sentence_flags(sentence_keep, row_len)
+            tokens = tokens[np.repeat(keep, sent_len)]
+            row_of = np.repeat(np.arange(len(row_len)), row_len)
+            row_len = np.bincount(row_of[keep], minlength=len(row_len))
+            sent_len, summary = sent_len[keep], summary[keep]
         return cls(
-            tokens=pc.list_flatten(flat).to_numpy(zero_copy_only=False).astype(np.int64),
+            tokens=tokens,
             sent_start=np.concatenate([[0], np.cumsum(sent_len)]).astype(np.int64),
             row_start=np.concatenate([[0], np.cumsum(row_len)]).astype(np.int64),
             summary=summary,
@@ -133,6 +143,19 @@ class TokenTable:
 
     def summary_mask(self, row: int) -> np.ndarray:
         return self.summary[self.row_start[row] : self.row_start[row + 1]]
+
+
+def sentence_flags(sentence_keep: pa.Array, row_len: np.ndarray) -> np.ndarray:
+    """One bool per sentence of every row from a list<bool> column (a null row keeps every sentence)."""
+    keep = np.ones(int(row_len.sum()), bool)
+    valid = sentence_keep.is_valid().to_numpy(zero_copy_only=False)
+    lengths = pc.list_value_length(sentence_keep).to_numpy(zero_copy_only=False)
+    if (lengths[valid] != row_len[valid]).any():
+        raise UserError("shards: sentence_keep and sentence_tokens disagree in length")
+    keep[np.repeat(valid, row_len)] = pc.list_flatten(sentence_keep.filter(pa.array(valid))).to_numpy(
+        zero_copy_only=False
+    )
+    return keep
 
 
 def uses_stored_ids(tokenizer, manifest: dict) -> bool:
@@ -179,6 +202,9 @@ def load_rows(
 ) -> TrainRows:
     ds = open_prepared(data, allow_incomplete)
     columns = ["key", "image", "split", "sentence_tokens", "summary_mask"]
+    has_keep = "sentence_keep" in ds.columns()
+    if has_keep:
+        columns.append("sentence_keep")
     if group_key:
         columns.append("meta")
     retok = tokenizer is not None and not uses_stored_ids(tokenizer, ds.manifest)
@@ -195,15 +221,20 @@ def load_rows(
         if not hasattr(tokenizer, "encode"):
             raise UserError("the model's tokenizer cannot encode single sentences; CLIP-BPE style tokenizers only")
         summary = pc.list_flatten(sm).to_numpy(zero_copy_only=False).astype(bool)
-        tokens = TokenTable.from_sentences(
-            table["sentences"].to_pylist(), lambda xs: [tokenizer.encode(x) for x in xs], summary
-        )
+        sentences = table["sentences"].to_pylist()
+        if has_keep:
+            keep = table["sentence_keep"].to_pylist()
+            summary = np.fromiter(
+                (f for row, k in zip(sm.to_pylist(), keep) for f in augment.kept_sentences(row, k)), bool
+            )
+            sentences = [augment.kept_sentences(s, k) for s, k in zip(sentences, keep)]
+        tokens = TokenTable.from_sentences(sentences, lambda xs: [tokenizer.encode(x) for x in xs], summary)
         log.warning(
             "the model's tokenizer differs from the shards' CLIP BPE: re-tokenized %d captions once at load",
             table.num_rows,
         )
     else:
-        tokens = TokenTable.from_lists(st, sm)
+        tokens = TokenTable.from_lists(st, sm, table["sentence_keep"].combine_chunks() if has_keep else None)
     groups = None
     if group_key:
         groups = []

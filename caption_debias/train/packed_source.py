@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from caption_debias.augment import kept_sentences
 from caption_debias.errors import UserError
 from caption_debias.pack.folder import PackedFolder, is_packed
 from caption_debias.train.data import uses_stored_ids
@@ -46,12 +47,14 @@ class _Tokens:
 
     def sentences(self, row: int) -> list[np.ndarray]:
         doc = self.rows.folder.json(int(self.rows.index[row]))
+        keep = doc.get("sentence_keep")  # curate --drop-ungrounded: a dropped sentence is in no text
         if self.encode is not None:
-            return [np.asarray(self.encode(s), dtype=np.int64) for s in doc["sentences"]]
-        return [np.asarray(s, dtype=np.int64) for s in doc["sentence_tokens"]]
+            return [np.asarray(self.encode(s), dtype=np.int64) for s in kept_sentences(doc["sentences"], keep)]
+        return [np.asarray(s, dtype=np.int64) for s in kept_sentences(doc["sentence_tokens"], keep)]
 
     def summary_mask(self, row: int) -> np.ndarray:
-        return np.asarray(self.rows.folder.json(int(self.rows.index[row]))["summary_mask"], dtype=bool)
+        doc = self.rows.folder.json(int(self.rows.index[row]))
+        return np.asarray(kept_sentences(doc["summary_mask"], doc.get("sentence_keep")), dtype=bool)
 
 
 class PackedRows:

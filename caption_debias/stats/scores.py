@@ -1,0 +1,258 @@
+"""Stats of scored folders (`caption-debias score`): the clip_score histogram and grounding by sentence position.
+
+`score_stats(ds)` is the stats.json part of one folder (None when it holds no scores);
+`figures(stats)` draws them; `html_section` / `markdown_section` are the report's "Model
+scores" section. Grounding by position is the mean `sentence_grounding` of every caption's
+k-th sentence: the DeBias-CLIP paper's bias seen in a dataset (a model that reads the summary
+and skims the rest grounds the opening sentence and little after it). Everything comes from
+one lazy polars pass per folder over the score columns only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from caption_debias.dataset import PreparedDataset
+
+CLIP_BIN = 0.02  # clip_score histogram bin width (cosine)
+GROUNDING_BIN = 0.5  # sentence_grounding histogram bin width
+MAX_POSITION = 16  # 0-based: the 17th sentence and later share the last position bucket ("17+")
+FIGURE_TITLES = {
+    "clip_score": "clip_score (image vs whole caption)",
+    "grounding_by_position": "Mean sentence grounding by sentence position",
+    "grounding": "sentence_grounding (all sentences)",
+}
+
+
+def _binned(series, width: float) -> dict[str, int]:
+    import polars as pl
+
+    counts = (
+        series.drop_nulls()
+        .to_frame("v")
+        .select(((pl.col("v") / width).floor() * width).round(4).alias("bin"))
+        .group_by("bin")
+        .len()
+        .sort("bin")
+    )
+    return {f"{b:.4g}": int(n) for b, n in counts.iter_rows()}
+
+
+def _describe(series) -> dict[str, Any]:
+    s = series.drop_nulls()
+    if len(s) == 0:
+        return {"count": 0}
+    q = {f"p{int(p * 100)}": round(float(s.quantile(p, "linear")), 4) for p in (0.05, 0.25, 0.5, 0.75, 0.95)}
+    return {"count": len(s), "mean": round(float(s.mean()), 4), **q}
+
+
+def score_stats(ds: PreparedDataset) -> dict[str, Any] | None:
+    """clip_score and sentence_grounding summaries of one folder; None when it is not scored."""
+    import polars as pl
+
+    if "clip_score" not in ds.columns() or not ds.shard_paths:
+        return None
+    cols = ["clip_score", "sentence_grounding", "summary_mask"] + (
+        ["sentence_keep"] if "sentence_keep" in ds.columns() else []
+    )
+    frame = ds.scan().select(cols).collect()
+    clip = frame["clip_score"].cast(pl.Float64)
+    if clip.null_count() == len(clip):
+        return None
+    sentences = (
+        frame.filter(pl.col("sentence_grounding").list.len() == pl.col("summary_mask").list.len())
+        .select(
+            pl.col("sentence_grounding").alias("g"),
+            pl.col("summary_mask").alias("summary"),
+            pl.int_ranges(pl.col("sentence_grounding").list.len()).alias("position"),
+        )
+        .explode(["g", "summary", "position"])
+        .drop_nulls("g")
+        .with_columns(pl.col("position").clip(upper_bound=MAX_POSITION))
+    )
+    by_position = (
+        sentences.group_by("position")
+        .agg(
+            pl.col("g").mean().alias("mean"),
+            pl.col("g").median().alias("median"),
+            pl.len().alias("sentences"),
+            pl.col("summary").mean().alias("summary_share"),
+        )
+        .sort("position")
+    )
+    out: dict[str, Any] = {
+        "rows": len(clip),
+        "scored_rows": len(clip) - clip.null_count(),
+        "clip_score": {**_describe(clip), "histogram": {"bin_width": CLIP_BIN, "counts": _binned(clip, CLIP_BIN)}},
+        "grounding": {
+            **_describe(sentences["g"].cast(pl.Float64)),
+            "histogram": {"bin_width": GROUNDING_BIN, "counts": _binned(sentences["g"], GROUNDING_BIN)},
+            "summary_mean": _mean(sentences.filter(pl.col("summary"))["g"]),
+            "detail_mean": _mean(sentences.filter(~pl.col("summary"))["g"]),
+        },
+        "grounding_by_position": [
+            {
+                "position": f"{p + 1}+" if p == MAX_POSITION else str(p + 1),
+                "mean": round(float(m), 4),
+                "median": round(float(md), 4),
+                "sentences": int(n),
+                "summary_share": round(float(s), 4),
+            }
+            for p, m, md, n, s in by_position.iter_rows()
+        ],
+        "model": (ds.manifest.get("scoring") or {}).get("model"),
+    }
+    if "sentence_keep" in cols:
+        out["sentences_dropped"] = int(frame["sentence_keep"].list.eval(~pl.element()).list.sum().fill_null(0).sum())
+    return out
+
+
+def _mean(series) -> float | None:
+    return None if len(series) == 0 else round(float(series.mean()), 4)
+
+
+def model_line(model: Any) -> str:
+    """The scoring model as one line (the manifest's scoring.model: name, weights sha256, context)."""
+    if not isinstance(model, dict):
+        return str(model)
+    return ", ".join(
+        f"{k} {str(v)[:16] if 'sha' in k else v}" for k, v in model.items() if not isinstance(v, (dict, list))
+    )
+
+
+def scored_groups(stats: dict[str, Any]) -> list[tuple[str, dict]]:
+    return [(d["name"], d["scores"]) for d in stats.get("datasets", []) if d.get("scores")]
+
+
+# ---------------------------------------------------------------- figures
+
+
+def _hist_figure(scored, key: str, xlabel: str) -> bytes:
+    from caption_debias.stats.plots import _color, _png, _pyplot, legend_outside
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    for i, (label, s) in enumerate(scored):
+        h = s[key]["histogram"]
+        xs = [float(b) for b in h["counts"]]
+        total = max(sum(h["counts"].values()), 1)
+        ax.bar(
+            [x + h["bin_width"] / 2 for x in xs],
+            [n / total for n in h["counts"].values()],
+            width=h["bin_width"],
+            alpha=0.6 if len(scored) > 1 else 0.9,
+            color=_color(i),
+            label=label,
+        )
+        for name, style in (("p5", ":"), ("p50", "--"), ("p95", ":")):
+            if name in s[key]:
+                ax.axvline(s[key][name], color=_color(i), linestyle=style, linewidth=1)
+    from matplotlib.ticker import PercentFormatter
+
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    ax.set_xlabel(xlabel + " (dashed: median; dotted: 5% and 95%)")
+    ax.set_ylabel("share")
+    ax.set_title(FIGURE_TITLES[key])
+    if len(scored) > 1:
+        legend_outside(ax)
+    return _png(fig)
+
+
+def _position_figure(scored) -> bytes:
+    from caption_debias.stats.plots import _color, _png, _pyplot, legend_outside
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    for i, (label, s) in enumerate(scored):
+        rows = s["grounding_by_position"]
+        xs = list(range(1, len(rows) + 1))
+        ax.plot(xs, [r["mean"] for r in rows], marker="o", color=_color(i), label=label)
+        ax.set_xticks(xs, [r["position"] for r in rows])
+    ax.axhline(0, color="#9aa3ad", linewidth=0.8)
+    ax.set_xlabel("sentence position in the caption (1 = first)")
+    ax.set_ylabel("mean sentence_grounding")
+    ax.set_title(FIGURE_TITLES["grounding_by_position"])
+    if len(scored) > 1:
+        legend_outside(ax)
+    return _png(fig)
+
+
+def figures(stats: dict[str, Any]) -> dict[str, bytes]:
+    scored = scored_groups(stats)
+    if not scored:
+        return {}
+    out = {"clip_score": _hist_figure(scored, "clip_score", "cosine of image and caption")}
+    with_g = [(n, s) for n, s in scored if s["grounding"].get("count")]
+    if with_g:
+        out["grounding_by_position"] = _position_figure(with_g)
+        out["grounding"] = _hist_figure(with_g, "grounding", "sentence_grounding")
+    return out
+
+
+# ---------------------------------------------------------------- report sections
+
+POSITION_HEADER = ["position", "mean grounding", "median", "sentences", "summary share"]
+DESCRIBE_HEADER = ["", "rows", "mean", "5%", "25%", "median", "75%", "95%"]
+
+
+def _describe_rows(name: str, s: dict) -> list[list[str]]:
+    def row(label: str, d: dict) -> list[str]:
+        if not d.get("count"):
+            return [label, "0", "", "", "", "", "", ""]
+        keys = ("mean", "p5", "p25", "p50", "p75", "p95")
+        return [label, f"{d['count']:,}", *[f"{d[k]:.3f}" for k in keys]]
+
+    return [row(f"{name}: clip_score", s["clip_score"]), row(f"{name}: sentence_grounding", s["grounding"])]
+
+
+def _position_rows(s: dict) -> list[list[str]]:
+    return [
+        [r["position"], f"{r['mean']:.3f}", f"{r['median']:.3f}", f"{r['sentences']:,}", f"{r['summary_share']:.0%}"]
+        for r in s["grounding_by_position"]
+    ]
+
+
+NOTE = (
+    "How to read it (docs/curation.md): --min-clip-score or --keep-top-alignment cuts the left tail of the "
+    "clip_score histogram; --drop-ungrounded T marks sentences left of T in the grounding histogram. "
+    "Grounding falling with position is the summary bias of the model that scored the folder, seen in the data."
+)
+
+
+def html_section(stats: dict[str, Any], figs: dict[str, bytes]) -> str:
+    from caption_debias import html_report as hr
+
+    scored = scored_groups(stats)
+    if not scored:
+        return ""
+    parts = ["<h2>Model scores</h2>", hr.figures(hr.figure(png, FIGURE_TITLES[name]) for name, png in figs.items())]
+    parts.append(hr.table(DESCRIBE_HEADER, [r for name, s in scored for r in _describe_rows(name, s)]))
+    for name, s in scored:
+        parts.append(f"<h3>{hr.esc(name)}: grounding by sentence position</h3>")
+        parts.append(hr.table(POSITION_HEADER, _position_rows(s)))
+        if s.get("sentences_dropped") is not None:
+            parts.append(hr.note(f"{s['sentences_dropped']:,} sentences marked not kept (sentence_keep)."))
+        if s.get("model"):
+            parts.append(hr.note(f"Scored with {hr.esc(model_line(s['model']))}."))
+    parts.append(hr.note(NOTE))
+    return "\n".join(parts)
+
+
+def markdown_section(stats: dict[str, Any], figure_files: dict[str, str]) -> list[str]:
+    from caption_debias.stats.report import _md_table
+
+    scored = scored_groups(stats)
+    if not scored:
+        return []
+    parts = [
+        "## Model scores",
+        "",
+        _md_table(DESCRIBE_HEADER, [r for n, s in scored for r in _describe_rows(n, s)]),
+        "",
+    ]
+    for name, s in scored:
+        parts += [f"### {name}: grounding by sentence position", "", _md_table(POSITION_HEADER, _position_rows(s)), ""]
+    for fig, path in figure_files.items():
+        parts += [f"![{FIGURE_TITLES[fig]}]({path})", ""]
+    parts += [NOTE, ""]
+    return parts
