@@ -86,6 +86,47 @@ def measure(scored_dir: Path, key: dict, seed: int) -> dict:
     }
 
 
+def curate_check(
+    scored_dir: Path, world: Path, out: Path, key: dict, groups: dict, min_clip: float, dedup: float
+) -> dict:
+    """`caption-debias curate` on the scored folder with a clip_score floor and a SemDeDup threshold;
+    the planted rows it removes as low_alignment and semantic_duplicate, and the clean ones."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "caption_debias.cli.main", "curate", str(scored_dir), "--out", str(out)]
+    cmd += ["--image-root", str(world), "--min-clip-score", f"{min_clip:.4f}"]
+    cmd += ["--semantic-duplicate-threshold", f"{dedup:g}", "--overwrite", "-q"]
+    subprocess.run(cmd, check=True)
+    removed = [json.loads(line) for line in (out / "removed.jsonl").read_text("utf-8").splitlines() if line.strip()]
+    kinds = {kind: {e["key"] for e in key[kind]} for kind in ("hallucinated", "mismatched", "redrawn")}
+    planted_rows = set().union(*kinds.values())
+    clean_rows = len(groups) - len(planted_rows)
+    by_reason: dict[str, list[dict]] = {}
+    for r in removed:
+        by_reason.setdefault(r["reason"], []).append(r)
+    low = {r["key"] for r in by_reason.get("low_alignment", [])}
+    dups = by_reason.get("semantic_duplicate", [])
+    dup_keys = {r["key"] for r in dups}
+    return {
+        "command": " ".join(cmd[1:]),
+        "removed_by_reason": {reason: len(rows) for reason, rows in by_reason.items()},
+        "low_alignment": {
+            "min_clip_score": round(min_clip, 4),
+            "recall": round(len(low & kinds["mismatched"]) / len(kinds["mismatched"]), 4),
+            "clean_removed_share": round(len(low - planted_rows) / clean_rows, 4),
+            "hallucinated_removed": len(low & kinds["hallucinated"]),
+        },
+        "semantic_duplicate": {
+            "threshold": dedup,
+            "recall": round(len(dup_keys & kinds["redrawn"]) / len(kinds["redrawn"]), 4),
+            "clean_removed_share": round(len(dup_keys - planted_rows) / clean_rows, 4),
+            "group_members_removed": sum(
+                1 for r in dups if r["key"] not in kinds["redrawn"] and groups[r["key"]] == groups[r["detail"]["match"]]
+            ),
+        },
+    }
+
+
 def _pair_rule(scored: dict, key: dict, images: np.ndarray, captions: np.ndarray, seed: int, q: float) -> dict:
     from caption_debias.evaluate import planted
 
@@ -154,6 +195,21 @@ def table(results: dict) -> str:
             f"| {' | '.join(pair)} | {removal(a['keep_top'])} | {' | '.join(dups)} "
             f"| {c['copy_min']:.3f} / {c['same_group_max']:.3f}, {c['other_group_max']:.3f} |"
         )
+    curated = [(name, r["curate"]) for name, r in results["models"].items() if "curate" in r]
+    if curated:
+        lines += [
+            "",
+            "| model (`curate`) | low_alignment: S | mismatched removed | clean removed | semantic_duplicate: T "
+            "| re-drawn removed | clean removed | group members removed | removed by reason |",
+            "|" + "---|" * 9,
+        ]
+        for name, c in curated:
+            low, dup = c["low_alignment"], c["semantic_duplicate"]
+            lines.append(
+                f"| {name} | {low['min_clip_score']:.3f} | {low['recall']:.2f} | {100 * low['clean_removed_share']:.1f}% "
+                f"| {dup['threshold']:g} | {dup['recall']:.2f} | {100 * dup['clean_removed_share']:.1f}% "
+                f"| {dup['group_members_removed']} | {json.dumps(c['removed_by_reason'])} |"
+            )
     return "\n".join(lines)
 
 
@@ -169,6 +225,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, help="results file (default WORK/planted_results.json)")
     ap.add_argument("--reuse", action="store_true", help="keep an earlier world and scored folders in WORK")
+    ap.add_argument(
+        "--curate", action="store_true", help="also run `curate` with the rules below on each scored folder"
+    )
+    ap.add_argument("--pair-quantile", type=float, default=0.9, help="--curate: S = this random-pair quantile")
+    ap.add_argument("--dedup-threshold", type=float, default=0.97, help="--curate: --semantic-duplicate-threshold")
     args = ap.parse_args()
 
     models = {}
@@ -191,6 +252,15 @@ def main() -> None:
         if not (args.reuse and (out / "manifest.json").is_file()):
             results["score_s"][name] = round(score(prepared, world, spec, out), 1)
         results["models"][name] = measure(out, key, args.seed)
+        if args.curate:
+            from caption_debias.evaluate import planted as measures
+
+            meta = measures.read_scored(out, ["meta"])
+            groups = {k: json.loads(m)["group"] for k, m in zip(meta["key"], meta["meta"])}
+            rule = results["models"][name]["alignment"]["random_pair_rule"][f"{args.pair_quantile:g}"]
+            results["models"][name]["curate"] = curate_check(
+                out, world, work / "curated" / name, key, groups, rule["min_clip_score"], args.dedup_threshold
+            )
         print(f"{name}: {json.dumps(results['models'][name]['hallucination'])}", flush=True)
     path = args.json or work / "planted_results.json"
     path.write_text(json.dumps(results, indent=1), "utf-8")
