@@ -27,7 +27,7 @@ def synth(
         False,
         "--plant",
         help="Plant faults (a swapped-in detail sentence of another scene, another image's caption, a re-drawn copy "
-        "of a scene) and write the answer key to OUT/planted.json (docs/curation.md).",
+        "of a scene) and write the answer key to OUT/planted.json (docs/demo.md, 'Planted faults').",
     ),
     plant_hallucinated: Optional[float] = typer.Option(
         None, "--plant-hallucinated", help="With --plant (0.20): fraction of captions with one detail sentence swapped."
