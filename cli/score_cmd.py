@@ -49,8 +49,7 @@ def score(
     log_interval: float = _option("log_interval"),
 ) -> None:
     """Score every row with an open_clip model: image-caption alignment, per-sentence scores and grounding."""
+    values = {k: v for k, v in locals().items() if k not in ("inputs", "out")}
     from caption_debias.score.run import score_folder
 
-    values = dict(locals())
-    values.pop("inputs"), values.pop("out")
     score_folder([str(p) for p in inputs], out, ScoreOptions(**values))

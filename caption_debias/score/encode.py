@@ -267,6 +267,23 @@ def text_ids(ids: np.ndarray, sm: ScoreModel) -> np.ndarray:
     return layout(ids, sm.context, sm.sot, sm.eot)
 
 
+def _token_batches(lengths: list[int], order: list[int], budget: int, batch_size: int):
+    """Consecutive texts (sorted by length) in batches of at most `budget` padded tokens (a full
+    batch at the model's context), so short sentences go many at a time; `budget` 0: `batch_size` each."""
+    if not budget:
+        for s in range(0, len(order), batch_size):
+            yield order[s : s + batch_size]
+        return
+    start = 0
+    for end in range(1, len(order) + 1):
+        width = lengths[end - 1] + 2  # the longest so far (sorted) with SOT and EOT
+        if end - start > 1 and (end - start) * width > budget:
+            yield order[start : end - 1]
+            start = end - 1
+    if start < len(order):
+        yield order[start:]
+
+
 def encode_texts(sm: ScoreModel, texts: Sequence[np.ndarray], batch_size: int) -> np.ndarray:
     """[N, D] float32 normalised embeddings of token-id sequences (without SOT/EOT).
 
@@ -298,8 +315,9 @@ def encode_texts(sm: ScoreModel, texts: Sequence[np.ndarray], batch_size: int) -
     model = sm.loaded.model
     trim = can_trim(model)
     with torch.inference_mode(), sm.autocast():
-        for s in range(0, len(order), batch_size):
-            part = order[s : s + batch_size]
+        for part in _token_batches(
+            [len(unique[j]) for j in order], order, batch_size * sm.context if trim else 0, batch_size
+        ):
             tokens = torch.from_numpy(np.stack([text_ids(unique[j], sm) for j in part])).to(sm.device)
             if trim:
                 f = encode_text_trimmed(model, tokens[:, : used_length(tokens)])

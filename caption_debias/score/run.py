@@ -19,9 +19,8 @@ import numpy as np
 from caption_debias import storage
 from caption_debias.dataset import MANIFEST
 from caption_debias.errors import UserError
-from caption_debias.locking import LOCK_FILES, folder_lock
 from caption_debias.prepare.distributor import Ready, ordered_map
-from caption_debias.prepare.writer import sha256_file, write_json, write_shard, write_text
+from caption_debias.runner import StageFolder, StageProgress, Summary, reconcile, sha256_file, write_json, write_shard
 from caption_debias.score import encode, shard
 from caption_debias.score.inputs import Inputs, open_inputs, reference_candidates
 from caption_debias.score.options import ScoreOptions
@@ -29,45 +28,7 @@ from caption_debias.score.options import ScoreOptions
 REMOVED = "removed.jsonl"
 SHARDS_DIR = "shards"
 STATE_DIR = ".score"
-STATE_FILE = "state.json"
 REFERENCE_SIDECAR = ".score/reference.json"
-
-
-def start(out: Path, shaping: dict[str, Any], overwrite: bool) -> bool:
-    """Prepare OUT for a run; True when it resumes an earlier run with the same inputs, model and options."""
-    ours = {MANIFEST, REMOVED, SHARDS_DIR, STATE_DIR} | set(LOCK_FILES)
-    state_path = out / STATE_DIR / STATE_FILE
-    others = sorted(p.name for p in out.iterdir() if p.name not in ours)
-    if overwrite or (not state_path.is_file() and not others):
-        for name in (MANIFEST, REMOVED, SHARDS_DIR, STATE_DIR):
-            p = out / name
-            if p.is_dir():
-                storage.remove_tree(p)
-            elif p.exists():
-                p.unlink()
-    elif state_path.is_file():
-        try:
-            before = json.loads(state_path.read_text("utf-8")).get("shaping")
-        except ValueError:
-            before = None
-        if before != shaping:
-            changed = sorted(k for k in set(before or {}) | set(shaping) if (before or {}).get(k) != shaping.get(k))
-            raise UserError(
-                f"{out} was scored from other inputs, with another model or other options "
-                f"({', '.join(changed) or 'unreadable state'}); use the same ones to resume, or --overwrite to start over"
-            )
-        (out / SHARDS_DIR).mkdir(exist_ok=True)
-        (out / shard.WRITE_DIR).mkdir(parents=True, exist_ok=True)
-        return True
-    else:
-        raise UserError(
-            f"--out {out}: folder is not empty and holds no score run ({', '.join(others[:3])}); "
-            "use an empty folder or --overwrite"
-        )
-    (out / shard.WRITE_DIR).mkdir(parents=True, exist_ok=True)
-    (out / SHARDS_DIR).mkdir(exist_ok=True)
-    write_json({"shaping": shaping}, state_path)
-    return False
 
 
 def _check_image_roots(inputs: Inputs) -> None:
@@ -212,16 +173,6 @@ def _tasks(
             yield task
 
 
-def _cleanup(out: Path, shard_paths: set[str]) -> None:
-    """Drop shards an earlier run wrote that this run did not (and temp files of a killed run)."""
-    for p in (out / SHARDS_DIR).glob("part-*.parquet"):
-        if f"{SHARDS_DIR}/{p.name}" not in shard_paths:
-            p.unlink()
-    for folder in (out, out / SHARDS_DIR, out / STATE_DIR, out / shard.WRITE_DIR):
-        for tmp in folder.glob(".*.tmp-*"):
-            tmp.unlink()
-
-
 def score_folder(
     inputs: list[str | Path] | str | Path, out: str | Path, options: ScoreOptions | None = None
 ) -> dict[str, Any]:
@@ -237,22 +188,28 @@ def score_folder(
     options.validate()
     out = storage.as_path(out)
     storage.require_shared(out, options.workers, options.engine, "--out")
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out}: exists and is not a folder")
-    with folder_lock(out, "score"):
+    folder = StageFolder(
+        out,
+        "score",
+        state_dir=STATE_DIR,
+        owned=(MANIFEST, REMOVED, SHARDS_DIR),
+        subdirs=(SHARDS_DIR, shard.WRITE_DIR),
+        verb="scored",
+    )
+    with folder.locked():
         if options.engine == "ray":
             from caption_debias.score.ray_engine import ray_runtime
 
             with ray_runtime(options.ray_address, options.workers):
-                return _score(inputs, out, options)
-        return _score(inputs, out, options)
+                return _score(inputs, folder, options)
+        return _score(inputs, folder, options)
 
 
-def _score(given: list[str | Path], out: Path, options: ScoreOptions) -> dict[str, Any]:
-    from caption_debias.progress import PlainProgress, on_terminal
+def _score(given: list[str | Path], folder: StageFolder, options: ScoreOptions) -> dict[str, Any]:
     from caption_debias.score import manifest as manifest_mod
 
     started = time.monotonic()
+    out = folder.out
     inputs = open_inputs(given, out, options.image_root)
     _check_image_roots(inputs)
     sm = encode.cached(options.model, options.pretrained, options.device, options.precision, None)
@@ -263,8 +220,7 @@ def _score(given: list[str | Path], out: Path, options: ScoreOptions) -> dict[st
         "weights_sha256": sm.identity["weights_sha256"],
         **options.output_shaping(),
     }
-    resumed = start(out, shaping, options.overwrite)
-    (out / MANIFEST).unlink(missing_ok=True)  # only a finished run has a manifest
+    resumed = folder.start(shaping, options.overwrite)
     fp = hashlib.sha256(json.dumps({"v": shard.STEP_VERSION, **shaping}, sort_keys=True).encode()).hexdigest()
     ref_path, ref_sha, ref_info = _reference(inputs, out, options, sm, fp, resumed)
     reused: Counter = Counter()
@@ -275,36 +231,35 @@ def _score(given: list[str | Path], out: Path, options: ScoreOptions) -> dict[st
         sides = ray_score_map(tasks, options)
     else:
         sides = ordered_map(shard.score_shard, tasks, options.workers, options.max_in_flight * options.workers)
-    plain = None
-    if not options.quiet and not on_terminal():
-        plain = PlainProgress("score", "rows", total=inputs.rows, interval=options.log_interval)
+    progress = StageProgress("score", "rows", total=inputs.rows, quiet=options.quiet, interval=options.log_interval)
     shards, reasons, context = [], Counter(), Counter()
     per_folder: dict[str, Counter] = {f["path"]: Counter() for f in inputs.folders}
-    partial = out / STATE_DIR / "removed.jsonl.partial"
-    if storage.is_remote(out):
-        partial = storage.local_temp(REMOVED)
     done = 0
-    with open(partial, "w", encoding="utf-8") as fh:
-        for s, side in zip(inputs.shards, sides):
-            per_folder[s.folder]["read"] += side["read"]
-            per_folder[s.folder]["written"] += side["rows"]
-            for key in ("captions_over_context", "sentences_over_context", "sentences"):
-                context[key] += side[key]
-            for line in side["removed"]:
-                reasons[line["reason"]] += 1
-                per_folder[s.folder]["removed"] += 1
-                fh.write(json.dumps(line, ensure_ascii=False) + "\n")
-            if side["path"] is not None:
-                shards.append({"path": side["path"], "rows": side["rows"], "sha256": side["sha256"]})
-            done += side["read"]
-            if plain is not None:
-                plain.update(done)
-    if plain is not None:
-        plain.finish(done)
-    _cleanup(out, {s["path"] for s in shards})
-    with open(partial, encoding="utf-8") as lines:  # removed.jsonl appears whole or not at all
-        write_text(lines, out / REMOVED)
-    partial.unlink()
+    try:
+        with folder.partial_lines(REMOVED) as removed:
+            for s, side in zip(inputs.shards, sides):
+                per_folder[s.folder]["read"] += side["read"]
+                per_folder[s.folder]["written"] += side["rows"]
+                for key in ("captions_over_context", "sentences_over_context", "sentences"):
+                    context[key] += side[key]
+                for line in side["removed"]:
+                    reasons[line["reason"]] += 1
+                    per_folder[s.folder]["removed"] += 1
+                removed.write_all(side["removed"])
+                if side["path"] is not None:
+                    shards.append({"path": side["path"], "rows": side["rows"], "sha256": side["sha256"]})
+                done += side["read"]
+                progress.update(done, extra=f"{len(shards)} shards")
+    finally:
+        progress.close(finished=done == inputs.rows)
+    folder.prune(
+        {f"{SHARDS_DIR}/part-*.parquet": [s["path"] for s in shards]},
+        n_tasks=len(inputs.shards),
+        sidecar_dirs=(shard.WRITE_DIR,),
+    )
+    read = sum(c["read"] for c in per_folder.values())
+    written = sum(c["written"] for c in per_folder.values())
+    reconcile("score", read=read, written=written, removed=sum(reasons.values()))
     manifest = manifest_mod.build(
         inputs=inputs,
         per_folder=per_folder,
@@ -323,23 +278,21 @@ def _score(given: list[str | Path], out: Path, options: ScoreOptions) -> dict[st
 
 
 def print_summary(manifest: dict[str, Any], out: str, reused: Counter) -> None:
-    from rich.console import Console
-
-    console = Console(stderr=True, highlight=False)
     c, sc = manifest["counts"], manifest["scoring"]
-    elapsed = manifest.get("elapsed_s") or 0.0
-    rate = c["read"] / elapsed if elapsed > 0 else 0.0
-    console.print(f"[bold]score[/] -> {out}  ({sc['model']['name']}, weights {sc['model']['weights_sha256'][:12]})")
-    console.print(
-        f"  rows read {c['read']:,}, written {c['written']:,}, removed {c['removed']:,}; "
-        f"{len(manifest['shards'])} shards, {elapsed:.1f} s, {rate:,.1f} rows/s"
-    )
-    console.print(
-        f"  captions longer than the model's context ({sc['model']['context_length']} tokens): "
-        f"{sc['captions_over_context']:,}; sentences: {sc['sentences_over_context']:,}; "
-        f"reference images: {sc['reference']['size']}"
-    )
-    if reused.get("shards"):
-        console.print(f"  reused from an earlier run: {reused['shards']} shards")
-    if c["removed"]:
-        console.print(f"  details: {out}/removed.jsonl")
+    model = sc["model"]
+    Summary(
+        "score",
+        out,
+        {"read": c["read"], "written": c["written"], "removed": c["removed"]},
+        outputs=len(manifest["shards"]),
+        reused=reused.get("shards", 0),
+        elapsed_s=manifest.get("elapsed_s") or 0.0,
+        reasons={r: n for r, n in c["removed_by_reason"].items() if n},
+        details=f"{out}/removed.jsonl" if c["removed"] else None,
+        notes=[
+            f"  model {model['name']} ({model['spec']}), weights sha256 {model['weights_sha256'][:12]}, "
+            f"context {model['context_length']} tokens",
+            f"  captions longer than the context: {sc['captions_over_context']:,} (sentences: "
+            f"{sc['sentences_over_context']:,}); reference images: {sc['reference']['size']}",
+        ],
+    ).print()

@@ -19,8 +19,9 @@ import pyarrow as pa
 from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.prepare import state
-from caption_debias.prepare.writer import write_json, write_shard
 from caption_debias.records import excerpt
+from caption_debias.runner import load_sidecar as runner_sidecar
+from caption_debias.runner import write_json, write_shard
 from caption_debias.score import encode, signals
 from caption_debias.score.writer import build_table
 
@@ -181,14 +182,4 @@ def score_shard(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_sidecar(out: Path, index: int, fp: str) -> dict[str, Any] | None:
-    try:
-        side = json.loads(sidecar_path(out, index).read_text("utf-8"))
-    except (OSError, ValueError):
-        return None
-    if side.get("fingerprint") != fp:
-        return None
-    if side.get("path") is not None:
-        shard = out / side["path"]
-        if not shard.is_file() or shard.stat().st_size != side.get("bytes"):
-            return None
-    return side
+    return runner_sidecar(sidecar_path(out, index), fp, out)

@@ -1,0 +1,484 @@
+"""The stage runner: what every stage that writes a folder of shards shares (prepare, curate, pack, score).
+
+Modelled on datatrove's executor: a stage is a list of numbered tasks (one input chunk or
+shard each) whose results are written under their final names only when whole, each
+finished task leaves a small JSON sidecar (its completion record: counts, digest, a
+fingerprint of what it was made from), and a rerun skips every task whose sidecar matches.
+The stage then gathers the sidecars in task order, writes its appended lists, checks that
+its counts reconcile and writes its manifest last.
+
+One stage run, in order::
+
+    from caption_debias.runner import StageFolder, StageProgress, Summary, load_sidecar, reconcile, write_json
+
+    folder = StageFolder(out, "score", state_dir=".score", owned=("manifest.json", "removed.jsonl", "shards"))
+    with folder.locked():                                # one writer per folder; OSError -> one line
+        resumed = folder.start(shaping, overwrite)       # True: same options as the run before, reuse its tasks
+        progress = StageProgress("score", "rows", total=n_rows, quiet=quiet, interval=log_interval)
+        with folder.partial_lines("removed.jsonl") as removed:   # OUT/.score/removed.jsonl.partial
+            for task in tasks:
+                side = load_sidecar(sidecar_of(task), task.fingerprint, out) if resumed else None
+                side = side or run_task(task)            # a worker: write_shard(...), then write_json(side, ...)
+                removed.write_all(side["removed"])
+                progress.update(done, extra=f"{n} shards")
+        progress.close(finished=True)                    # removed.jsonl is now written whole
+        folder.prune(keep={...shards written...}, n_tasks=len(tasks))   # what a longer earlier run left
+        reconcile("score", read=read, written=written, removed=n_removed)
+        write_json(manifest, out / "manifest.json")      # last: only a finished run has one
+    Summary("score", str(out), {"read": read, "written": written, "removed": n_removed}).print()
+
+What each piece guarantees:
+
+- `StageFolder.locked()`: `locking.folder_lock` for the whole run (a second writer is
+  refused at once, a killed one never blocks), and an OS error outside the atomic writers
+  (which name their file themselves) becomes one `WriteFailed` line naming the file.
+- `StageFolder.start(shaping, overwrite)`: resume state in `OUT/<state_dir>/state.json`
+  (`{"options": shaping}`, the options that shape the output). A run is resumed only when
+  that state is there and at least one task finished (a sidecar under the state folder):
+  with other options it is refused in one line naming them, unless `overwrite`. Anything
+  else starts afresh: the stage's own files are removed (never the lock files), a folder
+  holding files of its own is refused unless `overwrite`. The manifest is removed either
+  way (only a finished run has one).
+- `atomic_output`, `write_shard`, `write_json`, `write_text`: write a temp name, fsync,
+  rename (a remote folder: a local file put under its final name, where it appears whole);
+  a failed write removes its temp and raises `WriteFailed` naming the file.
+- `load_sidecar`: a finished task's sidecar, when its fingerprint matches and the file it
+  names (`side["path"]` under OUT, or `output`) is there with the recorded size.
+- `StageFolder.partial_lines(name)`: a JSON-lines list (rejects, removals) appended in task
+  order to `OUT/<state_dir>/<name>.partial` (a local temp for a remote folder), written
+  to `OUT/<name>` whole when the block ends without an error.
+- `reconcile(stage, read=..., written=..., removed=..., rejected=...)`: raises
+  `CountsDoNotReconcile` unless `read == written + removed + rejected` (an error, so
+  `python -O` keeps the check).
+- `StageProgress`: a rich bar on a terminal, plain lines every `--log-interval` seconds
+  off it (caption_debias/progress.py), nothing when quiet.
+- `Summary`: the end-of-run lines (counts, outputs, time, rate, reasons, where the details are).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from caption_debias import storage
+from caption_debias.errors import UserError
+from caption_debias.locking import LOCK_FILES, folder_lock
+from caption_debias.progress import DEFAULT_INTERVAL, PlainProgress, on_terminal
+
+MANIFEST = "manifest.json"
+STATE_FILE = "state.json"
+TEMP_MARK = ".tmp-"  # write-then-rename temps are named .NAME.tmp-PID beside their file
+PARTIAL = ".partial"
+
+
+# -- atomic writes ------------------------------------------------------------------------
+
+
+class WriteFailed(UserError):
+    """An output file could not be written (the disk, not the input, is at fault)."""
+
+
+class CountsDoNotReconcile(RuntimeError):
+    """A stage's counts do not add up: rows would be lost or invented (a bug, never bad input)."""
+
+
+def os_error_text(exc: OSError) -> str:
+    """'No space left on device' rather than pyarrow's or Python's longer forms."""
+    if exc.errno:
+        return os.strerror(exc.errno)
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+def temp_path(path: Path) -> Path:
+    """Where `path` is written before its rename (a local temp file for a remote path)."""
+    if storage.is_remote(path):  # written locally, then put under `path` (storage.put_local)
+        return storage.local_temp(path.name)
+    return path.with_name(f".{path.name}{TEMP_MARK}{os.getpid()}")
+
+
+def is_temp(path: Path) -> bool:
+    """A write-then-rename temp file a killed run may have left."""
+    return path.name.startswith(".") and TEMP_MARK in path.name
+
+
+@contextmanager
+def atomic_output(path: Path) -> Iterator[Path]:
+    """Yield a temp path to write; synced and renamed to `path` after, removed on failure."""
+    if storage.is_remote(path):
+        with _remote_atomic(path) as tmp:
+            yield tmp
+        return
+    tmp = temp_path(path)
+    try:
+        yield tmp
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise WriteFailed(f"{path}: cannot write ({os_error_text(exc)})") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def _remote_atomic(path) -> Iterator[Path]:
+    """The object-store analogue: a local temp file, put under `path` once it is complete."""
+    try:
+        with storage.staged(path) as tmp:
+            yield tmp
+    except OSError as exc:
+        raise WriteFailed(f"{path}: cannot write ({os_error_text(exc)})") from None
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_shard(table, path: Path) -> str:
+    """Write a zstd Parquet shard (a pyarrow Table) atomically; returns its sha256."""
+    import pyarrow.parquet as pq
+
+    with atomic_output(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd", row_group_size=min(max(len(table), 1), 8192))
+        digest = sha256_file(tmp)
+    return digest
+
+
+def write_json(data: Any, path: Path) -> None:
+    with atomic_output(path) as tmp:
+        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1, default=str) + "\n", encoding="utf-8")
+
+
+def write_text(text_lines: Iterable[str], path: Path) -> None:
+    """Write lines (an iterable of str) atomically."""
+    with atomic_output(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for line in text_lines:
+                fh.write(line)
+
+
+# -- task completion ----------------------------------------------------------------------
+
+
+def load_sidecar(path: Path, fingerprint: str, out: Path, output: Path | None = None) -> dict[str, Any] | None:
+    """The finished task's sidecar at `path` when it is this task's and its output is in place, else None.
+
+    Its output is `output` when given, else `out / side["path"]` (a task that wrote no file
+    has path None). In place means there with the size the sidecar recorded.
+    """
+    try:
+        side = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(side, dict) or side.get("fingerprint") != fingerprint:
+        return None
+    if output is None and side.get("path") is not None:
+        output = out / side["path"]
+    if output is not None and (not output.is_file() or output.stat().st_size != side.get("bytes")):
+        return None
+    return side
+
+
+def reconcile(stage: str, *, read: int, written: int, removed: int = 0, rejected: int = 0) -> None:
+    """Raise CountsDoNotReconcile unless read == written + removed + rejected."""
+    if read != written + removed + rejected:
+        raise CountsDoNotReconcile(
+            f"{stage}: counts do not reconcile: read {read} != written {written} + removed {removed} "
+            f"+ rejected {rejected}; this is a bug, please report it"
+        )
+
+
+class PartialLines:
+    """JSON lines appended in task order to a `.partial` file; see StageFolder.partial_lines."""
+
+    def __init__(self, fh) -> None:
+        self.fh = fh
+        self.count = 0
+
+    def write(self, entry: dict[str, Any]) -> None:
+        self.fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        self.count += 1
+
+    def write_all(self, entries: Iterable[dict[str, Any]]) -> None:
+        for entry in entries:
+            self.write(entry)
+
+
+# -- the output folder --------------------------------------------------------------------
+
+
+class StageFolder:
+    """One stage's output folder: the files it owns, its lock, its resume state.
+
+    `owned`: top-level names the stage writes (files or folders, its state folder included
+    by itself); `owned_pattern`: a regex for more of them (pack's NNNNN.tar); `subdirs`:
+    folders to create at start (shards/, a step's sidecar folder); `verb`: how the
+    different-options refusal names the run ("prepared", "curated", ...).
+    """
+
+    def __init__(
+        self,
+        out: Any,
+        command: str,
+        *,
+        state_dir: str,
+        owned: Iterable[str] = (MANIFEST,),
+        owned_pattern: str | None = None,
+        subdirs: Iterable[str] = (),
+        verb: str | None = None,
+    ) -> None:
+        self.out = storage.as_path(out)
+        self.command = command
+        self.state_dir = state_dir
+        self.owned = frozenset({*owned, state_dir.split("/")[0]})
+        self.owned_pattern = re.compile(owned_pattern) if owned_pattern else None
+        self.subdirs = tuple(subdirs)
+        self.verb = verb or f"written by {command}"
+
+    @property
+    def state(self) -> Path:
+        return self.out / self.state_dir
+
+    def owns(self, path: Path) -> bool:
+        return path.name in self.owned or bool(self.owned_pattern and self.owned_pattern.fullmatch(path.name))
+
+    def check_not_a_file(self) -> None:
+        if self.out.exists() and not self.out.is_dir():
+            raise UserError(f"--out {self.out}: exists and is not a folder")
+
+    @contextmanager
+    def locked(self) -> Iterator[Path]:
+        """Hold the folder's lock for the block; an OSError raised in it becomes one WriteFailed line."""
+        self.check_not_a_file()
+        with folder_lock(self.out, self.command):
+            try:
+                yield self.out
+            except OSError as exc:  # writes not made through atomic_output (which names its file itself)
+                raise WriteFailed(f"{exc.filename or self.out}: {os_error_text(exc)}") from None
+
+    def finished_tasks(self) -> bool:
+        """Whether an earlier run finished at least one task (left a sidecar in the state folder)."""
+        state = self.state
+        return state.is_dir() and any(p.name != STATE_FILE for p in state.rglob("*.json") if not is_temp(p))
+
+    def start(self, shaping: dict[str, Any], overwrite: bool) -> bool:
+        """Make OUT ready for a run; True when it resumes an earlier run with the same `shaping`."""
+        out = self.out
+        self.check_not_a_file()
+        state_path = self.state / STATE_FILE
+        entries = [p for p in out.iterdir() if p.name not in LOCK_FILES] if out.is_dir() else []
+        others = sorted(p.name for p in entries if not self.owns(p) and not is_temp(p))
+        resumable = state_path.is_file() and self.finished_tasks()
+        if resumable and not overwrite:
+            before = _read_state(state_path)
+            if before != shaping:
+                changed = sorted(k for k in set(before or {}) | set(shaping) if (before or {}).get(k) != shaping.get(k))
+                raise UserError(
+                    f"{out} was {self.verb} with different options ({', '.join(changed) or 'unreadable state'}); "
+                    "use the same ones to resume, or --overwrite to start over"
+                )
+            (out / MANIFEST).unlink(missing_ok=True)  # a manifest is only ever there for a finished run
+            self._make_dirs()
+            return True
+        if others and not overwrite and not state_path.is_file():
+            raise UserError(
+                f"--out {out}: folder is not empty and holds no {self.command} run "
+                f"({', '.join(others[:3])}); use an empty folder or --overwrite"
+            )
+        # --overwrite, a run that finished no task, or a new folder: start from nothing
+        for p in entries:
+            if self.owns(p) or is_temp(p):
+                storage.remove_tree(p) if p.is_dir() else p.unlink()
+        self._make_dirs()
+        write_json({"options": shaping}, state_path)
+        return False
+
+    def _make_dirs(self) -> None:
+        self.state.mkdir(parents=True, exist_ok=True)
+        for sub in self.subdirs:
+            (self.out / sub).mkdir(parents=True, exist_ok=True)
+
+    @contextmanager
+    def partial_lines(self, name: str) -> Iterator[PartialLines]:
+        """Append JSON lines to OUT/<state_dir>/<name>.partial; OUT/<name> is written whole after the block.
+
+        An error in the block leaves OUT/<name> as it was (the partial file is redone by the
+        next run). A remote folder cannot append: its lines gather in a local temp file.
+        """
+        partial = self.state / f"{name}{PARTIAL}"
+        if storage.is_remote(self.out):
+            partial = storage.local_temp(name)
+        try:
+            with open(partial, "w", encoding="utf-8") as fh:
+                lines = PartialLines(fh)
+                yield lines
+        except OSError as exc:  # a write to the list itself (its errors name no file)
+            raise WriteFailed(f"{exc.filename or partial}: cannot write ({os_error_text(exc)})") from None
+        except BaseException:
+            if storage.is_remote(self.out):
+                partial.unlink(missing_ok=True)
+            raise
+        with open(partial, encoding="utf-8") as fh:  # the list appears whole or not at all
+            write_text(fh, self.out / name)
+        partial.unlink()
+
+    def prune(self, outputs: dict[str, Iterable[str]], n_tasks: int, sidecar_dirs: Iterable[str] = ()) -> None:
+        """Remove what an earlier run left that this one did not write, and a killed run's temp files.
+
+        `outputs`: {glob under OUT: relative paths this run wrote there}; every other match
+        goes. Sidecars (`*.json` in `sidecar_dirs`, named NAME-N.json or N.json) of tasks
+        numbered `n_tasks` or more go too.
+        """
+        out = self.out
+        for pattern, keep in outputs.items():
+            kept = set(keep)
+            for p in out.glob(pattern):
+                if p.relative_to(out).as_posix() not in kept and not is_temp(p):
+                    p.unlink()
+        for sub in sidecar_dirs:
+            for p in (out / sub).glob("*.json"):
+                index = _task_number(p)
+                if index is not None and index >= n_tasks:
+                    p.unlink()
+        folders = {out, self.state, *(out / s for s in self.subdirs), *(out / s for s in sidecar_dirs)}
+        for folder in folders:
+            if folder.is_dir():
+                for tmp in folder.glob(f".*{TEMP_MARK}*"):
+                    tmp.unlink()
+
+
+def _task_number(path: Path) -> int | None:
+    digits = path.stem.rsplit("-", 1)[-1]
+    return int(digits) if digits.isdigit() else None
+
+
+def _read_state(path: Path) -> dict[str, Any] | None:
+    try:
+        state = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(state, dict):
+        return None
+    return state.get("options", state.get("shaping"))  # "shaping": curate's state before the runner
+
+
+# -- progress and summary -----------------------------------------------------------------
+
+
+class StageProgress:
+    """Progress of a stage: a rich bar on a terminal, a plain line every `interval` seconds off it, nothing when quiet."""
+
+    def __init__(
+        self,
+        label: str,
+        unit: str = "rows",
+        total: int | None = None,
+        *,
+        quiet: bool = False,
+        interval: float = DEFAULT_INTERVAL,
+    ) -> None:
+        self.label, self.unit = label, unit
+        self.bar = None
+        self.plain = None
+        self.done = 0
+        self.extra = ""
+        if quiet:
+            return
+        if not on_terminal():
+            self.plain = PlainProgress(label, unit, total=total, interval=interval)
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            TextColumn(f"[bold]{label}[/]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn(f"{unit} {{task.fields[extra]}}"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self.task = self.bar.add_task(label, total=total, extra="")
+        self.bar.start()
+
+    def update(self, done: int, extra: str = "") -> None:
+        self.done, self.extra = done, extra
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, extra=f"· {extra}" if extra else "")
+        if self.plain is not None:
+            self.plain.update(done, extra)
+
+    def close(self, finished: bool = False) -> None:
+        """Stop the bar; `finished`: print the last plain line (a failed run prints none)."""
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+        if self.plain is not None and finished:
+            self.plain.finish(self.done, self.extra)
+        self.plain = None
+
+
+@dataclass
+class Summary:
+    """The end-of-run lines on stderr: counts, outputs, time and rate, reasons, where the details are.
+
+    `counts` prints in order as "<unit> read N, written N, ..." (underscores as spaces);
+    `notes` are further lines or rich renderables printed after the outputs line.
+    """
+
+    command: str
+    out: str
+    counts: dict[str, int]
+    unit: str = "rows"
+    outputs: int = 0
+    outputs_noun: str = "shards"
+    reused: int = 0
+    elapsed_s: float = 0.0
+    status: str | None = None
+    reasons: dict[str, int] | None = None
+    reason_title: str = "reason"
+    details: str | None = None
+    notes: list[Any] = field(default_factory=list)
+
+    def print(self) -> None:
+        from rich.console import Console
+        from rich.table import Table
+
+        console = Console(stderr=True, highlight=False)
+        status = f": {self.status}" if self.status else ""
+        console.print(f"[bold]{self.command}[/] -> {self.out}{status}")
+        parts = [f"{k.replace('_', ' ')} {v:,}" for k, v in self.counts.items()]
+        console.print(f"  {self.unit} " + ", ".join(parts))
+        read = self.counts.get("read", 0)
+        rate = read / self.elapsed_s if self.elapsed_s > 0 else 0.0
+        again = f" ({self.reused} reused from an earlier run)" if self.reused else ""
+        console.print(
+            f"  {self.outputs_noun} {self.outputs:,}{again}, {self.elapsed_s:.1f} s, {rate:,.0f} {self.unit}/s"
+        )
+        if self.reasons:
+            table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
+            table.add_column(self.reason_title)
+            table.add_column("count", justify="right")
+            items = list(self.reasons.items())
+            for reason, n in items[:12]:
+                table.add_row(reason, f"{n:,}")
+            if len(items) > 12:
+                table.add_row(f"... {len(items) - 12} more reasons", f"{sum(n for _, n in items[12:]):,}")
+            console.print(table)
+        for note in self.notes:
+            console.print(note, soft_wrap=isinstance(note, str))
+        if self.details:
+            console.print(f"  details: {self.details}")

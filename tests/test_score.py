@@ -1,0 +1,377 @@
+"""caption-debias score: the signals equal open_clip's own encodes, the folder contract, identity over
+--workers and engines, resume after SIGKILL, bad images, long captions, embeddings, CLI errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("open_clip")
+
+from caption_debias.dataset import PreparedDataset  # noqa: E402
+from caption_debias.score.options import ScoreOptions  # noqa: E402
+from caption_debias.score.run import score_folder  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from eval_fixtures import make_images  # noqa: E402
+
+LONG = (
+    "Along the far wall a row of tall wooden shelves holds jars, tins, folded cloths, coiled ropes, "
+    "brass lamps, painted bowls, stacked plates, small clocks, glass bottles and baskets of dried flowers, "
+    "each item set a little apart from the next one so that every shelf looks evenly filled."
+)
+ROWS = 24
+SHARD_ROWS = 6
+
+
+def _prepare(table: Path, out: Path, image_root: Path) -> Path:
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+
+    prepare([table], out, PrepareOptions(format="table", image_root=str(image_root), shard_rows=SHARD_ROWS, quiet=True))
+    return out
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """24 images with 4-5 sentence captions (two of them longer than 77 tokens), 4 shards, tiny weights on file."""
+    import open_clip
+    import torch
+
+    from caption_debias.model.load import register_shipped_configs
+
+    root = tmp_path_factory.mktemp("score")
+    rows = make_images(root, ROWS)
+    rows[3] = (rows[3][0], [*rows[3][1], LONG])
+    rows[10] = (rows[10][0], [*rows[10][1], LONG])
+    table = root / "rows.jsonl"
+    table.write_text("".join(json.dumps({"image": i, "caption": " ".join(s)}) + "\n" for i, s in rows), "utf-8")
+    prepared = _prepare(table, root / "prepared", root)
+    register_shipped_configs()
+    torch.manual_seed(1)
+    model = open_clip.create_model("tiny")
+    weights = root / "tiny.pt"
+    torch.save(model.state_dict(), weights)
+    return {"root": root, "images": root, "prepared": prepared, "rows": rows, "weights": weights, "table": table}
+
+
+def _opts(world, **kw) -> ScoreOptions:
+    return ScoreOptions(
+        model="tiny", pretrained=str(world["weights"]), image_root=str(world["images"]), batch_size=8, quiet=True, **kw
+    )
+
+
+@pytest.fixture(scope="module")
+def scored(world, tmp_path_factory):
+    out = tmp_path_factory.mktemp("scored") / "out"
+    manifest = score_folder([world["prepared"]], out, _opts(world))
+    return out, manifest
+
+
+def _open_clip_embeddings(world):
+    """Image and text embeddings by plain open_clip: PIL open, its preprocess, its tokenizer."""
+    import open_clip
+    import torch
+    import torch.nn.functional as F
+    from PIL import Image
+
+    from caption_debias.model.load import register_shipped_configs
+
+    register_shipped_configs()
+    model, _, preprocess = open_clip.create_model_and_transforms("tiny", pretrained=str(world["weights"]))
+    tokenizer = open_clip.get_tokenizer("tiny")
+    model.eval()
+    with torch.no_grad():
+        images = torch.stack([preprocess(Image.open(world["images"] / i).convert("RGB")) for i, _ in world["rows"]])
+        img = F.normalize(model.encode_image(images), dim=-1).numpy()
+        caps = F.normalize(model.encode_text(tokenizer([" ".join(s) for _, s in world["rows"]])), dim=-1).numpy()
+        sents = [F.normalize(model.encode_text(tokenizer(s)), dim=-1).numpy() for _, s in world["rows"]]
+    return img, caps, sents
+
+
+def test_scores_equal_open_clips_own_encodes(world, scored):
+    from caption_debias.score.signals import row_signals
+
+    out, manifest = scored
+    table = PreparedDataset.open(out).read().to_pylist()
+    assert len(table) == ROWS and manifest["counts"] == {
+        "read": ROWS,
+        "written": ROWS,
+        "removed": 0,
+        "removed_by_reason": {"image_missing": 0, "image_unreadable": 0},
+    }
+    img, caps, sents = _open_clip_embeddings(world)
+    # the reference sample: the rows the run recorded (seeded), compared against by the one-row rule
+    import pyarrow.parquet as pq
+
+    ref = pq.read_table(out / ".score/reference.parquet").to_pydict()
+    assert len(ref["order"]) == ROWS  # fewer rows than --reference-images: all of them
+    reference = img[ref["order"]]
+    for i, row in enumerate(table):
+        assert row["clip_score"] == pytest.approx(float(caps[i] @ img[i]), abs=2e-5)
+        assert len(row["sentence_scores"]) == len(row["sentences"]) == len(world["rows"][i][1])
+        np.testing.assert_allclose(row["sentence_scores"], sents[i] @ img[i], atol=2e-5)
+        excluded = np.array([im == row["image"] for im in ref["image"]])
+        _, _, grounding = row_signals(img[i], caps[i], sents[i], reference, excluded)
+        np.testing.assert_allclose(row["sentence_grounding"], grounding, rtol=1e-3, atol=1e-3)
+        assert row["image_embedding"] is None and row["caption_embedding"] is None
+        assert row["caption"] == " ".join(world["rows"][i][1])  # text columns copied untouched
+
+
+def test_manifest_names_the_model_and_counts_long_captions(world, scored):
+    import hashlib
+
+    import jsonschema
+
+    from caption_debias.schema import manifest_schema
+
+    out, manifest = scored
+    jsonschema.validate(manifest, manifest_schema())
+    model = manifest["scoring"]["model"]
+    assert model["name"] == "tiny" and model["pretrained"] == str(world["weights"]) and model["context_length"] == 77
+    assert len(model["weights_sha256"]) == 64
+    assert manifest["scoring"]["captions_over_context"] == 2  # the two captions with the long sentence
+    assert manifest["scoring"]["sentences_over_context"] == 0
+    assert manifest["scoring"]["reference"]["size"] == ROWS
+    assert (
+        manifest["inputs"][0]["manifest_sha256"]
+        == hashlib.sha256((world["prepared"] / "manifest.json").read_bytes()).hexdigest()
+    )
+    assert (out / "removed.jsonl").read_text() == ""
+
+
+def test_batched_signals_equal_the_one_row_rule():
+    from caption_debias.score.signals import row_signals, shard_signals
+
+    rng = np.random.default_rng(0)
+
+    def unit(*shape):
+        x = rng.normal(size=shape).astype(np.float32)
+        return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+    n, d, k = 7, 16, 9
+    images, captions, reference = unit(n, d), unit(n, d), unit(k, d)
+    counts = rng.integers(1, 5, size=n)
+    sentences = unit(int(counts.sum()), d)
+    sentence_row = np.repeat(np.arange(n), counts)
+    excluded = [np.array([i], np.int64) if i < k else np.zeros(0, np.int64) for i in range(n)]
+    excluded[2] = np.arange(k - 1)  # one other image left: no grounding
+    clip, scores, grounding, has = shard_signals(images, captions, sentences, sentence_row, reference, excluded)
+    for i in range(n):
+        mask = np.zeros(k, bool)
+        mask[excluded[i]] = True
+        c, s, g = row_signals(images[i], captions[i], sentences[sentence_row == i], reference, mask)
+        assert clip[i] == pytest.approx(c, abs=1e-6)
+        np.testing.assert_allclose(scores[sentence_row == i], s, atol=1e-6)
+        if g is None:
+            assert not has[i] and np.isnan(grounding[sentence_row == i]).all()
+        else:
+            np.testing.assert_allclose(grounding[sentence_row == i], g, rtol=1e-4, atol=1e-4)
+    assert not has[2] and has.sum() == n - 1
+
+
+def test_embeddings_kept(world, scored, tmp_path):
+    out, manifest = scored
+    kept = score_folder([world["prepared"]], tmp_path / "emb", _opts(world, keep_embeddings=True))
+    rows = PreparedDataset.open(tmp_path / "emb").read().to_pylist()
+    plain = PreparedDataset.open(out).read().to_pylist()
+    assert kept["scoring"]["embeddings"] is True
+    for row, base in zip(rows, plain):
+        img = np.array(row["image_embedding"], np.float32)
+        cap = np.array(row["caption_embedding"], np.float32)
+        assert len(img) == len(cap) == 64
+        assert np.linalg.norm(img) == pytest.approx(1.0, abs=2e-3)
+        assert float(img @ cap) == pytest.approx(row["clip_score"], abs=5e-3)
+        assert row["clip_score"] == base["clip_score"]  # the same run, only more columns
+
+
+def test_bad_images_cost_one_row_each(world, tmp_path):
+    import shutil
+
+    images = tmp_path / "images"
+    shutil.copytree(world["images"] / "img", images / "img")
+    (images / world["rows"][5][0]).write_bytes(b"\x89PNG\r\n\x1a\n not really a png")
+    (images / world["rows"][17][0]).unlink()
+    opts = _opts(world)
+    opts.image_root = str(images)
+    manifest = score_folder([world["prepared"]], tmp_path / "out", opts)
+    c = manifest["counts"]
+    assert c["read"] == ROWS and c["written"] == ROWS - 2 and c["removed"] == 2
+    assert c["removed_by_reason"] == {"image_missing": 1, "image_unreadable": 1}
+    lines = [json.loads(x) for x in (tmp_path / "out/removed.jsonl").read_text().splitlines()]
+    assert [(x["image"], x["reason"]) for x in lines] == [
+        (world["rows"][5][0], "image_unreadable"),
+        (world["rows"][17][0], "image_missing"),
+    ]
+    assert all(x["detail"]["error"] for x in lines)
+    import jsonschema
+
+    from caption_debias.schema import removed_schema
+
+    for line in lines:
+        jsonschema.validate(line, removed_schema())
+    keys = PreparedDataset.open(tmp_path / "out").read(["key"]).column("key").to_pylist()
+    assert len(keys) == ROWS - 2 and {x["key"] for x in lines}.isdisjoint(keys)
+
+
+def _args(world, out: Path, *extra: str) -> list[str]:
+    return [
+        "score", str(world["prepared"]), "--out", str(out), "--model", "tiny", "--pretrained", str(world["weights"]),
+        "--image-root", str(world["images"]), "--batch-size", "8", "-q", *extra,
+    ]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_output_is_byte_identical_for_any_worker_count(world, tmp_path):
+    # a fresh process, as a user runs it: MKL's strict reproducibility mode is set before its first call
+    code = (
+        "import sys; from caption_debias.score.options import ScoreOptions; from caption_debias.score.run import score_folder\n"
+        "for w in (1, 2):\n"
+        "    score_folder([sys.argv[1]], f'{sys.argv[2]}/{w}', ScoreOptions(model='tiny', pretrained=sys.argv[3],"
+        " image_root=sys.argv[4], batch_size=8, workers=w, quiet=True))\n"
+    )
+    args = [str(world["prepared"]), str(tmp_path), str(world["weights"]), str(world["images"])]
+    res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    one, two = (json.loads((tmp_path / w / "manifest.json").read_text()) for w in ("1", "2"))
+    assert len(one["shards"]) == ROWS // SHARD_ROWS
+    assert two["shards"] == one["shards"]  # sha256 of every shard
+    for s in one["shards"]:
+        assert (tmp_path / "2" / s["path"]).read_bytes() == (tmp_path / "1" / s["path"]).read_bytes()
+    assert (tmp_path / "2/.score/reference.parquet").read_bytes() == (
+        tmp_path / "1/.score/reference.parquet"
+    ).read_bytes()
+
+
+def test_a_stretched_model_scores_at_its_own_context(world, tmp_path):
+    """A local-dir: export of a 248-token model: the long captions fit, nothing is counted as cut."""
+    import torch
+    from safetensors.torch import save_file
+
+    from caption_debias.model.load import load_model
+    from caption_debias.model.stretch import merged_state_dict, stretch_positional_embedding
+
+    loaded = load_model("tiny", str(world["weights"]))
+    stretch_positional_embedding(loaded.model, 248, freeze_head=False)
+    loaded.set_context(248)
+    export = tmp_path / "stretched"
+    export.mkdir()
+    save_file(
+        {k: v.contiguous() for k, v in merged_state_dict(loaded.model.state_dict()).items()},
+        export / "open_clip_model.safetensors",
+    )
+    (export / "open_clip_config.json").write_text(json.dumps(loaded.open_clip_config()), "utf-8")
+    opts = _opts(world)
+    opts.model, opts.pretrained = f"local-dir:{export}", None
+    manifest = score_folder([world["prepared"]], tmp_path / "out", opts)
+    assert manifest["scoring"]["model"]["context_length"] == 248
+    assert manifest["scoring"]["captions_over_context"] == 0
+    rows = PreparedDataset.open(tmp_path / "out").read(["clip_score"]).column("clip_score").to_pylist()
+    assert len(rows) == ROWS and all(-1 <= v <= 1 for v in rows)
+    del torch
+
+
+@pytest.mark.slow
+def test_sigkill_then_rerun_gives_identical_output(world, tmp_path):
+    import shutil
+
+    # a bigger input so the kill lands mid-run: the world's folder three times
+    copies = []
+    for i in range(3):
+        copies.append(tmp_path / f"in{i}")
+        shutil.copytree(world["prepared"], copies[-1])
+    args = [
+        "score", *map(str, copies), "--out", str(tmp_path / "killed"), "--model", "tiny",
+        "--pretrained", str(world["weights"]), "--image-root", str(world["images"]), "--batch-size", "8", "-q",
+    ]  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "caption_debias.cli.main", *args], stderr=subprocess.PIPE)
+    sides = tmp_path / "killed" / ".score" / "shards"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and len(list(sides.glob("part-*.json"))) < 1:
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert not (tmp_path / "killed" / "manifest.json").exists()
+    finished = {p.stem for p in sides.glob("part-*.json")}
+    done = {
+        p.name: p.stat().st_mtime_ns for p in (tmp_path / "killed/shards").glob("part-*.parquet") if p.stem in finished
+    }
+    assert 1 <= len(done) < 3 * ROWS // SHARD_ROWS
+    res = _cli(*args)
+    assert res.returncode == 0, res.stderr
+    again = json.loads((tmp_path / "killed" / "manifest.json").read_text())
+    reused = {n: p.stat().st_mtime_ns for n in done if (p := tmp_path / "killed/shards" / n).exists()}
+    assert reused == done  # finished shards were not redone
+    assert not [p for p in (tmp_path / "killed").rglob("*") if ".tmp-" in p.name]
+    clean = score_folder(copies, tmp_path / "clean", _opts(world))
+    assert again["shards"] == clean["shards"] and again["counts"] == clean["counts"]
+    assert again["scoring"]["reference"] == clean["scoring"]["reference"]
+
+
+def test_resume_refuses_another_model(world, scored, tmp_path):
+    from caption_debias.errors import UserError
+
+    score_folder([world["prepared"]], tmp_path / "out", _opts(world))
+    other = _opts(world)
+    other.pretrained = None  # random init: other weights
+    with pytest.raises(UserError, match="weights_sha256"):
+        score_folder([world["prepared"]], tmp_path / "out", other)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "caption_debias.cli.main", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.slow
+def test_cli_errors_are_one_line(world, tmp_path):
+    base = ["score", str(world["prepared"]), "--out", str(tmp_path / "o"), "--image-root", str(world["images"])]
+    for extra, needle in [
+        (["--model", "no-such-model"], "unknown model 'no-such-model'"),
+        (["--model", "tiny", "--precision", "fp8"], "unknown --precision 'fp8'"),
+        (["--model", "tiny", "--batch-size", "0"], "--batch-size must be at least 1"),
+    ]:
+        res = _cli(*base, *extra)
+        assert res.returncode != 0 and needle in res.stderr, (extra, res.stderr)
+        assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "--keep-embeddings" in _cli("score", "-h").stdout
+
+
+def test_image_root_from_the_manifest_or_stored_bytes(world, scored, tmp_path):
+    from caption_debias.curate.options import CurateOptions
+    from caption_debias.curate.run import curate
+    from caption_debias.errors import UserError
+
+    out, _ = scored
+    base = PreparedDataset.open(out).read(["key", "clip_score"]).to_pydict()
+    opts = _opts(world)
+    opts.image_root = None  # the prepared manifest records the root
+    score_folder([world["prepared"]], tmp_path / "root", opts)
+    assert PreparedDataset.open(tmp_path / "root").read(["key", "clip_score"]).to_pydict() == base
+    embedded = tmp_path / "embedded"
+    curate([world["prepared"]], embedded, CurateOptions(image_root=str(world["images"]), embed_images=True, quiet=True))
+    manifest = json.loads((embedded / "manifest.json").read_text())
+    manifest["options"]["image_root"] = None  # as if moved elsewhere: only the stored bytes are left
+    (embedded / "manifest.json").write_text(json.dumps(manifest))
+    score_folder([embedded], tmp_path / "bytes", opts)
+    got = PreparedDataset.open(tmp_path / "bytes").read(["key", "clip_score"]).to_pydict()
+    clip = dict(zip(base["key"], base["clip_score"]))
+    assert len(got["key"]) >= ROWS - 2  # curate may remove a near-duplicate of these simple scenes
+    assert got["clip_score"] == pytest.approx([clip[k] for k in got["key"]], abs=1e-6)
+    plain = tmp_path / "plain"
+    curate([world["prepared"]], plain, CurateOptions(quiet=True))
+    manifest = json.loads((plain / "manifest.json").read_text())
+    manifest["options"]["image_root"] = None
+    (plain / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(UserError, match="give --image-root"):
+        score_folder([plain], tmp_path / "none", opts)
