@@ -124,3 +124,28 @@ def page(title: str, body: str) -> str:
 {body}
 </main></body></html>
 """
+
+
+def grounding_colour(score: float | None, span: float = 3.0) -> str:
+    """A sentence's background by its grounding: red below 0 (names what the picture lacks), green
+    above, white at 0, full colour at +-span; grey when there is no score."""
+    if score is None or score != score:
+        return "#e9ecef"
+    t = max(-1.0, min(1.0, score / span))
+    r, g, b = (220, 70, 60) if t < 0 else (60, 170, 90)
+    mix = abs(t)
+    return "#%02x%02x%02x" % tuple(round(255 + (c - 255) * mix) for c in (r, g, b))
+
+
+def shaded_sentences(sentences: Sequence[str], scores: Sequence[float | None], marked: int | None = None) -> str:
+    """A caption with each sentence shaded by its score (grounding_colour; the score in its
+    tooltip); sentence `marked` is outlined (a planted one, for instance)."""
+    spans = []
+    for i, (sentence, score) in enumerate(zip(sentences, scores)):
+        title = "no score" if score is None or score != score else f"{score:+.2f}"
+        outline = "outline:2px dashed #222831;" if i == marked else ""
+        spans.append(
+            f'<span title="{esc(title)}" style="background:{grounding_colour(score)};{outline}'
+            f'padding:1px 3px;border-radius:3px;line-height:1.9">{esc(sentence)}</span>'
+        )
+    return " ".join(spans)

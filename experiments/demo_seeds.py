@@ -39,7 +39,7 @@ def row(results: dict) -> str:
         _gap(s["gaps"]["remove"]),
         _gap(s["gaps"]["keep"]),
         _gap(s["gaps"]["move"]),
-        "yes" if s["target_met"] else "no",
+        "yes" if s["target_met"] else ("no" if s.get("judged", True) else "not judged"),
         f"{results['total_s']:.0f}",
     ]
     return "| " + " | ".join(cells) + " |"

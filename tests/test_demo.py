@@ -195,3 +195,73 @@ def test_cli_preset_errors_are_one_line(tmp_path):
         assert bad.returncode != 0
         assert bad.stderr.strip().count("\n") == 0 and needle in bad.stderr, bad.stderr
     assert not (tmp_path / "d" / "runs").exists()
+
+
+def _ranks(longclip_hits: list[bool], debias_hits: list[bool]):
+    import numpy as np
+
+    def arm(hits):
+        r = np.where(np.asarray(hits), 0, 5)
+        return {v: r for v in ("keep", "remove", "move")}
+
+    return {"longclip": arm(longclip_hits), "debias": arm(debias_hits)}
+
+
+def _scores(ranks):
+    table = {
+        m: {v: {"t2i": {"r1": 100.0 * float((r < 1).mean())}} for v, r in arms.items()} for m, arms in ranks.items()
+    }
+    for m in table:
+        table[m]["filler:3"] = table[m]["keep"]
+    return table
+
+
+def test_verdict_not_judged_where_the_remove_interval_reaches_zero():
+    """A remove gap of +5 points on 20 queries (one query) passes the checks, but its interval
+    reaches zero: no "met"; the quick preset says it is too small to judge."""
+    from caption_debias.demo import summarise, verdict
+
+    ranks = _ranks([False] * 20, [True] + [False] * 19)
+    summary = summarise(_scores(ranks), ranks, resamples=500, seed=0)
+    assert summary["gaps"]["remove"]["gap"] == 5.0 and summary["gaps"]["remove"]["lo"] <= 0
+    assert all(summary["checks"].values()) and summary["judged"] is False and summary["target_met"] is False
+    quick = verdict(summary, "quick")
+    assert "not judged" in quick and "too small to judge" in quick and " met" not in quick
+    assert "too small" not in verdict(summary, "full") and "not judged" in verdict(summary, "full")
+    # 40 of 400 queries won, none lost: the interval is above zero and the verdict is "met".
+    ranks = _ranks([False] * 400, [True] * 40 + [False] * 360)
+    summary = summarise(_scores(ranks), ranks, resamples=500, seed=0)
+    assert summary["judged"] and summary["target_met"]
+    assert verdict(summary, "quick").endswith("target on this seed met")
+
+
+def test_report_links_results_instead_of_dumping_them(demo_run):
+    out, results, tables = demo_run
+    page = (out / "report.html").read_text("utf-8")
+    assert '<a href="results.json">' in page
+    assert "<pre>" not in page and '"timings_s"' not in page and '"config"' not in page
+    judged = results["summary"]["judged"]
+    assert ("not judged" in page) == (not judged) and ("not judged" in tables[0]) == (not judged)
+
+
+def test_report_shows_grounding_per_arm(demo_run):
+    """The grounding stage scores a planted world with every model; the report has the AUROC per
+    model and a few hallucinated captions shaded sentence by sentence, the swapped one outlined."""
+    from caption_debias.evaluate import planted
+
+    out, results, _ = demo_run
+    grounding = results["grounding"]
+    assert set(grounding["auroc"]) == {"start", "longclip", "debias"}
+    key = planted.read_key(out / "planted" / "world")
+    assert grounding["planted"]["hallucinated"] == len(key["hallucinated"]) == round(0.2 * TINY["test_images"])
+    for name, value in grounding["auroc"].items():
+        scored = planted.read_scored(out / "planted" / "scored" / name, ["summary_mask", "sentence_grounding"])
+        assert planted.hallucination(scored, key)["auroc"] == value and 0.0 <= value <= 1.0
+    examples = grounding["examples"]
+    assert len(examples) == 4
+    for example in examples:
+        assert example["key"] in {e["key"] for e in key["hallucinated"]}
+        assert all(len(g) == len(example["sentences"]) for g in example["grounding"].values())
+    page = (out / "report.html").read_text("utf-8")
+    assert "Sentence grounding on planted hallucinations" in page
+    assert page.count("outline:2px dashed") == len(examples) * 3

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from caption_debias.errors import UserError
+from caption_debias.synth.plant import PLANTED_FILE, PlantSpec, RowText, plant_plan
 
 SHAPES = ("circle", "square", "triangle", "diamond", "cross")
 COLOURS = {
@@ -203,10 +204,16 @@ def summary_sentence(scene: Scene, rng: random.Random) -> str:
 
 def caption_sentences(scene: Scene, rng: random.Random) -> list[str]:
     """Summary, one detail sentence per object (random order), and sometimes a closing sentence."""
+    return caption_text(scene, rng).sentences
+
+
+def caption_text(scene: Scene, rng: random.Random) -> RowText:
+    """The caption's sentences with the object names each detail sentence says (for planting)."""
     objects = list(scene.objects)
     count = NUMBER_WORDS[len(objects)]
     summary = summary_sentence(scene, rng)
     details = []
+    named: list[frozenset[str]] = [frozenset()]
     for obj in rng.sample(objects, len(objects)):
         other = rng.choice([o for o in objects if o is not obj])
         details.append(
@@ -218,10 +225,12 @@ def caption_sentences(scene: Scene, rng: random.Random) -> list[str]:
                 other=other.name,
             )
         )
+        named.append(frozenset((obj.name, other.name)))
     sentences = [summary, *details]
     if rng.random() < CLOSING_PROBABILITY:
         sentences.append(rng.choice(CLOSING_TEMPLATES).format(count=count, bg=scene.background))
-    return sentences
+        named.append(frozenset())
+    return RowText(sentences, named, list(range(1, len(objects) + 1)))
 
 
 def draw_scene(scene: Scene, image_size: int, rng: random.Random):
@@ -281,9 +290,12 @@ def write_world(
     group_size: int = 4,
     overwrite: bool = False,
     world: str = "objects",
+    plant: PlantSpec | None = None,
 ) -> dict[str, Any]:
     """Write OUT/sharegpt4v.json + OUT/images/*.png; returns a summary (counts, seed, path).
 
+    With `plant`, faults are planted in some rows and the answer key goes to OUT/planted.json
+    (synth/plant.py); every other row is what the unplanted world writes.
     OUT is locked for the whole run (locking.folder_lock): one writer at a time.
     """
     from caption_debias.locking import folder_lock
@@ -292,49 +304,158 @@ def write_world(
     if image_size < 16:
         raise UserError(f"--image-size must be at least 16, got {image_size}")
     with folder_lock(out, "synth"):
-        return _write_world(out, n, seed, image_size, split, group_size, overwrite, world)
+        return _write_world(out, n, seed, image_size, split, group_size, overwrite, world, plant)
 
 
 def _write_world(
-    out: Path, n: int, seed: int, image_size: int, split: str, group_size: int, overwrite: bool, world: str
+    out: Path,
+    n: int,
+    seed: int,
+    image_size: int,
+    split: str,
+    group_size: int,
+    overwrite: bool,
+    world: str,
+    plant: PlantSpec | None,
 ) -> dict[str, Any]:
     target = out / "sharegpt4v.json"
     if target.exists() and not overwrite:
         raise UserError(f"{target} already exists (pass --overwrite to replace it)")
     scenes = sample_world(n, seed, group_size, split, world)
-    (out / "images").mkdir(parents=True, exist_ok=True)
     text_rng = random.Random(f"captions:{split}:{seed}")
+    texts = [caption_text(scene, text_rng) for scene in scenes]
+    ids = [f"synth-{split}-{seed}-{i:06d}" for i in range(len(scenes))]
+    captions = [list(t.sentences) for t in texts]
+    groups = [scene.group for scene in scenes]
+    plan = None
+    redraw_of: dict[int, int] = {}
+    if plant is not None:
+        objects = [frozenset(o.name for o in scene.objects) for scene in scenes]
+        plan = plant_plan(groups, objects, texts, plant, seed, split)
+        captions, groups = _planted_captions(plan, scenes, texts, captions, groups, seed, split)
+        redraw_of = {entry["row"]: entry["copy_of"] for entry in plan["redrawn"]}
+    (out / "images").mkdir(parents=True, exist_ok=True)
     pixel_rng = random.Random(f"pixels:{split}:{seed}")
+    redraw_rng = random.Random(f"plant-pixels:{split}:{seed}")
+    sources = set(redraw_of.values())
+    source_pixels: dict[int, bytes] = {}
     records = []
-    sentence_counts = []
     for i, scene in enumerate(scenes):
         rel = f"images/{split}_{i:06d}.png"
-        draw_scene(scene, image_size, pixel_rng).save(out / rel, format="PNG")
-        sentences = caption_sentences(scene, text_rng)
-        sentence_counts.append(len(sentences))
+        image = draw_scene(scene, image_size, pixel_rng)  # drawn for every row: later rows keep their pixels
+        if i in sources:
+            source_pixels[i] = image.tobytes()
+        if i in redraw_of:  # the same scene again, other jitter; never the very same pixels
+            image = draw_scene(scenes[redraw_of[i]], image_size, redraw_rng)
+            while image.tobytes() == source_pixels[redraw_of[i]]:
+                image = draw_scene(scenes[redraw_of[i]], image_size, redraw_rng)
+        image.save(out / rel, format="PNG")
         records.append(
             {
-                "id": f"synth-{split}-{seed}-{i:06d}",
+                "id": ids[i],
                 "image": rel,
                 "conversations": [
                     {"from": "human", "value": "<image>\nDescribe this image in detail."},
-                    {"from": "gpt", "value": " ".join(sentences)},
+                    {"from": "gpt", "value": " ".join(captions[i])},
                 ],
-                "group": scene.group,
+                "group": groups[i],
                 "split": split,
             }
         )
-    tmp = target.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(records, ensure_ascii=False, indent=0), "utf-8")
-    tmp.replace(target)
-    return {
+    planted_path = out / PLANTED_FILE
+    if plan is not None:
+        key = _planted_key(plan, ids, texts, plant, seed, split, world)
+        _write_json(planted_path, key, indent=1)
+    elif planted_path.exists():  # an unplanted world over a planted one: the old key is not its key
+        planted_path.unlink()
+    _write_json(target, records, indent=0)  # last: the world is complete when its JSON is there
+    info = {
         "path": str(target),
         "images": len(records),
-        "groups": len({s.group for s in scenes}),
+        "groups": len(set(groups)),
         "group_size": group_size,
         "world": world,
         "seed": seed,
         "split": split,
         "image_size": image_size,
-        "mean_sentences": sum(sentence_counts) / len(sentence_counts),
+        "mean_sentences": sum(len(c) for c in captions) / len(captions),
+    }
+    if plan is not None:
+        info["planted"] = {kind: len(entries) for kind, entries in plan.items()}
+        info["planted_path"] = str(planted_path)
+    return info
+
+
+def _write_json(path: Path, value: Any, indent: int) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(value, ensure_ascii=False, indent=indent), "utf-8")
+    tmp.replace(path)
+
+
+def _planted_captions(
+    plan: dict[str, Any],
+    scenes: list[Scene],
+    texts: list[RowText],
+    captions: list[list[str]],
+    groups: list[str],
+    seed: int,
+    split: str,
+) -> tuple[list[list[str]], list[str]]:
+    """The captions (as sentences) and groups after planting; only the plan's rows change."""
+    captions, groups = list(captions), list(groups)
+    for entry in plan["hallucinated"]:
+        sentences = list(texts[entry["row"]].sentences)
+        sentences[entry["sentence"]] = entry["text"]
+        captions[entry["row"]] = sentences
+    original = list(captions)
+    for entry in plan["mismatched"]:
+        captions[entry["row"]] = original[entry["caption_of"]]
+    rng = random.Random(f"plant-captions:{split}:{seed}")
+    for entry in plan["redrawn"]:
+        source = entry["copy_of"]
+        caption = captions[source]
+        while caption == captions[source]:  # worded afresh, so no text filter sees a copy
+            caption = caption_sentences(scenes[source], rng)
+        captions[entry["row"]] = caption
+        groups[entry["row"]] = groups[source]
+    return captions, groups
+
+
+def _planted_key(
+    plan: dict[str, Any],
+    ids: list[str],
+    texts: list[RowText],
+    spec: PlantSpec,
+    seed: int,
+    split: str,
+    world: str,
+) -> dict[str, Any]:
+    """planted.json: per kind, each planted row's id, its key after `prepare`, and what was done."""
+    from dataclasses import asdict
+
+    from caption_debias.synth.plant import KEY_PREFIX
+
+    def row(i: int) -> dict[str, Any]:
+        return {"row": i, "id": ids[i], "key": KEY_PREFIX + ids[i]}
+
+    return {
+        "world": {"seed": seed, "split": split, "world": world, "rows": len(ids)},
+        "fractions": asdict(spec),
+        "key_rule": f"prepare's key of a row is '{KEY_PREFIX}' + its id",
+        "hallucinated": [
+            {
+                **row(e["row"]),
+                "sentence": e["sentence"],
+                "text": e["text"],
+                "replaced": texts[e["row"]].sentences[e["sentence"]],
+                "donor": ids[e["donor"]],
+                "donor_sentence": e["donor_sentence"],
+            }
+            for e in plan["hallucinated"]
+        ],
+        "mismatched": [{**row(e["row"]), "caption_of": ids[e["caption_of"]]} for e in plan["mismatched"]],
+        "redrawn": [
+            {**row(e["row"]), "copy_of": ids[e["copy_of"]], "copy_of_key": KEY_PREFIX + ids[e["copy_of"]]}
+            for e in plan["redrawn"]
+        ],
     }

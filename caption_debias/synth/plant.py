@@ -1,0 +1,117 @@
+"""Planted faults in a synthetic world, with the answer key written beside it (OUT/planted.json).
+
+A curation signal is measured by what it finds among faults whose place is known. Three kinds,
+each a disjoint set of rows chosen from the seed (`plant_plan`):
+
+- `hallucinated`: one detail sentence of the caption swapped for a detail sentence of a scene
+  of another group; both objects it names (the subject and the one it is placed against) are
+  absent from the picture, so the sentence describes things the picture lacks.
+- `mismatched`: the row carries the caption of another image of another group (the chosen rows
+  pass their captions round in a cycle, so no caption is written twice).
+- `redrawn`: the row becomes a second drawing of an earlier row's scene (fresh position jitter,
+  so the pixels and perceptual hash differ) with a freshly worded caption of that scene, and it
+  joins that scene's group; the earlier row is kept as it was.
+
+Every other row is byte-for-byte what the unplanted world of the same seed writes: planting
+draws from its own random streams, after the world is made.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+from caption_debias.errors import UserError
+
+PLANTED_FILE = "planted.json"
+KINDS = ("hallucinated", "mismatched", "redrawn")
+# How `prepare` keys a ShareGPT4V record: '<source>/<id>' (schemas/shard.schema.json, key).
+KEY_PREFIX = "sharegpt4v/"
+_TRIES = 1000
+
+
+@dataclass(frozen=True)
+class PlantSpec:
+    """Fractions of the world's rows planted with each fault (issue 22's defaults)."""
+
+    hallucinated: float = 0.20
+    mismatched: float = 0.05
+    redrawn: float = 0.05
+
+    def counts(self, n: int) -> dict[str, int]:
+        """Rows per kind: the fraction of n, rounded; mismatched takes at least 2 when asked for
+        (a caption goes to another row, so one alone has nothing to trade with)."""
+        for kind, value in asdict(self).items():
+            if not 0.0 <= value < 1.0:
+                raise UserError(f"--plant-{kind} must be a fraction in [0, 1), got {value}")
+        counts = {kind: round(value * n) for kind, value in asdict(self).items()}
+        if counts["mismatched"] == 1:
+            counts["mismatched"] = 2
+        # a redrawn row needs an untouched earlier row to copy
+        needed = counts["hallucinated"] + counts["mismatched"] + 2 * counts["redrawn"]
+        if needed > n:
+            raise UserError(f"cannot plant {counts} in {n} rows: the fractions leave too few clean rows")
+        return counts
+
+
+@dataclass
+class RowText:
+    """A row's caption as the world wrote it: its sentences and the object names each one says."""
+
+    sentences: list[str]
+    named: list[frozenset[str]]
+    detail: list[int]  # indices of the detail sentences (one per object)
+
+
+def plant_plan(
+    groups: Sequence[str],
+    objects: Sequence[frozenset[str]],
+    texts: Sequence[RowText],
+    spec: PlantSpec,
+    seed: int,
+    split: str,
+) -> dict[str, Any]:
+    """Which rows get which fault, from the seed alone. `objects[i]` are the names (colour shape)
+    of the objects row i's picture shows. Returns {kind: [entry, ...]} with row indices; the
+    caller draws the redrawn rows' pictures and captions."""
+    n = len(texts)
+    counts = spec.counts(n)
+    rng = random.Random(f"plant:{split}:{seed}")
+    order = rng.sample(range(n), n)
+    h, m, r = counts["hallucinated"], counts["mismatched"], counts["redrawn"]
+    hallucinated = sorted(order[:h])
+    mismatched = order[h : h + m]
+    pool = sorted(order[h + m : h + m + 2 * r])
+    rng.shuffle(pool)
+    pairs = sorted((min(a, b), max(a, b)) for a, b in zip(pool[0::2], pool[1::2]))
+    copies = {copy for _, copy in pairs}
+
+    plan: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
+    donors = [i for i in range(n) if i not in copies]  # a copy's own scene is gone from the world
+    for row in hallucinated:
+        index = rng.choice(texts[row].detail)
+        for _ in range(_TRIES):
+            donor = rng.choice(donors)
+            if groups[donor] == groups[row]:
+                continue
+            j = rng.choice(texts[donor].detail)
+            if texts[donor].named[j] & objects[row] or texts[donor].sentences[j] in texts[row].sentences:
+                continue
+            break
+        else:
+            raise UserError(f"row {row}: no detail sentence of another group names only absent objects")
+        plan["hallucinated"].append(
+            {"row": row, "sentence": index, "donor": donor, "donor_sentence": j, "text": texts[donor].sentences[j]}
+        )
+
+    for _ in range(_TRIES):
+        rng.shuffle(mismatched)
+        cycle = list(zip(mismatched, mismatched[1:] + mismatched[:1]))
+        if all(groups[row] != groups[other] for row, other in cycle):
+            break
+    else:
+        raise UserError("cannot plant mismatched captions: the chosen rows are all of one group (world too small)")
+    plan["mismatched"] = [{"row": row, "caption_of": other} for row, other in sorted(cycle)]
+    plan["redrawn"] = [{"row": copy, "copy_of": source} for source, copy in pairs]
+    return plan
