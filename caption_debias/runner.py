@@ -296,7 +296,7 @@ class StageFolder:
                 changed = sorted(k for k in set(before or {}) | set(shaping) if (before or {}).get(k) != shaping.get(k))
                 raise UserError(
                     f"{out} was {self.verb} with different options or from other inputs "
-                    f"({', '.join(changed) or 'unreadable state'}); use the same ones to resume, or --overwrite to start over"
+                    f"({', '.join(changed) or 'unreadable state'}); use the same options to resume, or --overwrite to start over"
                 )
             (out / MANIFEST).unlink(missing_ok=True)  # a manifest is only ever there for a finished run
             self._make_dirs()

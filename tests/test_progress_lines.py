@@ -166,14 +166,15 @@ def test_demo_stages_print_plain_lines_and_a_heartbeat_off_a_terminal(capsys, mo
         with progress.stage("prepare", "shards"):
             pass
     lines = capsys.readouterr().err.splitlines()
+    n = len(demo.STAGES)
     assert not any(ANSI.search(line) for line in lines)
-    assert lines[0] == "caption-debias demo: 0 / 9 stages (0.0%), 0.00 stages/s, started synth: scenes"
+    assert lines[0] == f"caption-debias demo: 0 / {n} stages (0.0%), 0.00 stages/s, started synth: scenes"
     running = [line for line in lines if "running synth: scenes" in line]
-    assert len(running) >= 2 and all(line.startswith("caption-debias demo: 0 / 9 stages") for line in running)
+    assert len(running) >= 2 and all(line.startswith(f"caption-debias demo: 0 / {n} stages") for line in running)
     done = [line for line in lines if "done " in line]
     assert [d.split(", ")[0] for d in done] == [
-        "caption-debias demo: 1 / 9 stages (11.1%)",
-        "caption-debias demo: 2 / 9 stages (22.2%)",
+        f"caption-debias demo: 1 / {n} stages ({100 / n:.1f}%)",
+        f"caption-debias demo: 2 / {n} stages ({200 / n:.1f}%)",
     ]
     assert "ETA" in done[0] and done[0].endswith("done synth (0.3 s)")
     with demo._Progress(quiet=True, interval=0.01) as progress:

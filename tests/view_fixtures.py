@@ -42,11 +42,15 @@ def scored_copy(curated: Path, images: Path, out: Path) -> Path:
         scores = [[g - 0.05 for g in row] for row in grounding]
         clip = [0.2 + 0.01 * r for r in range(t.num_rows)]
         blobs = [(images / im).read_bytes() for im in t.column("image").to_pylist()]
-        t = t.set_column(t.schema.get_field_index("image_bytes"), "image_bytes", pa.array(blobs, pa.binary()))
-        t = t.append_column("clip_score", pa.array(clip, pa.float32()))
-        t = t.append_column("sentence_scores", pa.array(scores, pa.list_(pa.float32())))
-        t = t.append_column("sentence_grounding", pa.array(grounding, pa.list_(pa.float32())))
-        t = t.append_column("sentence_keep", pa.array(keep, pa.list_(pa.bool_())))
+        for name, column in (
+            ("image_bytes", pa.array(blobs, pa.binary())),
+            ("clip_score", pa.array(clip, pa.float32())),
+            ("sentence_scores", pa.array(scores, pa.list_(pa.float32()))),
+            ("sentence_grounding", pa.array(grounding, pa.list_(pa.float32()))),
+            ("sentence_keep", pa.array(keep, pa.list_(pa.bool_()))),
+        ):  # the schema's nullable columns are there (null) in a curated folder: fill them, else add them
+            at = t.schema.get_field_index(name)
+            t = t.set_column(at, name, column) if at >= 0 else t.append_column(name, column)
         pq.write_table(t, path, compression="zstd")
         entry["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
     manifest.get("options", {})["image_root"] = None  # thumbnails must come from image_bytes

@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from caption_debias import storage
 from caption_debias.errors import UserError
 
 OK, MISSING, UNREADABLE = 0, 1, 2
@@ -176,7 +177,7 @@ def decode_image(
     from PIL import Image, UnidentifiedImageError
 
     if data is None:
-        if "://" in image:
+        if storage.is_url(image):
             return MISSING, None, "a URL: score reads local files or stored image_bytes"
         if root is None:
             return MISSING, None, "no --image-root"

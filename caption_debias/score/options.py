@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.options import option
 
@@ -82,7 +83,7 @@ class ScoreOptions:
             raise UserError(f"unknown --precision {self.precision!r} (choose from {', '.join(PRECISIONS)})")
         if self.engine not in ENGINES:
             raise UserError(f"unknown engine {self.engine!r} (choose from {', '.join(ENGINES)})")
-        if self.image_root is not None and "://" not in self.image_root and not Path(self.image_root).is_dir():
+        if self.image_root is not None and not storage.is_url(self.image_root) and not Path(self.image_root).is_dir():
             raise UserError(f"--image-root {self.image_root}: no such folder")
         if self.device == "cuda":
             import torch

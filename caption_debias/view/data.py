@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from caption_debias import storage
 from caption_debias.dataset import PreparedDataset, dataset_names
 from caption_debias.errors import UserError
 
@@ -84,7 +85,7 @@ def _image_root(ds: PreparedDataset, given: str | None) -> Path | None:
     if given is not None:
         return Path(given)
     root = (ds.manifest.get("options") or {}).get("image_root")
-    if isinstance(root, str) and "://" not in root and Path(root).is_dir():
+    if isinstance(root, str) and not storage.is_url(root) and Path(root).is_dir():
         return Path(root)
     return None
 
@@ -360,7 +361,7 @@ class ViewData:
             "sources": self.sources(),
             "reasons": self.reasons(),
             "numeric": self.numeric_columns,
-            "columns": sorted({c for f in self.folders for c in f.schema.names}),
+            "columns": sorted({c for f in self.folders for c in filled_columns(f)}),
             "ranges": ranges,
         }
 
@@ -672,8 +673,8 @@ class ViewData:
 
     def image_link(self, folder: int, image: str | None) -> str | None:
         f = self.folders[folder]
-        if not image or f.image_root is None or "://" in image:
-            return image if image and "://" in image else None
+        if not image or f.image_root is None or storage.is_url(image):
+            return image if image and storage.is_url(image) else None
         from urllib.parse import quote
 
         return f"image/{folder}/{quote(image)}"
@@ -789,7 +790,7 @@ class ViewData:
                     return ("bytes", data)
         if not image:
             return ("none", "no image")
-        if "://" in image:
+        if storage.is_url(image):
             return ("none", "image is a URL")
         if f.image_root is None:
             return ("none", "no --image-root")
@@ -808,3 +809,19 @@ def _heavy_summary(f: Folder, shard: int, row: int, fld: pa.Field, data: ViewDat
     if pa.types.is_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_large_list(t):
         return f"<{fld.name}: vector of {t.value_type}, not shown>"
     return f"<{fld.name}: {t}>"
+
+
+def filled_columns(f: "Folder") -> set[str]:
+    """Columns of `f` that hold a value in some row: a curated or packed folder carries every schema
+    column, null where its stage did not fill it (no scores, no mask). From the Parquet footers only."""
+    filled: set[str] = set()
+    for path in f.ds.shard_paths:
+        meta = pq.ParquetFile(path).metadata
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            for i in range(group.num_columns):
+                col = group.column(i)
+                stats = col.statistics
+                if stats is None or not stats.has_null_count or stats.null_count < col.num_values:
+                    filled.add(col.path_in_schema.split(".")[0])
+    return filled
