@@ -41,12 +41,7 @@ def _thumb(data, thumbs, card: dict[str, Any], removed: int | None) -> str:
             source = data.image_source(f, s, r, None)
         else:
             source = data.image_source(folder, None, None, removed)
-        if source[0] == "bytes":
-            jpeg = thumbs.for_bytes(source[1])
-        elif source[0] == "file":
-            jpeg = thumbs.for_file(source[1], source[2])
-        else:
-            raise Refused(source[1])
+        jpeg = thumbs.for_source(source)
         return (
             f'<img alt="{html_report.esc(card["key"])}" src="data:image/jpeg;base64,{base64.b64encode(jpeg).decode()}">'
         )

@@ -99,12 +99,7 @@ def create_app(data: ViewData, thumbs: ThumbCache | None = None):
             return bad("no such row", 404)
         headers = {"Cache-Control": "max-age=3600"}
         try:
-            if source[0] == "bytes":
-                jpeg = thumbs.for_bytes(source[1])
-            elif source[0] == "file":
-                jpeg = thumbs.for_file(source[1], source[2])
-            else:
-                raise Refused(source[1])
+            jpeg = thumbs.for_source(source)
         except Refused as why:
             headers["X-Thumb"] = f"placeholder: {why}"
             return Response(placeholder_svg(str(why)), media_type="image/svg+xml", headers=headers)

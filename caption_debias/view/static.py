@@ -23,12 +23,7 @@ ASSETS = Path(__file__).parent / "assets"
 def _data_url(data: ViewData, thumbs: ThumbCache, folder: int, shard: int | None, row: int | None, removed: int | None):
     try:
         source = data.image_source(folder, shard, row, removed)
-        if source[0] == "bytes":
-            jpeg = thumbs.for_bytes(source[1])
-        elif source[0] == "file":
-            jpeg = thumbs.for_file(source[1], source[2])
-        else:
-            raise Refused(source[1])
+        jpeg = thumbs.for_source(source)
         return "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii")
     except Refused as why:
         return "data:image/svg+xml;base64," + base64.b64encode(placeholder_svg(str(why))).decode("ascii")

@@ -98,5 +98,14 @@ class ThumbCache:
         name = hashlib.sha1(f"{target}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
         return self._get_or_make(name, lambda: read_bounded(target))
 
+    def for_source(self, source: tuple) -> bytes:
+        """The thumbnail of a ViewData.image_source: ("bytes", data), ("file", root, path) or
+        ("none", why); Refused when there is no picture to show."""
+        if source[0] == "bytes":
+            return self.for_bytes(source[1])
+        if source[0] == "file":
+            return self.for_file(source[1], source[2])
+        raise Refused(source[1])
+
     def for_bytes(self, data: bytes) -> bytes:
         return self._get_or_make(hashlib.sha1(data).hexdigest(), lambda: data)
