@@ -45,8 +45,10 @@ FILE_ROWS = {"fifo": "fifo.png", "big": "big.jpg"}
 def cli(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
     """The CLI in a subprocess that reports its peak memory (KiB) on the last stderr line.
 
-    The peak is the process's own VmHWM: ru_maxrss would carry over the RSS of the pytest process
-    that spawned it (Linux keeps the high-water mark across exec), so it would depend on test order.
+    The peak is the process's own anonymous memory at its high-water mark: VmHWM less the file
+    pages still mapped at the end (shared libraries, whose resident share depends on the page
+    cache: a fresh install maps torch's hot). ru_maxrss would carry over the RSS of the pytest
+    process that spawned it (Linux keeps the high-water mark across exec).
     """
     wrapper = (
         "import re, runpy, sys\n"
@@ -54,8 +56,9 @@ def cli(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
         "try:\n"
         "    runpy.run_module('caption_debias.cli.main', run_name='__main__')\n"
         "finally:\n"
-        "    hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)\n"
-        "    print(f'PEAK_KIB {hwm}', file=sys.stderr)\n"
+        "    status = open('/proc/self/status').read()\n"
+        "    kib = {k: int(re.search(k + r':\\s+(\\d+)', status).group(1)) for k in ('VmHWM', 'RssFile', 'RssShmem')}\n"
+        "    print(f\"PEAK_KIB {kib['VmHWM'] - kib['RssFile'] - kib['RssShmem']}\", file=sys.stderr)\n"
     )
     try:
         return subprocess.run([sys.executable, "-c", wrapper, *args], capture_output=True, text=True, timeout=timeout)
