@@ -422,7 +422,7 @@ def test_a_full_disk_is_one_line_naming_the_file_wherever_it_fills(big_images, m
     sizes = ("48k", "160k", "240k") if command == "curate" else ("200k", "2m", "8m")
     for size in sizes:
         out = mount_small(size) / "out"
-        given = ["--out", str(out), "--image-root", str(big_images / "images"), *extra]
+        given = ["--out", str(out), "--image-root", str(big_images / "images"), "-q", *extra]  # -q: no progress lines
         proc = cli(command, str(big_images / "prepared"), *given)
         line = one_line_error(proc)
         assert "No space left on device" in line and f"{out}" in line, (size, line)
