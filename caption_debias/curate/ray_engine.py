@@ -9,26 +9,7 @@ funnel on those rows only, exactly as the local engine does, so the output is id
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Iterator
-
 from caption_debias.curate.dedup import SignalTable
-
-
-@contextmanager
-def ray_runtime(address: str | None, workers: int) -> Iterator[None]:
-    """One Ray runtime for the whole run (map, group-bys, write): joined or started here, shut down if ours."""
-    from caption_debias.prepare.ray_engine import _connect, _quiet_data_context
-
-    started = _connect(address, workers)
-    try:
-        _quiet_data_context()
-        yield
-    finally:
-        if started:
-            import ray
-
-            ray.shutdown()
 
 
 def ray_shared_keys(table: SignalTable, columns: list[str]) -> dict:

@@ -291,7 +291,7 @@ def curate(inputs: list[str | Path], out: str | Path, options: CurateOptions | N
     with folder.locked():
         try:
             if options.engine == "ray":
-                from caption_debias.curate.ray_engine import ray_runtime
+                from caption_debias.prepare.ray_engine import ray_runtime
 
                 with ray_runtime(options.ray_address, options.workers):
                     return _curate(inputs, folder, options)

@@ -16,6 +16,7 @@ import os
 import pickle
 import queue
 import threading
+from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
 from caption_debias.errors import UserError
@@ -188,6 +189,21 @@ def ray_ordered_map(
         window_size = max(max_in_flight, min(2 * cpus, MAX_WINDOW))
         for window in _read_ahead(_windows(items, window_size)):
             yield from _run_window(fn, window)
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+
+
+@contextmanager
+def ray_runtime(address: str | None, workers: int) -> Iterator[None]:
+    """One Ray runtime for a whole run (curate's map, group-bys and write; score's actor pool): joined
+    or started here, shut down if ours."""
+    started = _connect(address, workers)
+    try:
+        _quiet_data_context()
+        yield
     finally:
         if started:
             import ray

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-from contextlib import contextmanager
 from typing import Any, Iterable, Iterator
 
 from caption_debias.errors import UserError
@@ -21,22 +20,6 @@ from caption_debias.prepare.distributor import Ready
 from caption_debias.score.options import ScoreOptions
 
 _ERROR = "error"  # a sidecar holding only this: the task's UserError message
-
-
-@contextmanager
-def ray_runtime(address: str | None, workers: int) -> Iterator[None]:
-    """One Ray runtime for the whole run: joined or started here, shut down if ours."""
-    from caption_debias.prepare.ray_engine import _connect, _quiet_data_context
-
-    started = _connect(address, workers)
-    try:
-        _quiet_data_context()
-        yield
-    finally:
-        if started:
-            import ray
-
-            ray.shutdown()
 
 
 class ShardScorer:

@@ -200,7 +200,7 @@ def score_folder(
     )
     with folder.locked():
         if options.engine == "ray":
-            from caption_debias.score.ray_engine import ray_runtime
+            from caption_debias.prepare.ray_engine import ray_runtime
 
             with ray_runtime(options.ray_address, options.workers):
                 return _score(inputs, folder, options)
