@@ -1,6 +1,6 @@
 """Image files as every stage opens them: the image root is a boundary, reads are bounded, one decode to RGB.
 
-curate, pack, train, eval and probe all read image files named by a dataset's `image`
+curate, score, pack, train, eval and probe all read image files named by a dataset's `image`
 column, which an edited or foreign folder may fill with anything. Here, and only here:
 
 - `ImageRoot.resolve`: whether a relative path stays inside the image root once symlinks are

@@ -189,6 +189,33 @@ def test_curate_removes_each_hostile_path_as_image_unreadable_and_embeds_nothing
     assert peak_kib(proc) < 700 * 1024  # the 1 GiB '.jpg' was never read
 
 
+def test_score_removes_each_hostile_path_as_image_unreadable(world, tmp_path):
+    """score reads images through the same boundary: one removal a hostile row, nothing from outside."""
+    out = tmp_path / "scored"
+    proc = cli(
+        "score",
+        str(world["all"]),
+        "--out",
+        str(out),
+        "--image-root",
+        str(world["images"]),
+        "--model",
+        "tiny",
+        "--reference-images",
+        "4",
+        "-q",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    removed = _removed(out)
+    assert set(removed) == set(world["hostile"])
+    assert {d["reason"] for d in removed.values()} == {"image_unreadable"}
+    _assert_details({name: removed[key]["detail"]["error"] for key, name in world["hostile"].items()})
+    manifest = json.loads((out / "manifest.json").read_text("utf-8"))
+    assert manifest["counts"]["written"] == GOOD
+    assert peak_kib(proc) < 900 * 1024  # the 1 GiB '.jpg' was never read
+
+
 def test_pack_removes_each_hostile_path_as_image_unreadable(world, tmp_path):
     out = tmp_path / "packed"
     proc = cli(

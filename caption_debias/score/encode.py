@@ -12,9 +12,7 @@ after its last EOT (model/trim.py), texts sorted by length so a batch wastes lit
 from __future__ import annotations
 
 import hashlib
-import io
 import os
-import warnings
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
@@ -24,8 +22,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from caption_debias import storage
+from caption_debias import image_files, storage
 from caption_debias.errors import UserError
+from caption_debias.image_files import ImageProblem, ImageRoot
 
 OK, MISSING, UNREADABLE = 0, 1, 2
 STATUS_REASON = {MISSING: "image_missing", UNREADABLE: "image_unreadable"}
@@ -166,40 +165,42 @@ def set_threads(workers: int) -> None:
 
 
 def decode_image(
-    image: str, data: bytes | None, root: Path | None, preprocess: Callable, draft_side: int | None = None
+    image: str,
+    data: bytes | None,
+    root: Path | ImageRoot | None,
+    preprocess: Callable,
+    draft_side: int | None = None,
 ) -> tuple[int, Any, str | None]:
     """Specification: (status, preprocessed tensor or None, error) of one row's image.
 
-    Stored bytes (curate --embed-images) win over the file; a URL cannot be read here.
-    `draft_side`: a JPEG is decoded at the smallest DCT scale whose sides are still >= it
-    (Pillow's draft mode, libjpeg's scaling), which the preprocess then resizes as usual.
+    Stored bytes (curate --embed-images) win over the file; a URL cannot be read here. Files
+    are read through the image root's boundary and pictures decoded as every other stage
+    decodes them (image_files: inside the root, regular files only, size and pixel limits,
+    EXIF orientation, transparency onto white). `draft_side`: a JPEG is decoded at the smallest
+    DCT scale whose sides are still >= it (Pillow's draft mode, libjpeg's scaling), which the
+    preprocess then resizes as usual.
     """
-    from PIL import Image, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
 
-    if data is None:
-        if storage.is_url(image):
-            return MISSING, None, "a URL: score reads local files or stored image_bytes"
-        if root is None:
-            return MISSING, None, "no --image-root"
-        try:
-            data = (root / image).read_bytes()
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            return MISSING, None, "no such file"
-        except OSError as exc:
-            return UNREADABLE, None, f"{type(exc).__name__}: {exc.strerror or exc}"
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(data)) as im:
-                if draft_side and im.format == "JPEG":
-                    im.draft("RGB", (draft_side, draft_side))
-                im.load()  # decodes every byte: a truncated or corrupt file fails here
-                rgb = im.convert("RGB")
-        return OK, preprocess(rgb), None
+        if data is None:
+            if storage.is_url(image):
+                return MISSING, None, "a URL: score reads local files or stored image_bytes"
+            if root is None:
+                return MISSING, None, "no --image-root"
+            data = (root if isinstance(root, ImageRoot) else ImageRoot(root)).read(image)
+        im = image_files.open_image(data, image)
+        if draft_side and im.format == "JPEG":
+            im.draft("RGB", (draft_side, draft_side))
+        im.load()  # decodes every byte: a truncated or corrupt file fails here
+        rgb = image_files.to_rgb(im)
+    except ImageProblem as exc:
+        return (MISSING if exc.reason == image_files.MISSING else UNREADABLE), None, exc.detail
     except UnidentifiedImageError:
         return UNREADABLE, None, "not an image Pillow can identify"
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombWarning, Image.DecompressionBombError) as exc:
+    except Exception as exc:  # noqa: BLE001  Pillow's plugins raise many types on corrupt input
         return UNREADABLE, None, f"{type(exc).__name__}: {exc}"
+    return OK, preprocess(rgb), None
 
 
 def encode_images(
@@ -228,9 +229,10 @@ def encode_images(
         return out, status, errors
 
     draft_side = sm.image_side if draft else None
+    boundary = ImageRoot(root) if root is not None else None
 
     def decode(i: int):
-        return decode_image(images[i], data[i], root, preprocess, draft_side)
+        return decode_image(images[i], data[i], boundary, preprocess, draft_side)
 
     ready: list[tuple[int, Any]] = []  # (row, tensor) decoded, not yet encoded
 
