@@ -31,6 +31,9 @@ def curate(
     keep_top_alignment: Optional[float] = from_field(CurateOptions, "keep_top_alignment", metavar="P"),
     drop_ungrounded: Optional[float] = from_field(CurateOptions, "drop_ungrounded", metavar="T"),
     semantic_duplicate_threshold: Optional[float] = from_field(CurateOptions, "semantic_duplicate_threshold"),
+    semantic_duplicate_center: bool = from_field(
+        CurateOptions, "semantic_duplicate_center", "--semantic-duplicate-center/--no-semantic-duplicate-center"
+    ),
     score_model: Optional[str] = from_field(CurateOptions, "score_model", metavar="SPEC"),
     score_pretrained: Optional[str] = from_field(CurateOptions, "score_pretrained"),
     score_device: str = from_field(CurateOptions, "score_device"),
@@ -59,6 +62,7 @@ def curate(
         keep_top_alignment=keep_top_alignment,
         drop_ungrounded=drop_ungrounded,
         semantic_duplicate_threshold=semantic_duplicate_threshold,
+        semantic_duplicate_center=semantic_duplicate_center,
         score_model=score_model,
         score_pretrained=score_pretrained,
         score_device=score_device,

@@ -12,7 +12,8 @@ synth --plant (a held-out world: split `planted`, a stream no demo world uses) -
   percentile of captions scored against a seeded random other image of the folder: needs no
   labels), and DataComp's keep-top 94% beside it;
 - re-drawn scenes: SemDeDup's rule (image cosine >= T with an earlier kept row) for a few T,
-  with the copies found and the hard-negative group members removed.
+  with the copies found and the hard-negative group members removed; cosines of centred
+  embeddings as curate compares them (semdedup.centred), raw cosines beside them.
 
 Models: `--demo DIR` adds a demo folder's `debias` and `longclip` arms; the shipped
 `demo-start` is always scored; `--model NAME=SPEC` adds any spec `score` accepts. Everything
@@ -82,7 +83,11 @@ def measure(scored_dir: Path, key: dict, seed: int) -> dict:
         # the whole caption: does one swapped sentence lower the caption's own clip_score?
         "hallucinated_caption_auroc": round(_clip_auroc(scored, key, "hallucinated"), 4),
         "duplicates": {f"{t:g}": planted.duplicates(scored, key, groups, t) for t in DEDUP_THRESHOLDS},
+        "duplicates_raw": {
+            f"{t:g}": planted.duplicates(scored, key, groups, t, center=False) for t in DEDUP_THRESHOLDS
+        },
         "copy_cosines": _copy_cosines(scored, key, groups),
+        "copy_cosines_raw": _copy_cosines(scored, key, groups, center=False),
     }
 
 
@@ -145,10 +150,14 @@ def _clip_auroc(scored: dict, key: dict, kind: str = "mismatched") -> float:
     return planted.auroc(pos, neg)
 
 
-def _copy_cosines(scored: dict, key: dict, groups: list[str]) -> dict:
+def _copy_cosines(scored: dict, key: dict, groups: list[str], center: bool = True) -> dict:
     """Where the threshold can sit: copy vs its source, against the closest pair that is no copy."""
+    from caption_debias.curate.semdedup import centred
+
     e = np.asarray(scored["image_embedding"], np.float32)
     e /= np.linalg.norm(e, axis=1, keepdims=True)
+    if center:
+        e = centred(e)
     index = {k: i for i, k in enumerate(scored["key"])}
     copies = [(index[x["key"]], index[x["copy_of_key"]]) for x in key["redrawn"]]
     copy_sims = [float(e[a] @ e[b]) for a, b in copies]
@@ -171,10 +180,10 @@ def table(results: dict) -> str:
         "| model | hallucinated sentences: AUROC (swapped vs clean detail) | whole caption: clip_score AUROC, "
         "hallucinated rows vs clean | clip_score AUROC (mismatched vs clean) "
         "| mismatched removed / clean removed, S = random-pair q 0.90 | q 0.95 | q 0.99 | keep top 94% "
-        "| re-drawn removed / clean removed / group members removed, T = 0.95 | T = 0.97 | T = 0.98 "
-        "| copy cosine min / closest other pair (same group, other group) |"
+        "| re-drawn removed / clean removed / group members removed, centred, T = 0.95 | T = 0.97 | T = 0.98 "
+        "| raw cosine, T = 0.97 | centred: copy cosine min / closest other pair (same group, other group) |"
     )
-    lines = [head, "|" + "---|" * 12]
+    lines = [head, "|" + "---|" * 13]
 
     def removal(f: dict) -> str:
         return f"{f['recall']:.2f} / {100 * f['clean_removed_share']:.1f}%"
@@ -189,6 +198,8 @@ def table(results: dict) -> str:
             f"{removal(r['duplicates'][t])} / {r['duplicates'][t]['group_members_removed']}"
             for t in ("0.95", "0.97", "0.98")
         ]
+        raw = r["duplicates_raw"]["0.97"]
+        dups.append(f"{removal(raw)} / {raw['group_members_removed']}")
         lines.append(
             f"| {name} | {h['auroc']:.3f} ({h['hallucinated']} vs {h['clean_detail']}) "
             f"| {r['hallucinated_caption_auroc']:.3f} | {a['auroc']:.3f} "

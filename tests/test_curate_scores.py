@@ -167,11 +167,16 @@ def test_semantic_duplicates_removed_with_their_match(scored, tmp_path):
     for copy, of in COPIES.items():
         r = removed[keys[copy]]
         assert r["reason"] == "semantic_duplicate" and r["detail"]["match"] == keys[of]
-        assert r["detail"]["by"] == "image embedding" and 0.95 <= r["detail"]["similarity"] <= 1.0
+        assert r["detail"]["by"] == "image embedding, centred" and 0.95 <= r["detail"]["similarity"] <= 1.0
         jsonschema.validate(r, removed_schema())
     counts = dict(zip(*read_rows(out, ["key", "duplicate_count"]).values()))
     assert counts[keys[3]] == 2 and counts[keys[10]] == 1
     assert m["curation"]["thresholds"]["semantic_duplicate"]["cosine_min"] == 0.95
+    assert m["curation"]["thresholds"]["semantic_duplicate"]["centred"] is True
+    raw = tmp_path / "raw"
+    m = _run(scored["folder"], raw, semantic_duplicate_threshold=0.95, semantic_duplicate_center=False)
+    assert {r["detail"]["by"] for r in _removed(raw)} == {"image embedding"}
+    assert m["curation"]["thresholds"]["semantic_duplicate"]["centred"] is False
 
 
 def test_a_scored_folder_is_curated_again_with_other_thresholds(scored, tmp_path):
@@ -260,6 +265,30 @@ def test_semdedup_batched_equals_the_specification(seed):
     # one cluster: the exact all-pairs rule
     exact = semdedup.reference_semantic_duplicates(emb, orders, 0.9)
     assert semdedup.semantic_duplicates(emb, orders, 0.9, np.zeros((len(emb), 2), np.int32)).keys() == exact.keys()
+
+
+def test_centred_cosine_finds_copies_inside_a_narrow_cone():
+    """Embeddings crowded into a cone (every pair at raw cosine 0.98+, as a short fine-tune leaves them):
+    raw cosine at 0.95 removes nearly everything; centred, exactly the planted copies."""
+    rng = np.random.default_rng(7)
+    n, dim = 300, 32
+    axis = rng.standard_normal(dim)
+    spread = rng.standard_normal((n, dim)) / np.sqrt(dim)
+    emb = 12 * axis / np.linalg.norm(axis) + spread
+    copies = {i: int(rng.integers(0, n // 2)) for i in range(n - 30, n)}
+    for i, of in copies.items():
+        emb[i] = emb[of] + 0.05 * rng.standard_normal(dim) / np.sqrt(dim)
+    emb = (emb / np.linalg.norm(emb, axis=1, keepdims=True)).astype(np.float16)
+    orders = np.arange(n, dtype=np.int64)
+    assert float((emb[:10].astype(np.float32) @ emb[10:20].astype(np.float32).T).min()) > 0.98
+    raw = semdedup.semantic_duplicates(emb, orders, 0.95)
+    assert len(raw) > n // 2
+    centred = semdedup.centred(emb)
+    assert centred.dtype == np.float16 and np.allclose(np.linalg.norm(centred.astype(np.float32), axis=1), 1, atol=1e-3)
+    got = semdedup.semantic_duplicates(centred, orders, 0.95)
+    assert {o: m for o, (m, _) in got.items()} == copies
+    # the mean is summed in row order in float64: chunking does not change a bit
+    assert np.array_equal(semdedup.centred(emb, chunk=7), centred)
 
 
 def test_semdedup_clusters_are_seeded_and_keep_planted_copies_together():

@@ -293,10 +293,15 @@ def decide(
         from caption_debias.curate import semdedup
 
         orders, emb = embeddings(np.flatnonzero(reason == KEPT))
+        if options.semantic_duplicate_center:
+            emb = semdedup.centred(emb)
         for o, (ref, cos) in semdedup.semantic_duplicates(emb, orders, options.semantic_duplicate_threshold).items():
             reason[o] = CODE["semantic_duplicate"]
             d.ref[o] = ref
-            d.detail[o] = {"by": "image embedding", "similarity": round(cos, 4)}
+            d.detail[o] = {
+                "by": "image embedding, centred" if options.semantic_duplicate_center else "image embedding",
+                "similarity": round(cos, 4),
+            }
     counts = np.zeros(n, np.int32)
     if d.ref:
         np.add.at(counts, np.fromiter(d.ref.values(), np.int64, len(d.ref)), 1)

@@ -146,6 +146,12 @@ class CurateOptions:
         "semantic_duplicate at image-embedding cosine at or above this with an earlier kept row "
         "(SemDeDup; needs `score --keep-embeddings`).",
     )
+    semantic_duplicate_center: bool = option(
+        True,
+        "Compare image embeddings centred (less their mean over the compared rows, renormalised), so the "
+        "threshold means the same for a fine-tuned model whose embeddings crowd into a cone; "
+        "--no-semantic-duplicate-center: raw cosine, as SemDeDup published.",
+    )
     workers: int = option(1, "Worker processes (output is identical for any value).")
     engine: str = option("local", "local (process pool) or ray (Ray Data; same output).")
     ray_address: str | None = option(None, "Ray cluster to join with --engine ray.")
@@ -248,6 +254,7 @@ class CurateOptions:
             if self.semantic_duplicate_threshold is None
             else {
                 "cosine_min": self.semantic_duplicate_threshold,
+                "centred": self.semantic_duplicate_center,
                 "clusters": f"min(rows / {SEMDEDUP_CLUSTER_SIZE}, sqrt(rows))",
                 "train_rows": SEMDEDUP_TRAIN_ROWS,
                 "iterations": SEMDEDUP_ITERATIONS,

@@ -11,6 +11,13 @@ three times the pairs). Each cluster's pairs are two matrix products; only the r
 candidate above t go through the sequential "earlier kept row" loop. The pairs still split
 are measured in benchmarks/bench_curate_semdedup.py (docs/benchmarks.md).
 
+Embeddings are compared centred (`centred`): less their mean over the rows compared, unit
+length again. A fine-tuned model's image embeddings can crowd into a narrow cone (every pair
+at cosine 0.99+: the cone effect of Liang et al. 2022, "Mind the Gap"), where no raw cosine
+threshold separates a re-drawn copy from another picture; the mean is that cone's axis, and
+without it cosines spread out again (docs/curation.md). `--no-semantic-duplicate-center` gives
+the raw cosine SemDeDup published.
+
 The k-means is written here (a dozen lines of numpy): scikit-learn's is Euclidean, not
 cosine, and its result depends on its OpenMP thread count; this one is a function of the seed.
 """
@@ -64,6 +71,21 @@ def reference_semantic_duplicates(
 def _normalise(x: np.ndarray) -> np.ndarray:
     norm = np.linalg.norm(x, axis=1, keepdims=True)
     return x / np.maximum(norm, 1e-12)
+
+
+def centred(emb: np.ndarray, chunk: int = ASSIGN_CHUNK) -> np.ndarray:
+    """Rows less the mean row, unit length again, in the input's dtype (chunked: memory stays one chunk
+    over the input). The mean is summed in float64 in row order, so it does not depend on chunking."""
+    if len(emb) == 0:
+        return emb
+    mean = np.zeros(emb.shape[1], np.float64)
+    for a in range(0, len(emb), chunk):
+        mean += emb[a : a + chunk].astype(np.float64).sum(axis=0)
+    mean = (mean / len(emb)).astype(np.float32)
+    out = np.empty_like(emb)
+    for a in range(0, len(emb), chunk):
+        out[a : a + chunk] = _normalise(emb[a : a + chunk].astype(np.float32) - mean)
+    return out
 
 
 def assign(emb: np.ndarray, centroids: np.ndarray, probes: int = 1) -> np.ndarray:
