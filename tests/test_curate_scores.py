@@ -289,6 +289,8 @@ def test_centred_cosine_finds_copies_inside_a_narrow_cone():
     assert {o: m for o, (m, _) in got.items()} == copies
     # the mean is summed in row order in float64: chunking does not change a bit
     assert np.array_equal(semdedup.centred(emb, chunk=7), centred)
+    inplace = emb.copy()
+    assert semdedup.centred(inplace, chunk=7, out=inplace) is inplace and np.array_equal(inplace, centred)
 
 
 def test_semdedup_clusters_are_seeded_and_keep_planted_copies_together():

@@ -294,7 +294,7 @@ def decide(
 
         orders, emb = embeddings(np.flatnonzero(reason == KEPT))
         if options.semantic_duplicate_center:
-            emb = semdedup.centred(emb)
+            emb = semdedup.centred(emb, out=emb if emb.flags.writeable else None)
         for o, (ref, cos) in semdedup.semantic_duplicates(emb, orders, options.semantic_duplicate_threshold).items():
             reason[o] = CODE["semantic_duplicate"]
             d.ref[o] = ref

@@ -73,16 +73,17 @@ def _normalise(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(norm, 1e-12)
 
 
-def centred(emb: np.ndarray, chunk: int = ASSIGN_CHUNK) -> np.ndarray:
-    """Rows less the mean row, unit length again, in the input's dtype (chunked: memory stays one chunk
-    over the input). The mean is summed in float64 in row order, so it does not depend on chunking."""
+def centred(emb: np.ndarray, chunk: int = ASSIGN_CHUNK, out: np.ndarray | None = None) -> np.ndarray:
+    """Rows less the mean row, unit length again, in the input's dtype, chunk by chunk into `out`
+    (`out=emb`: in place, so memory stays one chunk over the input). The mean is summed in float64
+    in row order, so it does not depend on chunking."""
     if len(emb) == 0:
         return emb
     mean = np.zeros(emb.shape[1], np.float64)
     for a in range(0, len(emb), chunk):
         mean += emb[a : a + chunk].astype(np.float64).sum(axis=0)
     mean = (mean / len(emb)).astype(np.float32)
-    out = np.empty_like(emb)
+    out = np.empty_like(emb) if out is None else out
     for a in range(0, len(emb), chunk):
         out[a : a + chunk] = _normalise(emb[a : a + chunk].astype(np.float32) - mean)
     return out
