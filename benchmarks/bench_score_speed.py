@@ -15,6 +15,7 @@ and prints images/s of each, score / the slower floor (target >= 0.85) and score
 threads; --threads decoding threads).
 
     .venv/bin/python benchmarks/bench_score_speed.py --model demo-small --n 256 --side 512        # CPU
+    .venv/bin/python benchmarks/bench_score_speed.py --torch-threads 1 --threads 1                # the model on one core, decoding on the other
     .venv/bin/python benchmarks/bench_score_speed.py --gpu                                        # ViT-B-16, random init, bf16, CUDA
 """
 
@@ -110,6 +111,13 @@ def main() -> None:
     parser.add_argument("--side", type=int, default=512, help="longest JPEG side in px")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2, help="decoding threads (score's --decode-threads)")
+    parser.add_argument(
+        "--torch-threads",
+        type=int,
+        default=None,
+        help="torch's intra-op threads for every path (default: torch's own, one per core); with --threads, "
+        "how the cores are split between the model and decoding",
+    )
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precision", default="fp32")
     parser.add_argument(
@@ -126,6 +134,8 @@ def main() -> None:
 
     import torch
 
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
     from caption_debias.score import encode
     from caption_debias.score.options import ScoreOptions
     from caption_debias.score.run import score_folder
