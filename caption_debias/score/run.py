@@ -32,6 +32,7 @@ REFERENCE_SIDECAR = ".score/reference.json"
 
 
 def _clip_bpe_only(name: str, tok: str, first: str) -> None:
+    """The model's tokenizer reads the stored ids as they are: only CLIP BPE ones."""
     if tok != "clip-bpe":
         raise UserError(f"{name}: made with tokenizer {tok!r}; score reads CLIP BPE ids (prepare's default)")
 
