@@ -377,6 +377,21 @@ def test_image_root_from_the_manifest_or_stored_bytes(world, scored, tmp_path):
         score_folder([plain], tmp_path / "none", opts)
 
 
+def test_a_manifest_without_shard_digests_scores_the_same(world, scored, tmp_path):
+    """A folder whose manifest lists no sha256s (older prepare): each shard's digest is its file's, as in curate."""
+    import shutil
+
+    bare = tmp_path / "bare"
+    shutil.copytree(world["prepared"], bare)
+    manifest = json.loads((bare / "manifest.json").read_text("utf-8"))
+    for s in manifest["shards"]:
+        del s["sha256"]
+    (bare / "manifest.json").write_text(json.dumps(manifest), "utf-8")
+    got = score_folder([bare], tmp_path / "out", _opts(world))
+    assert got["counts"] == scored[1]["counts"]
+    assert [s["sha256"] for s in got["shards"]] == [s["sha256"] for s in scored[1]["shards"]]
+
+
 def test_draft_decoding_of_a_jpeg(tmp_path):
     """--no-draft-decode is PIL open + preprocess exactly; draft decoding gives the same tensor shape, close pixels."""
     import open_clip

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timezone
 from typing import Any
 
-from caption_debias import __version__
-from caption_debias.curate.inputs import Inputs
 from caption_debias.curate.options import REASONS, CurateOptions
-from caption_debias.runner import reconcile
-from caption_debias.schema import SCHEMA_VERSION
+from caption_debias.input_folders import Tally, carried, stamp
 
 
 def funnel(read: int, reasons: Counter) -> list[dict[str, Any]]:
@@ -26,60 +22,24 @@ def funnel(read: int, reasons: Counter) -> list[dict[str, Any]]:
 
 def build(
     *,
-    inputs: Inputs,
-    per_folder: dict[str, Counter],
-    shards: list[dict[str, Any]],
-    reasons: Counter,
+    tally: Tally,
     options: CurateOptions,
     coverage: dict[str, Any] | None,
     eval_sets: list[dict[str, Any]],
     elapsed_s: float,
-    removed_before: int = 0,
 ) -> dict[str, Any]:
-    """`removed_before`: rows removed ahead of the input folders (by --score-model's scoring)."""
-    read = sum(c["read"] for c in per_folder.values())
-    written = sum(c["written"] for c in per_folder.values())
-    removed = sum(reasons.values())
-    for f in inputs.folders:
-        c = per_folder[f["path"]]
-        reconcile(f"curate {f['path']}", read=c["read"], written=c["written"], removed=c["removed"])
-    reconcile("curate", read=read, written=written, removed=removed)
-    reconcile(
-        "curate (rows of the input manifests)", read=inputs.rows + removed_before, written=written, removed=removed
-    )
-    first = inputs.manifests[0] if inputs.manifests else {}
+    """`tally`: the write step's sidecars, with any rows removed ahead of the input folders (by --score-model)."""
+    tally.reconcile("curate")
+    first = tally.inputs.manifests[0] if tally.inputs.manifests else {}
     return {
-        "schema_version": SCHEMA_VERSION,
-        "complete": all(f["complete"] for f in inputs.folders),
-        "counts": {
-            "read": read,
-            "written": written,
-            "removed": removed,
-            "removed_by_reason": {r: reasons.get(r, 0) for r in REASONS},
-        },
-        "inputs": [
-            {
-                **f,
-                "format": f["kind"],
-                "read": per_folder[f["path"]]["read"],
-                "written": per_folder[f["path"]]["written"],
-                "removed": per_folder[f["path"]]["removed"],
-            }
-            for f in inputs.folders
-        ],
-        "shards": shards,
-        "options": {"inputs": [f["path"] for f in inputs.folders], **options.to_dict()},
+        **tally.manifest_head(REASONS, options.to_dict()),
         "curation": {
             "thresholds": options.thresholds(),
-            "funnel": funnel(read, reasons),
+            "funnel": funnel(tally.read, tally.reasons),
             "decontaminate": eval_sets,
             "image_coverage": coverage,
         },
-        "tokenizer": first.get("tokenizer", {}),
-        "segmenter": first.get("segmenter", {}),
-        "summary": first.get("summary", {}),
+        **carried(tally.inputs),
         **({"scoring": first["scoring"]} if first.get("scoring") else {}),  # the model behind the score columns
-        "toolkit_version": __version__,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "elapsed_s": round(elapsed_s, 3),
+        **stamp(elapsed_s),
     }

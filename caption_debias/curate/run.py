@@ -21,11 +21,11 @@ import pyarrow as pa
 
 from caption_debias import storage
 from caption_debias.curate import dedup, signals, writer
-from caption_debias.curate.inputs import Inputs, open_inputs
 from caption_debias.curate.options import CurateOptions
 from caption_debias.dataset import MANIFEST, default_image_root
 from caption_debias.errors import UserError
-from caption_debias.prepare.distributor import Ready, ordered_map
+from caption_debias.input_folders import Inputs, Tally, open_inputs, reuse_or_run
+from caption_debias.prepare.distributor import ordered_map
 from caption_debias.runner import StageFolder, StageProgress, WriteFailed, load_sidecar, os_error_text, write_json
 
 REMOVED = "removed.jsonl"
@@ -57,25 +57,31 @@ def stage_folder(out: Path) -> StageFolder:
     )
 
 
+def _one_tokenizer(name: str, tok: str, first: str) -> None:
+    """Every input made with the same tokenizer: one output folder holds one kind of token ids."""
+    if tok != first:
+        raise UserError(f"{name}: made with tokenizer {tok!r}, the first input with another; curate them apart")
+
+
+def _open_inputs(folders: list[str | Path], out: Path) -> Inputs:
+    return open_inputs(folders, out, tokenizer_rule=_one_tokenizer)
+
+
 def _signal_tasks(inputs: Inputs, out: Path, options: CurateOptions, resumed: bool, reused: Counter) -> Iterator[Any]:
     for s in inputs.shards:
         fp = signals.fingerprint(s.sha256, s.start, options.image_root, options.lsh())
-        side = _load_signal_sidecar(out, s.index, fp) if resumed else None
-        if side is not None:
-            reused["signals"] += 1
-            yield Ready(side)
-        else:
-            yield {
-                "index": s.index,
-                "path": s.path,
-                "rows": s.rows,
-                "start": s.start,
-                "out": str(out),
-                "fingerprint": fp,
-                "image_root": options.image_root,
-                "image_threads": options.image_threads,
-                "lsh": list(options.lsh()),
-            }
+        task = {
+            "index": s.index,
+            "path": s.path,
+            "rows": s.rows,
+            "start": s.start,
+            "out": str(out),
+            "fingerprint": fp,
+            "image_root": options.image_root,
+            "image_threads": options.image_threads,
+            "lsh": list(options.lsh()),
+        }
+        yield reuse_or_run(task, _load_signal_sidecar(out, s.index, fp) if resumed else None, reused, "signals")
 
 
 def _load_signal_sidecar(out: Path, index: int, fp: str) -> dict[str, Any] | None:
@@ -105,11 +111,7 @@ def _write_tasks(
         }
         task["fingerprint"] = writer.fingerprint(task)
         side = writer.load_sidecar(out, s.index, task["fingerprint"]) if resumed else None
-        if side is not None:
-            reused["shards"] += 1
-            yield Ready(side)
-        else:
-            yield task
+        yield reuse_or_run(task, side, reused, "shards")
 
 
 def _decide(inputs: Inputs, out: Path, options: CurateOptions, ev) -> tuple[dict, dedup.Decisions]:
@@ -181,7 +183,7 @@ def _score_first(given: list[str | Path], out: Path, options: CurateOptions) -> 
     )
     path = scored / "removed.jsonl"
     lines = [json.loads(x) for x in path.read_text("utf-8").splitlines()] if path.is_file() else []
-    return open_inputs([scored], out), lines
+    return _open_inputs([scored], out), lines
 
 
 def image_thumbs(inputs: Inputs, image_root: str, orders: np.ndarray) -> dict[int, bytes]:
@@ -306,7 +308,7 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
 
     started = time.monotonic()
     out = folder.out
-    inputs = open_inputs(given, out)
+    inputs = _open_inputs(given, out)
     shaping = {
         "inputs": [f["path"] for f in inputs.folders],
         "input_manifests": [f["manifest_sha256"] for f in inputs.folders],
@@ -344,49 +346,36 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
         options.workers,
         in_flight,
     )
-    shards, reasons = [], Counter()
-    per_folder: dict[str, Counter] = {f["path"]: Counter() for f in inputs.folders}
+    tally = Tally(inputs)
     progress = StageProgress("curate write", "rows", inputs.rows, quiet=options.quiet, interval=options.log_interval)
     finished = False
     try:
         with folder.partial_lines(REMOVED) as removed_out:  # removed.jsonl appears whole or not at all
-            for line in scored_removed:  # rows the scoring could not encode (their image): read and removed
-                reasons[line["reason"]] += 1
-                per_folder[inputs.folders[0]["path"]]["read"] += 1
-                per_folder[inputs.folders[0]["path"]]["removed"] += 1
-                removed_out.write(line)
+            # rows the scoring could not encode (their image): read and removed
+            tally.add_removed_before(inputs.folders[0]["path"], scored_removed)
+            removed_out.write_all(scored_removed)
             for s, side in zip(inputs.shards, write_sides):
-                per_folder[s.folder]["read"] += side["read"]
-                per_folder[s.folder]["written"] += side["rows"]
-                for line in side["removed"]:
-                    reasons[line["reason"]] += 1
-                    per_folder[s.folder]["removed"] += 1
-                    removed_out.write(line)
-                if side["path"] is not None:
-                    shards.append({"path": side["path"], "rows": side["rows"], "sha256": side["sha256"]})
-                progress.update(sum(c["read"] for c in per_folder.values()), extra=f"{len(shards)} shards")
+                tally.add(s, side)
+                removed_out.write_all(side["removed"])
+                progress.update(tally.read, extra=f"{len(tally.shards)} shards")
             finished = True
     finally:
         progress.close(finished)
     n = len(inputs.shards)
     folder.prune(
         {
-            f"{SHARDS_DIR}/part-*.parquet": [s["path"] for s in shards],
+            f"{SHARDS_DIR}/part-*.parquet": [s["path"] for s in tally.shards],
             f"{signals.SIGNALS_DIR}/part-*.parquet": [f"{signals.SIGNALS_DIR}/part-{i:05d}.parquet" for i in range(n)],
         },
         n,
         sidecar_dirs=[signals.SIGNALS_DIR, writer.WRITE_DIR],
     )
     manifest = manifest_mod.build(
-        inputs=inputs,
-        per_folder=per_folder,
-        shards=shards,
-        reasons=reasons,
+        tally=tally,
         options=options,
         coverage=_merge_coverage(sig_sides),
         eval_sets=ev.sets if ev is not None else [],
         elapsed_s=time.monotonic() - started,
-        removed_before=len(scored_removed),
     )
     if options.score_model is not None:
         manifest["scored_from"] = [str(g) for g in given]  # the inputs; `inputs` names the scored folder

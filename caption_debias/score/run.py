@@ -19,16 +19,34 @@ import numpy as np
 from caption_debias import storage
 from caption_debias.dataset import MANIFEST
 from caption_debias.errors import UserError
-from caption_debias.prepare.distributor import Ready, ordered_map
-from caption_debias.runner import StageFolder, StageProgress, Summary, reconcile, sha256_file, write_json, write_shard
+from caption_debias.input_folders import Inputs, Tally, open_inputs, reuse_or_run
+from caption_debias.prepare.distributor import ordered_map
+from caption_debias.runner import StageFolder, StageProgress, Summary, sha256_file, write_json, write_shard
 from caption_debias.score import encode, shard
-from caption_debias.score.inputs import Inputs, open_inputs, reference_candidates
 from caption_debias.score.options import ScoreOptions
 
 REMOVED = "removed.jsonl"
 SHARDS_DIR = "shards"
 STATE_DIR = ".score"
 REFERENCE_SIDECAR = ".score/reference.json"
+
+
+def _clip_bpe_only(name: str, tok: str, first: str) -> None:
+    """The model's tokenizer reads the stored ids as they are: only CLIP BPE ones."""
+    if tok != "clip-bpe":
+        raise UserError(f"{name}: made with tokenizer {tok!r}; score reads CLIP BPE ids (prepare's default)")
+
+
+def reference_candidates(total: int, size: int, seed: int) -> np.ndarray:
+    """Global orders to try, in order, for a reference sample of `size` readable images.
+
+    A seeded draw without replacement over every row of the input; twice the size plus a
+    margin, so a few unreadable images still leave `size` (fewer only when the input is small
+    or mostly unreadable; the manifest records how many were used).
+    """
+    rng = np.random.default_rng(seed)
+    want = min(total, 2 * size + 16)
+    return rng.choice(total, size=want, replace=False).astype(np.int64) if want else np.zeros(0, np.int64)
 
 
 def _check_image_roots(inputs: Inputs) -> None:
@@ -168,11 +186,7 @@ def _tasks(
         }
         task["fingerprint"] = shard.fingerprint(task)
         side = shard.load_sidecar(out, s.index, task["fingerprint"]) if resumed else None
-        if side is not None:
-            reused["shards"] += 1
-            yield Ready(side)
-        else:
-            yield task
+        yield reuse_or_run(task, side, reused, "shards")
 
 
 def score_folder(
@@ -212,7 +226,7 @@ def _score(given: list[str | Path], folder: StageFolder, options: ScoreOptions) 
 
     started = time.monotonic()
     out = folder.out
-    inputs = open_inputs(given, out, options.image_root)
+    inputs = open_inputs(given, out, tokenizer_rule=_clip_bpe_only, image_roots=True, image_root=options.image_root)
     _check_image_roots(inputs)
     sm = encode.cached(options.model, options.pretrained, options.device, options.precision, None)
     shaping = {
@@ -234,39 +248,24 @@ def _score(given: list[str | Path], folder: StageFolder, options: ScoreOptions) 
     else:
         sides = ordered_map(shard.score_shard, tasks, options.workers, options.max_in_flight * options.workers)
     progress = StageProgress("score", "rows", total=inputs.rows, quiet=options.quiet, interval=options.log_interval)
-    shards, reasons, context = [], Counter(), Counter()
-    per_folder: dict[str, Counter] = {f["path"]: Counter() for f in inputs.folders}
-    done = 0
+    tally, context = Tally(inputs), Counter()
     try:
         with folder.partial_lines(REMOVED) as removed:
             for s, side in zip(inputs.shards, sides):
-                per_folder[s.folder]["read"] += side["read"]
-                per_folder[s.folder]["written"] += side["rows"]
+                tally.add(s, side)
                 for key in ("captions_over_context", "sentences_over_context", "sentences"):
                     context[key] += side[key]
-                for line in side["removed"]:
-                    reasons[line["reason"]] += 1
-                    per_folder[s.folder]["removed"] += 1
                 removed.write_all(side["removed"])
-                if side["path"] is not None:
-                    shards.append({"path": side["path"], "rows": side["rows"], "sha256": side["sha256"]})
-                done += side["read"]
-                progress.update(done, extra=f"{len(shards)} shards")
+                progress.update(tally.read, extra=f"{len(tally.shards)} shards")
     finally:
-        progress.close(finished=done == inputs.rows)
+        progress.close(finished=tally.read == inputs.rows)
     folder.prune(
-        {f"{SHARDS_DIR}/part-*.parquet": [s["path"] for s in shards]},
+        {f"{SHARDS_DIR}/part-*.parquet": [s["path"] for s in tally.shards]},
         n_tasks=len(inputs.shards),
         sidecar_dirs=(shard.WRITE_DIR,),
     )
-    read = sum(c["read"] for c in per_folder.values())
-    written = sum(c["written"] for c in per_folder.values())
-    reconcile("score", read=read, written=written, removed=sum(reasons.values()))
     manifest = manifest_mod.build(
-        inputs=inputs,
-        per_folder=per_folder,
-        shards=shards,
-        reasons=reasons,
+        tally=tally,
         options=options,
         model=sm.identity,
         reference=ref_info,
