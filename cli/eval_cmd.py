@@ -45,7 +45,8 @@ def evaluate(
     from rich.console import Console
 
     from caption_debias.evaluate.report import retrieval_table, zeroshot_table
-    from caption_debias.evaluate.suite import ZEROSHOT, evaluate_models, output_json
+    from caption_debias.evaluate.run import evaluate_models
+    from caption_debias.evaluate.suite import ZEROSHOT, output_json
 
     options = EvalOptions(
         benchmark=list(benchmark),
@@ -102,7 +103,7 @@ def probe(
     from rich.console import Console
 
     from caption_debias.evaluate.report import retrieval_table
-    from caption_debias.evaluate.suite import probe_models
+    from caption_debias.evaluate.run import probe_models
 
     options = ProbeOptions(
         data=data,

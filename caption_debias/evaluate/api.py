@@ -29,7 +29,8 @@ def evaluate(
     `data` holds the results as eval writes them to --out; counts: models, data sets.
     """
     from caption_debias.evaluate.options import EvalOptions
-    from caption_debias.evaluate.suite import evaluate_models, output_json
+    from caption_debias.evaluate.run import evaluate_models
+    from caption_debias.evaluate.suite import output_json
 
     if options is None:
         if "benchmark" in kwargs:

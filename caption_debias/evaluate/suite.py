@@ -10,15 +10,12 @@ import gc
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.evaluate.benchmarks import BENCHMARKS, load_benchmark
 from caption_debias.progress import DEFAULT_INTERVAL, Progress
-
-if TYPE_CHECKING:
-    from caption_debias.evaluate.options import EvalOptions, ProbeOptions
 
 ZEROSHOT = "imagefolder"  # folder-per-class zero-shot classification
 DATA_KINDS = ("prepared", *BENCHMARKS, ZEROSHOT)
@@ -86,30 +83,6 @@ def load_data(spec: DataSpec, segmenter: str):
     if spec.benchmark == ZEROSHOT:
         return spec.path  # read per model (its preprocess) by zeroshot()
     return load_benchmark(spec.benchmark, spec.path, spec.image_root, segmenter)
-
-
-def evaluate_models(
-    model_specs: Sequence[str], options: EvalOptions, log: Callable[[str], None] = lambda _m: None
-) -> tuple[list[DataSpec], dict[str, dict[str, Any]]]:
-    """`caption-debias eval`: the options checked, then run_eval; returns the paired data sets and the results."""
-    options.validate()
-    specs = options.data_specs()
-    results = run_eval(
-        model_specs,
-        specs,
-        options.variant_names(),
-        pretrained=options.pretrained,
-        context_length=options.context_length,
-        device=options.device,
-        batch_size=options.batch_size,
-        segmenter=options.segmenter,
-        template_set=options.templates,
-        recall_rule=options.recall_rule,
-        log=log,
-        progress=not options.quiet,
-        log_interval=options.log_interval,
-    )
-    return specs, results
 
 
 def run_eval(
@@ -186,23 +159,6 @@ def output_json(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
             (table,) = per_data.values()
             return table
     return results
-
-
-def probe_models(model_specs: Sequence[str], report_dir: Path | None, options: ProbeOptions) -> dict[str, Any]:
-    """`caption-debias probe`: the options checked, then run_probe."""
-    options.validate()
-    return run_probe(
-        model_specs,
-        options.data_spec(),
-        report_dir,
-        pretrained=options.pretrained,
-        context_length=options.context_length,
-        device=options.device,
-        batch_size=options.batch_size,
-        segmenter=options.segmenter,
-        progress=not options.quiet,
-        log_interval=options.log_interval,
-    )
 
 
 def run_probe(
