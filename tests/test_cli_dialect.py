@@ -48,11 +48,13 @@ OPTION_CLASSES = {
     "score": ("caption_debias.score.options:ScoreOptions", {}),
     "eval": ("caption_debias.evaluate.options:EvalOptions", {}),
     "probe": ("caption_debias.evaluate.options:ProbeOptions", {}),
+    "urls": ("caption_debias.export.options:UrlsOptions", {}),
+    "export-captions": ("caption_debias.export.options:ExportCaptionsOptions", {"fmt": "format"}),
 }
 # Commands whose options have no options class yet, and why.
 NO_OPTION_CLASS = {
     "demo": "its options pick a preset (caption_debias/demo.py), which holds the run's settings",
-    **{name: "not yet" for name in ("export", "export-captions", "urls", "synth", "view")},
+    **{name: "not yet" for name in ("export", "synth", "view")},
 }
 
 
@@ -228,6 +230,8 @@ def test_config_file_fills_options_and_flags_given_win_stats(tmp_path):
 CONFIG_REACHES_THE_OPTIONS = {
     "eval": (["tiny"], "data: [DIR]\nvariants: keep,bogus\n", "unknown caption variant 'bogus'"),
     "probe": (["tiny", "--out", "DIR/r"], "data: DIR\nbenchmark: bogus\n", "unknown benchmark 'bogus'"),
+    "urls": (["DIR", "--out", "DIR/l.parquet"], "strip: bogus\n", "unknown --strip 'bogus'"),
+    "export-captions": (["DIR", "--out", "DIR/c.jsonl"], "augment: debias\ncopies: 0\n", "--copies must be at least 1"),
 }
 
 
