@@ -50,11 +50,12 @@ OPTION_CLASSES = {
     "probe": ("caption_debias.evaluate.options:ProbeOptions", {}),
     "urls": ("caption_debias.export.options:UrlsOptions", {}),
     "export-captions": ("caption_debias.export.options:ExportCaptionsOptions", {"fmt": "format"}),
+    "export": ("caption_debias.model.options:ExportOptions", {}),
 }
 # Commands whose options have no options class yet, and why.
 NO_OPTION_CLASS = {
     "demo": "its options pick a preset (caption_debias/demo.py), which holds the run's settings",
-    **{name: "not yet" for name in ("export", "synth", "view")},
+    **{name: "not yet" for name in ("synth", "view")},
 }
 
 
