@@ -51,11 +51,12 @@ OPTION_CLASSES = {
     "urls": ("caption_debias.export.options:UrlsOptions", {}),
     "export-captions": ("caption_debias.export.options:ExportCaptionsOptions", {"fmt": "format"}),
     "export": ("caption_debias.model.options:ExportOptions", {}),
+    "synth": ("caption_debias.synth.options:SynthOptions", {}),
 }
 # Commands whose options have no options class yet, and why.
 NO_OPTION_CLASS = {
     "demo": "its options pick a preset (caption_debias/demo.py), which holds the run's settings",
-    **{name: "not yet" for name in ("synth", "view")},
+    **{name: "not yet" for name in ("view",)},
 }
 
 
@@ -233,6 +234,7 @@ CONFIG_REACHES_THE_OPTIONS = {
     "probe": (["tiny", "--out", "DIR/r"], "data: DIR\nbenchmark: bogus\n", "unknown benchmark 'bogus'"),
     "urls": (["DIR", "--out", "DIR/l.parquet"], "strip: bogus\n", "unknown --strip 'bogus'"),
     "export-captions": (["DIR", "--out", "DIR/c.jsonl"], "augment: debias\ncopies: 0\n", "--copies must be at least 1"),
+    "synth": (["--out", "DIR/w"], "n: 4\nplant_redrawn: 0.1\n", "--plant-redrawn goes with --plant"),
 }
 
 
