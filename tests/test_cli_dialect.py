@@ -52,12 +52,10 @@ OPTION_CLASSES = {
     "export-captions": ("caption_debias.export.options:ExportCaptionsOptions", {"fmt": "format"}),
     "export": ("caption_debias.model.options:ExportOptions", {}),
     "synth": ("caption_debias.synth.options:SynthOptions", {}),
+    "view": ("caption_debias.view.options:ViewOptions", {}),
 }
 # Commands whose options have no options class yet, and why.
-NO_OPTION_CLASS = {
-    "demo": "its options pick a preset (caption_debias/demo.py), which holds the run's settings",
-    **{name: "not yet" for name in ("view",)},
-}
+NO_OPTION_CLASS = {"demo": "its options pick a preset (caption_debias/demo.py), which holds the run's settings"}
 
 
 def _commands() -> dict:
