@@ -53,9 +53,8 @@ OPTION_CLASSES = {
     "export": ("caption_debias.model.options:ExportOptions", {}),
     "synth": ("caption_debias.synth.options:SynthOptions", {}),
     "view": ("caption_debias.view.options:ViewOptions", {}),
+    "demo": ("caption_debias.demo:DemoOptions", {"preset_name": "preset"}),
 }
-# Commands whose options have no options class yet, and why.
-NO_OPTION_CLASS = {"demo": "its options pick a preset (caption_debias/demo.py), which holds the run's settings"}
 
 
 def _commands() -> dict:
@@ -142,7 +141,7 @@ def test_every_command_answers_dash_h(name):
 
 
 def test_every_command_reads_its_options_from_an_options_class():
-    assert set(_commands()) - set(NO_OPTION_CLASS) == set(OPTION_CLASSES)
+    assert set(_commands()) == set(OPTION_CLASSES)
 
 
 @pytest.mark.parametrize("name", sorted(OPTION_CLASSES))
@@ -233,6 +232,7 @@ CONFIG_REACHES_THE_OPTIONS = {
     "urls": (["DIR", "--out", "DIR/l.parquet"], "strip: bogus\n", "unknown --strip 'bogus'"),
     "export-captions": (["DIR", "--out", "DIR/c.jsonl"], "augment: debias\ncopies: 0\n", "--copies must be at least 1"),
     "synth": (["--out", "DIR/w"], "n: 4\nplant_redrawn: 0.1\n", "--plant-redrawn goes with --plant"),
+    "demo": (["--out", "DIR/d"], "quick: true\npreset: v1\n", "--quick is --preset quick"),
 }
 
 
