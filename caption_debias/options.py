@@ -1,7 +1,8 @@
 """What every command's options class shares: fields that carry their --help text, and --config files.
 
-An options class (PrepareOptions, CurateOptions, PackOptions, StatsOptions, TrainConfig) is the
-one source of each option's default and help: its fields are declared with `option()`, and the
+An options class (PrepareOptions, CurateOptions, PackOptions, ScoreOptions, StatsOptions,
+TrainConfig, EvalOptions, ...) is the one source of each option's default and help: its fields are
+declared with `option()` (`required()` for one the user must give), and the
 command line (cli/common.py `from_field`) reads both from there, so the CLI, a --config file and
 the Python API cannot drift apart.
 """
@@ -26,6 +27,16 @@ def option(default: Any, help: str) -> Any:
     if isinstance(default, list):
         return dataclasses.field(default_factory=lambda: list(default), metadata={"help": help})
     return dataclasses.field(default=default, metadata={"help": help})
+
+
+def required(help: str) -> Any:
+    """A dataclass field with its --help text and no default: a flag the user must give (synth's --n)."""
+    return dataclasses.field(metadata={"help": help})
+
+
+def is_required(f: dataclasses.Field) -> bool:
+    """Whether a field has no default (declared with `required()`)."""
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
 
 
 def field_default(f: dataclasses.Field) -> Any:

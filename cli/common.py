@@ -26,32 +26,24 @@ import typer
 from typer.core import TyperCommand
 
 from caption_debias.errors import UserError
-from caption_debias.options import LOG_INTERVAL_HELP, QUIET_HELP, field_default, load_config_file
+from caption_debias.options import field_default, is_required, load_config_file
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
-DEFAULT_LOG_INTERVAL = 30.0  # caption_debias.progress.DEFAULT_INTERVAL (not imported: --help stays light)
 
 
 def from_field(cls: type, name: str, *flags: str, **kwargs: Any) -> Any:
-    """typer.Option for field `name` of options class `cls`: its default and help, flag --name-with-dashes."""
+    """typer.Option for field `name` of options class `cls`: its default and help, flag --name-with-dashes.
+
+    A field without a default (`required()`) is a required option."""
     f = {f.name: f for f in dataclasses.fields(cls)}[name]
     decls = flags or (f"--{name.replace('_', '-')}",)
-    return typer.Option(field_default(f), *decls, help=f.metadata["help"], **kwargs)
+    default = ... if is_required(f) else field_default(f)
+    return typer.Option(default, *decls, help=f.metadata["help"], **kwargs)
 
 
 def out_option(help: str, default: Any = ..., *, short: bool = True) -> Any:
     """--out (-o): the one name of every output folder or file."""
     return typer.Option(default, "--out", *(("-o",) if short else ()), help=help)
-
-
-def quiet_option() -> Any:
-    """-q/--quiet for a command without an options class."""
-    return typer.Option(False, "--quiet", "-q", help=QUIET_HELP)
-
-
-def log_interval_option() -> Any:
-    """--log-interval for a command without an options class."""
-    return typer.Option(DEFAULT_LOG_INTERVAL, "--log-interval", help=LOG_INTERVAL_HELP)
 
 
 def _config_names(command: Any) -> dict[str, str]:

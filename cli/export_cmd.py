@@ -1,4 +1,7 @@
-"""`caption-debias export`: a training run -> a folder plain open_clip loads (local-dir:)."""
+"""`caption-debias export`: a training run -> a folder plain open_clip loads (local-dir:).
+
+Every option's default and help text come from its ExportOptions field (model/options.py).
+"""
 
 from __future__ import annotations
 
@@ -7,22 +10,22 @@ from typing import Optional
 
 import typer
 
-from caption_debias.cli.common import config_option, out_option, quiet_option
+from caption_debias.cli.common import config_option, from_field, out_option
+from caption_debias.model.options import ExportOptions
 
 
 def export(
     run: str = typer.Argument(..., help="Run folder (its latest checkpoint is exported), or any --model spec."),
     out: Path = out_option("Folder to write open_clip_config.json and open_clip_model.safetensors into."),
-    pretrained: Optional[str] = typer.Option(
-        None, "--pretrained", help="Architecture name when RUN is a bare checkpoint file."
-    ),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty --out folder."),
-    quiet: bool = quiet_option(),
+    pretrained: Optional[str] = from_field(ExportOptions, "pretrained"),
+    overwrite: bool = from_field(ExportOptions, "overwrite"),
+    quiet: bool = from_field(ExportOptions, "quiet", "--quiet", "-q"),
     config: Optional[Path] = config_option(),
 ) -> None:
     """Write an open_clip local-dir: folder (context 248 after stretching; see docs/training.md to push it to the hub)."""
     from caption_debias.model.export import export as do_export
 
-    path = do_export(run, out, pretrained=pretrained, overwrite=overwrite)
-    if not quiet:
+    options = ExportOptions(pretrained=pretrained, overwrite=overwrite, quiet=quiet)
+    path = do_export(run, out, pretrained=options.pretrained, overwrite=options.overwrite)
+    if not options.quiet:
         typer.echo(str(path))

@@ -1,4 +1,7 @@
-"""`caption-debias view`: look at folders in a local web page, or write a static snapshot of them."""
+"""`caption-debias view`: look at folders in a local web page, or write a static snapshot of them.
+
+Every option's default and help text come from its ViewOptions field (view/options.py).
+"""
 
 from __future__ import annotations
 
@@ -7,44 +10,36 @@ from typing import List, Optional
 
 import typer
 
-from caption_debias.cli.common import config_option
+from caption_debias.cli.common import config_option, from_field
+from caption_debias.view.options import ViewOptions
 
 
 def view(
     folders: List[str] = typer.Argument(
         ..., help="Prepared or curated folders (scored columns are shown when present)."
     ),
-    image_root: Optional[Path] = typer.Option(
-        None,
-        "--image-root",
-        help="Folder the `image` paths are relative to (default: the one curate used, when it is there).",
-    ),
-    host: str = typer.Option(
-        "127.0.0.1", "--host", help="Address to listen on (loopback by default: only this machine)."
-    ),
-    port: int = typer.Option(8765, "--port", min=0, max=65535, help="Port to listen on (0: any free port)."),
-    static: Optional[str] = typer.Option(
-        None, "--static", help="Write a self-contained snapshot to this .html file (or folder/index.html) and exit."
-    ),
-    sample: int = typer.Option(200, "--sample", min=0, help="--static: how many kept rows to sample."),
-    per_reason: int = typer.Option(6, "--per-reason", min=0, help="--static: removed rows per removal reason."),
-    seed: int = typer.Option(0, "--seed", help="--static: seed of the sample."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the address (or the snapshot's path)."),
+    image_root: Optional[Path] = from_field(ViewOptions, "image_root"),
+    host: str = from_field(ViewOptions, "host"),
+    port: int = from_field(ViewOptions, "port", min=0, max=65535),
+    static: Optional[str] = from_field(ViewOptions, "static"),
+    sample: int = from_field(ViewOptions, "sample", min=0),
+    per_reason: int = from_field(ViewOptions, "per_reason", min=0),
+    seed: int = from_field(ViewOptions, "seed"),
+    quiet: bool = from_field(ViewOptions, "quiet", "--quiet", "-q"),
     config: Optional[Path] = config_option(),
 ) -> None:
     """Samples, sentences by role, removals beside what they matched, scores: a local web page
     (read-only; serves until Ctrl-C) or, with --static, one HTML file that opens without a server."""
-    from caption_debias.view.app import describe, serve
-    from caption_debias.view.data import ViewData
+    from caption_debias.view.app import run_view
 
-    data = ViewData(folders, None if image_root is None else str(image_root))
-    if not quiet:
-        for line in describe(data):
-            typer.echo(line)
-    if static is not None:
-        from caption_debias.view.static import write_static
-
-        path = write_static(data, static, sample=sample, per_reason=per_reason, seed=seed)
-        typer.echo(f"snapshot: {path}")
-        return
-    serve(data, host=host, port=port, announce=typer.echo)
+    options = ViewOptions(
+        image_root=None if image_root is None else str(image_root),
+        host=host,
+        port=port,
+        static=static,
+        sample=sample,
+        per_reason=per_reason,
+        seed=seed,
+        quiet=quiet,
+    )
+    run_view(list(folders), options, announce=typer.echo)

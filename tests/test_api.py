@@ -80,3 +80,25 @@ def test_importing_the_package_loads_no_stage():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_evaluate_takes_one_eval_options_or_keywords_not_both(tmp_path):
+    from caption_debias.errors import UserError
+    from caption_debias.evaluate.options import EvalOptions
+    from caption_debias.synth.world import write_world
+
+    torch = pytest.importorskip("torch")
+    write_world(tmp_path / "w", 8, seed=0)
+    prepared = cd.prepare(tmp_path / "w" / "sharegpt4v.json", tmp_path / "p", image_root=str(tmp_path / "w"))
+    torch.manual_seed(0)  # `tiny` without weights is a random init: the same one for both calls
+    by_keywords = cd.evaluate("tiny", prepared.out, batch_size=4, variants="keep,first")
+    options = EvalOptions(data=[str(prepared.out)], batch_size=4, variants="keep,first", quiet=True)
+    torch.manual_seed(0)
+    by_options = cd.evaluate("tiny", options=options)
+    assert set(by_options.data) == {"keep", "first"} and by_options.data == by_keywords.data
+    with pytest.raises(TypeError, match="not both"):
+        cd.evaluate("tiny", prepared.out, options=options)
+    with pytest.raises(TypeError, match=r"unknown option 'batchsize' \(did you mean batch_size\?\)"):
+        cd.evaluate("tiny", prepared.out, batchsize=4)
+    with pytest.raises(UserError, match="unknown caption variant 'bogus'"):
+        cd.evaluate("tiny", options=EvalOptions(data=[str(prepared.out)], variants="bogus"))

@@ -45,6 +45,15 @@ OPTION_CLASSES = {
     "pack": ("caption_debias.pack.options:PackOptions", {}),
     "stats": ("caption_debias.stats.options:StatsOptions", {"top": "top_phrases"}),
     "train": ("caption_debias.train.config:TrainConfig", {}),
+    "score": ("caption_debias.score.options:ScoreOptions", {}),
+    "eval": ("caption_debias.evaluate.options:EvalOptions", {}),
+    "probe": ("caption_debias.evaluate.options:ProbeOptions", {}),
+    "urls": ("caption_debias.export.options:UrlsOptions", {}),
+    "export-captions": ("caption_debias.export.options:ExportCaptionsOptions", {"fmt": "format"}),
+    "export": ("caption_debias.model.options:ExportOptions", {}),
+    "synth": ("caption_debias.synth.options:SynthOptions", {}),
+    "view": ("caption_debias.view.options:ViewOptions", {}),
+    "demo": ("caption_debias.demo:DemoOptions", {"preset_name": "preset"}),
 }
 
 
@@ -131,28 +140,37 @@ def test_every_command_answers_dash_h(name):
     assert res.exit_code == 0 and "Usage:" in res.output and "--out" in res.output, res.output
 
 
+def test_every_command_reads_its_options_from_an_options_class():
+    assert set(_commands()) == set(OPTION_CLASSES)
+
+
 @pytest.mark.parametrize("name", sorted(OPTION_CLASSES))
 def test_cli_defaults_and_help_are_the_options_class_fields(name):
     import dataclasses
     import importlib
 
-    from caption_debias.options import field_default
+    from caption_debias.options import field_default, is_required
 
     where, renamed = OPTION_CLASSES[name]
     module, cls = where.split(":")
     fields = {f.name: f for f in dataclasses.fields(getattr(importlib.import_module(module), cls))}
+    params = [p for p in _commands()[name].params if p.param_type_name == "option" and not p.hidden]
     checked = 0
-    for p in _commands()[name].params:
+    for p in params:
         field = fields.get(renamed.get(p.name, p.name))
         if field is None:
             continue
         checked += 1
-        default = p.default.value if hasattr(p.default, "value") else p.default  # an Enum choice
-        assert default == field_default(field), (name, p.name)
+        if is_required(field):
+            assert p.required, (name, p.name)
+        else:
+            default = p.default.value if hasattr(p.default, "value") else p.default  # an Enum choice
+            assert default == field_default(field), (name, p.name)
         assert p.help == field.metadata["help"], (name, p.name)
-    cli_only = {p.name for p in _commands()[name].params} - set(fields) - set(renamed)
-    assert cli_only <= {"inputs", "folders", "prepared", "out", "config", "no_tensorboard"}, cli_only
-    assert checked >= 5
+    # positional arguments, --out and --config are the command's own; every other option is a field
+    cli_only = {p.name for p in params} - set(fields) - set(renamed)
+    assert cli_only <= {"out", "config", "no_tensorboard"}, cli_only
+    assert checked >= min(5, len(fields))
 
 
 # ---- --config --------------------------------------------------------------------------------------
@@ -205,6 +223,27 @@ def test_config_file_fills_options_and_flags_given_win_stats(tmp_path):
     (tmp_path / "d.yaml").write_text(f"folders: {tmp_path / 'p'}\nout: {tmp_path / 'r2'}\nquiet: true\n")
     assert _invoke("stats", "--config", str(tmp_path / "d.yaml")).exit_code == 0
     assert (tmp_path / "r2" / "stats.json").is_file()
+
+
+# A --config file's value reaches the options class and its validate(): {command: (args, file, error)}.
+CONFIG_REACHES_THE_OPTIONS = {
+    "eval": (["tiny"], "data: [DIR]\nvariants: keep,bogus\n", "unknown caption variant 'bogus'"),
+    "probe": (["tiny", "--out", "DIR/r"], "data: DIR\nbenchmark: bogus\n", "unknown benchmark 'bogus'"),
+    "urls": (["DIR", "--out", "DIR/l.parquet"], "strip: bogus\n", "unknown --strip 'bogus'"),
+    "export-captions": (["DIR", "--out", "DIR/c.jsonl"], "augment: debias\ncopies: 0\n", "--copies must be at least 1"),
+    "synth": (["--out", "DIR/w"], "n: 4\nplant_redrawn: 0.1\n", "--plant-redrawn goes with --plant"),
+    "demo": (["--out", "DIR/d"], "quick: true\npreset: v1\n", "--quick is --preset quick"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIG_REACHES_THE_OPTIONS))
+def test_config_file_values_reach_the_options_class(name, tmp_path):
+    from caption_debias.errors import UserError
+
+    args, text, error = CONFIG_REACHES_THE_OPTIONS[name]
+    (tmp_path / "c.yaml").write_text(text.replace("DIR", str(tmp_path)))
+    res = _invoke(name, *[a.replace("DIR", str(tmp_path)) for a in args], "--config", str(tmp_path / "c.yaml"))
+    assert isinstance(res.exception, UserError) and error in str(res.exception), res.output
 
 
 def test_config_file_with_an_unknown_key_is_one_line(tmp_path):

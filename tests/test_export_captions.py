@@ -209,3 +209,27 @@ def test_on_a_folder_written_by_prepare(tmp_path):
         "caption": "It is parked. A man waits nearby.",
         "copy": 0,
     }
+
+
+def test_the_options_objects_write_what_the_keyword_calls_write(prepared, tmp_path):
+    from caption_debias.export.captions import run_export_captions
+    from caption_debias.export.options import ExportCaptionsOptions, UrlsOptions
+    from caption_debias.export.urls import run_urls
+
+    kw = dict(strip="opening", augment="debias", copies=2, seed=3, image_root="/imgs")
+    export_captions(prepared, tmp_path / "a.jsonl", **kw)
+    run_export_captions(prepared, tmp_path / "b.jsonl", ExportCaptionsOptions(**kw, quiet=True))
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    res = run_urls(
+        prepared, tmp_path / "u.parquet", UrlsOptions(image_size=128, threads=4, strip="summary", quiet=True)
+    )
+    argv = shlex.split(res["command"])
+    assert argv[argv.index("--image_size") + 1] == "128" and argv[argv.index("--thread_count") + 1] == "4"
+    assert res["strip"] == "summary"
+    for bad, error in [
+        (ExportCaptionsOptions(format="xml"), "unknown --format 'xml'"),
+        (ExportCaptionsOptions(copies=2), "--copies needs --augment debias"),
+        (UrlsOptions(strip="middle"), "unknown --strip 'middle'"),
+    ]:
+        with pytest.raises(UserError, match=error):
+            bad.validate()

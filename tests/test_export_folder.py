@@ -64,3 +64,20 @@ def test_loading_a_run_or_an_export_prints_no_random_init_warning(tmp_path, caps
     with caplog.at_level(logging.WARNING):
         load_model("tiny")  # a real random init still says so
     assert "initialized randomly" in caplog.text
+
+
+def test_export_reads_overwrite_and_quiet_from_a_config_file(tmp_path):
+    from typer.testing import CliRunner
+
+    from caption_debias.cli.main import app
+    from caption_debias.model.export import CONFIG_FILE
+
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "old.txt").write_text("an earlier export")
+    res = CliRunner().invoke(app, ["export", "tiny", "--out", str(out), "-q"])
+    assert "pass --overwrite" in str(res.exception)  # the default, from ExportOptions
+    (tmp_path / "c.toml").write_text("overwrite = true\nquiet = true\n")
+    res = CliRunner().invoke(app, ["export", "tiny", "--out", str(out), "--config", str(tmp_path / "c.toml")])
+    assert res.exit_code == 0 and res.output == "", res.output
+    assert (out / CONFIG_FILE).is_file() and not (out / "old.txt").exists()

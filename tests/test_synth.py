@@ -166,3 +166,17 @@ def test_cli_writes_and_reports_one_line_errors(tmp_path):
     bad = subprocess.run([*exe, "--out", str(tmp_path), "--n", "5"], capture_output=True, text=True)
     assert bad.returncode != 0
     assert bad.stderr.strip().count("\n") == 0 and "already exists" in bad.stderr
+
+
+def test_synth_options_write_what_write_world_writes(tmp_path):
+    from caption_debias.synth.options import SynthOptions
+    from caption_debias.synth.plant import PlantSpec
+    from caption_debias.synth.world import run_synth, write_world
+
+    write_world(tmp_path / "a", 6, 3, image_size=32, group_size=2)
+    run_synth(tmp_path / "b", SynthOptions(n=6, seed=3, image_size=32, group_size=2))
+    assert (tmp_path / "a" / "sharegpt4v.json").read_bytes() == (tmp_path / "b" / "sharegpt4v.json").read_bytes()
+    assert SynthOptions(n=4, plant=True, plant_redrawn=0.25).plant_spec() == PlantSpec(redrawn=0.25)
+    assert SynthOptions(n=4).plant_spec() is None
+    with pytest.raises(UserError, match="--plant-mismatched goes with --plant"):
+        SynthOptions(n=4, plant_mismatched=0.1).validate()

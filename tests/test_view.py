@@ -392,3 +392,22 @@ main()
     assert "pip install 'caption-debias[view]'" in served.stderr and "Traceback" not in served.stderr
     static = run(world["curated"], "--static", tmp_path / "s.html", "--sample", "2", "-q")
     assert static.returncode == 0 and (tmp_path / "s.html").is_file(), static.stderr
+
+
+def test_a_config_file_gives_the_snapshot_its_options(world, tmp_path):
+    import re
+
+    (tmp_path / "c.yaml").write_text(f"static: {tmp_path / 's.html'}\nsample: 3\nper_reason: 1\nquiet: true\n")
+    proc = _cli(world["curated"], "--config", tmp_path / "c.yaml")
+    assert proc.returncode == 0 and proc.stdout == f"snapshot: {tmp_path / 's.html'}\n", proc.stderr
+    html = (tmp_path / "s.html").read_text()
+    snap = json.loads(re.search(r'<script id="snapshot" type="application/json">(.*?)</script>', html, re.S).group(1))
+    assert len(snap["kept"]) == 3
+
+
+def test_view_options_are_checked():
+    from caption_debias.view.options import ViewOptions
+
+    for bad, error in [(ViewOptions(port=70000), "--port"), (ViewOptions(sample=-1), "--sample")]:
+        with pytest.raises(UserError, match=error):
+            bad.validate()

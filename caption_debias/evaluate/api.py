@@ -3,53 +3,47 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-from caption_debias.api import Result, as_list
+from caption_debias.api import Result, as_list, options_from
+
+if TYPE_CHECKING:
+    from caption_debias.evaluate.options import EvalOptions
 
 
 def evaluate(
     models: str | Iterable[str],
     data: str | Path | Iterable[str | Path] = (),
     *,
-    benchmark: str | Iterable[str] = (),
-    image_root: str | Path | None = None,
-    variants: str = "keep",
     out: str | Path | None = None,
-    batch_size: int = 64,
-    context_length: int | None = None,
-    pretrained: str | None = None,
-    device: str = "auto",
-    segmenter: str = "fast",
-    templates: str = "openai",
-    recall_rule: str = "pessimistic",
-    quiet: bool = True,
+    options: EvalOptions | None = None,
+    **kwargs: Any,
 ) -> Result:
     """Retrieval recall@1/5/10 both ways (zero-shot accuracy for imagefolder) of models on data sets.
 
+    The options are eval's flags (EvalOptions: `benchmark`, `image_root`, `variants`, `batch_size`,
+    ...; `quiet` defaults to True here), as keyword arguments or as one EvalOptions in `options`.
     `data` and `benchmark` pair up as eval's --data / --benchmark (no benchmark: prepared folders).
     `data` holds the results as eval writes them to --out; counts: models, data sets.
     """
-    from caption_debias.evaluate.suite import output_json, pair_data, run_eval
-    from caption_debias.evaluate.variants import parse_variants
+    from caption_debias.evaluate.options import EvalOptions
+    from caption_debias.evaluate.run import evaluate_models
+    from caption_debias.evaluate.suite import output_json
 
-    specs = pair_data(as_list(benchmark), as_list(data), Path(image_root) if image_root is not None else None)
+    if options is None:
+        if "benchmark" in kwargs:
+            kwargs["benchmark"] = as_list(kwargs["benchmark"])
+        if kwargs.get("image_root") is not None:
+            kwargs["image_root"] = str(kwargs["image_root"])
+        kwargs.setdefault("quiet", True)
+        options = options_from(EvalOptions, kwargs, "evaluate", data=as_list(data))
+    elif kwargs or as_list(data):
+        raise TypeError("evaluate(): give the options as one EvalOptions or as keyword arguments, not both")
     model_list = as_list(models)
-    log = (lambda _m: None) if quiet else (lambda m: print(m, file=__import__("sys").stderr))
-    results = run_eval(
-        model_list,
-        specs,
-        parse_variants(variants),
-        pretrained=pretrained,
-        context_length=context_length,
-        device=device,
-        batch_size=batch_size,
-        segmenter=segmenter,
-        template_set=templates,
-        recall_rule=recall_rule,
-        log=log,
-    )
+    log = (lambda _m: None) if options.quiet else (lambda m: print(m, file=sys.stderr))
+    specs, results = evaluate_models(model_list, options, log=log)
     written = output_json(results)
     if out is not None:
         out = Path(out)

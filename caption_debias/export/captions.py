@@ -19,11 +19,9 @@ import numpy as np
 from caption_debias import storage
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
-from caption_debias.progress import add_work, advance
+from caption_debias.export.options import FORMATS, ExportCaptionsOptions, check_augment, check_strip
+from caption_debias.progress import Progress, add_work, advance
 
-FORMATS = ("open_clip-csv", "jsonl", "parquet")
-STRIPS = ("summary", "opening", "none")
-AUGMENTS = ("none", "debias")
 _SUFFIX_FORMAT = {".csv": "open_clip-csv", ".tsv": "open_clip-csv", ".jsonl": "jsonl", ".parquet": "parquet"}
 _MARK_SOT, _MARK_EOT = -1, -2  # markers no sentence index can take
 
@@ -158,14 +156,8 @@ def export_captions(
     """Write one row per image (or `copies` rows with --augment debias); returns counts for the CLI."""
     to = storage.as_path(to)
     fmt = format_for(to, fmt)
-    if strip not in STRIPS:
-        raise UserError(f"unknown --strip {strip!r} (choose from {', '.join(STRIPS)})")
-    if augment not in AUGMENTS:
-        raise UserError(f"unknown --augment {augment!r} (choose from {', '.join(AUGMENTS)})")
-    if copies < 1:
-        raise UserError(f"--copies must be at least 1, not {copies}")
-    if augment == "none" and copies != 1:
-        raise UserError("--copies needs --augment debias")
+    check_strip(strip)
+    check_augment(augment, copies)
     if to.exists() and not overwrite:
         raise UserError(f"{to}: already exists (pass --overwrite to replace it)")
     data = PreparedDataset.open(prepared)
@@ -184,6 +176,23 @@ def export_captions(
         "seed": seed,
         **counts,
     }
+
+
+def run_export_captions(prepared: str | Path, to: str | Path, options: ExportCaptionsOptions) -> dict[str, Any]:
+    """`caption-debias export-captions`: export_captions with the rows counted on the progress display
+    (it checks the options as ExportCaptionsOptions.validate does, in the order the values are read)."""
+    with Progress("export-captions", "rows", quiet=options.quiet, interval=options.log_interval):
+        return export_captions(
+            prepared,
+            to,
+            fmt=options.format,
+            strip=options.strip,
+            augment=options.augment,
+            copies=options.copies,
+            seed=options.seed,
+            image_root=options.image_root,
+            overwrite=options.overwrite,
+        )
 
 
 def _write_csv(path: Path, rows: Iterator[dict[str, Any]]) -> None:

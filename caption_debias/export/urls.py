@@ -12,8 +12,9 @@ from typing import Any
 from caption_debias import storage
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
+from caption_debias.export.options import UrlsOptions, check_strip
 from caption_debias.img2dataset_columns import CAPTION_COLUMN, KEY_COLUMN, URL_COLUMN
-from caption_debias.progress import add_work, advance
+from caption_debias.progress import Progress, add_work, advance
 
 
 def img2dataset_command(
@@ -76,10 +77,9 @@ def write_url_list(
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from caption_debias.export.captions import STRIPS, caption_texts, partial_file
+    from caption_debias.export.captions import caption_texts, partial_file
 
-    if strip not in STRIPS:
-        raise UserError(f"unknown --strip {strip!r} (choose from {', '.join(STRIPS)})")
+    check_strip(strip)
     data = PreparedDataset.open(prepared)
     to = storage.as_path(to)
     if to.suffix.lower() not in (".parquet", ".pq"):
@@ -132,3 +132,19 @@ def write_url_list(
         "images": str(images),
         "command": img2dataset_command(to, images, image_size=image_size, processes=processes, threads=threads),
     }
+
+
+def run_urls(prepared: str | Path, to: str | Path, options: UrlsOptions) -> dict[str, Any]:
+    """`caption-debias urls`: write_url_list with the rows counted on the progress display."""
+    options.validate()
+    with Progress("urls", "rows", quiet=options.quiet, interval=options.log_interval):
+        return write_url_list(
+            prepared,
+            to,
+            images=options.images,
+            image_size=options.image_size,
+            processes=options.processes,
+            threads=options.threads,
+            strip=options.strip,
+            overwrite=options.overwrite,
+        )

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from caption_debias.errors import UserError
+from caption_debias.synth.options import SynthOptions
 from caption_debias.synth.plant import PLANTED_FILE, PlantSpec, RowText, plant_plan
 
 SHAPES = ("circle", "square", "triangle", "diamond", "cross")
@@ -305,6 +306,22 @@ def write_world(
         raise UserError(f"--image-size must be at least 16, got {image_size}")
     with folder_lock(out, "synth"):
         return _write_world(out, n, seed, image_size, split, group_size, overwrite, world, plant)
+
+
+def run_synth(out: str | Path, options: SynthOptions) -> dict[str, Any]:
+    """`caption-debias synth`: the world `options` describe, written to OUT (write_world's summary)."""
+    options.validate()
+    return write_world(
+        Path(out),
+        options.n,
+        options.seed,
+        image_size=options.image_size,
+        split=options.split,
+        group_size=options.group_size,
+        overwrite=options.overwrite,
+        world=options.world,
+        plant=options.plant_spec(),
+    )
 
 
 def _write_world(

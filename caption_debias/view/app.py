@@ -11,11 +11,12 @@ from __future__ import annotations
 import socket
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from caption_debias.errors import UserError
 from caption_debias.view.data import Query, ViewData
 from caption_debias.view.files import Refused, read_inside
+from caption_debias.view.options import ViewOptions
 from caption_debias.view.thumbs import ThumbCache, placeholder_svg
 
 ASSETS = Path(__file__).parent / "assets"
@@ -170,6 +171,24 @@ def serve(data: ViewData, host: str = "127.0.0.1", port: int = 8765, announce=pr
     announce(f"caption-debias view: http://{shown}:{sock.getsockname()[1]}/ (Ctrl-C to stop)")
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def run_view(folders: list[str], options: ViewOptions, announce: Callable[[str], None] = print) -> None:
+    """`caption-debias view`: describe the folders (unless quiet), then write the --static snapshot or serve."""
+    options.validate()
+    data = ViewData(folders, options.image_root)
+    if not options.quiet:
+        for line in describe(data):
+            announce(line)
+    if options.static is not None:
+        from caption_debias.view.static import write_static
+
+        path = write_static(
+            data, options.static, sample=options.sample, per_reason=options.per_reason, seed=options.seed
+        )
+        announce(f"snapshot: {path}")
+        return
+    serve(data, host=options.host, port=options.port, announce=announce)
 
 
 def describe(data: ViewData) -> list[str]:

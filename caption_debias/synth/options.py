@@ -1,0 +1,64 @@
+"""SynthOptions: every option of `caption-debias synth`, the one source of defaults and help.
+
+The CLI (cli/synth_cmd.py) reads each flag's default and help text from these fields, as
+`train` reads TrainConfig's; synth/world.py `run_synth` writes the world they describe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from caption_debias.errors import UserError
+from caption_debias.options import QUIET_HELP, option, required
+from caption_debias.synth.plant import KINDS, PlantSpec
+
+
+@dataclass
+class SynthOptions:
+    """Every option of `caption-debias synth` (the CLI reads defaults and --help from here)."""
+
+    n: int = required("Number of images (scenes) to write.")
+    seed: int = option(0, "Random seed; the same seed gives byte-identical output.")
+    image_size: int = option(64, "Side of the square images in pixels.")
+    split: str = option("train", "Split name stored in each record's id and extra fields.")
+    group_size: int = option(4, "Scenes per hard-negative group (they share their summary); 1 = no groups.")
+    world: str = option(
+        "objects",
+        "objects (group members differ in which colours and shapes appear) | layouts (only in where they sit).",
+    )
+    overwrite: bool = option(False, "Replace an existing OUT/sharegpt4v.json.")
+    plant: bool = option(
+        False,
+        "Plant faults (a swapped-in detail sentence of another scene, another image's caption, a re-drawn copy "
+        "of a scene) and write the answer key to OUT/planted.json (docs/demo.md, 'Planted faults').",
+    )
+    # None: PlantSpec's default fraction (named in the help), so a fraction given without --plant is seen
+    plant_hallucinated: float | None = option(
+        None, "With --plant (0.20): fraction of captions with one detail sentence swapped."
+    )
+    plant_mismatched: float | None = option(
+        None, "With --plant (0.05): fraction of rows given the caption of another image."
+    )
+    plant_redrawn: float | None = option(
+        None, "With --plant (0.05): fraction of rows that are a re-drawn copy of an earlier scene."
+    )
+    quiet: bool = option(False, QUIET_HELP)
+
+    def fractions(self) -> dict[str, float]:
+        """The --plant-KIND fractions given, by kind."""
+        given = {kind: getattr(self, f"plant_{kind}") for kind in KINDS}
+        return {kind: value for kind, value in given.items() if value is not None}
+
+    def plant_spec(self) -> PlantSpec | None:
+        """What to plant (None without --plant)."""
+        return PlantSpec(**self.fractions()) if self.plant else None
+
+    def validate(self) -> "SynthOptions":
+        given = self.fractions()
+        if given and not self.plant:
+            raise UserError(f"--plant-{next(iter(given))} goes with --plant")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
