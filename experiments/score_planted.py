@@ -62,6 +62,7 @@ def score(prepared: Path, world: Path, spec: str, out: Path) -> float:
 
 
 def measure(scored_dir: Path, key: dict, seed: int) -> dict:
+    from caption_debias.curate.semdedup import centred
     from caption_debias.evaluate import planted
 
     cols = ["summary_mask", "sentence_grounding", "clip_score", "image_embedding", "caption_embedding", "meta"]
@@ -82,10 +83,8 @@ def measure(scored_dir: Path, key: dict, seed: int) -> dict:
         },
         # the whole caption: does one swapped sentence lower the caption's own clip_score?
         "hallucinated_caption_auroc": round(_clip_auroc(scored, key, "hallucinated"), 4),
-        "duplicates": {f"{t:g}": planted.duplicates(scored, key, groups, t) for t in DEDUP_THRESHOLDS},
-        "duplicates_raw": {
-            f"{t:g}": planted.duplicates(scored, key, groups, t, center=False) for t in DEDUP_THRESHOLDS
-        },
+        "duplicates": {f"{t:g}": planted.duplicates(scored, key, groups, t, centred(images)) for t in DEDUP_THRESHOLDS},
+        "duplicates_raw": {f"{t:g}": planted.duplicates(scored, key, groups, t) for t in DEDUP_THRESHOLDS},
         "copy_cosines": _copy_cosines(scored, key, groups),
         "copy_cosines_raw": _copy_cosines(scored, key, groups, center=False),
     }

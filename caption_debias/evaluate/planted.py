@@ -109,16 +109,11 @@ def keep_top(scores: Sequence[float], percent: float) -> list[bool]:
     return removed
 
 
-def semantic_duplicates(embeddings: np.ndarray, threshold: float, center: bool = True) -> list[int | None]:
+def semantic_duplicates(embeddings: np.ndarray, threshold: float) -> list[int | None]:
     """For each row, the earlier kept row whose image embedding is at cosine >= threshold (the
-    first such), or None: the exact greedy pass SemDeDup's clustering approximates. `center`:
-    the embeddings centred as curate compares them (semdedup.centred), else raw cosine."""
-    from caption_debias.curate.semdedup import centred
-
+    first such), or None: the exact greedy pass SemDeDup's clustering approximates."""
     e = np.asarray(embeddings, np.float32)
     e = e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
-    if center:
-        e = centred(e)
     sims = e @ e.T
     kept: list[int] = []
     matched: list[int | None] = []
@@ -133,11 +128,19 @@ def semantic_duplicates(embeddings: np.ndarray, threshold: float, center: bool =
 
 
 def duplicates(
-    scored: dict[str, list], key: dict[str, Any], groups: Sequence[str], threshold: float, center: bool = True
+    scored: dict[str, list],
+    key: dict[str, Any],
+    groups: Sequence[str],
+    threshold: float,
+    embeddings: np.ndarray | None = None,
 ) -> dict:
     """Rows SemDeDup removes at `threshold`: recall of re-drawn copies (matched to their own
-    source), and the rows removed that are no copy, among them members of a hard-negative group."""
-    matched = semantic_duplicates(np.asarray(scored["image_embedding"], np.float32), threshold, center)
+    source), and the rows removed that are no copy, among them members of a hard-negative group.
+    `embeddings`: the rows' image embeddings as compared (e.g. centred as curate compares them;
+    default: the scored folder's, raw)."""
+    if embeddings is None:
+        embeddings = np.asarray(scored["image_embedding"], np.float32)
+    matched = semantic_duplicates(embeddings, threshold)
     figures = _removal_figures(scored["key"], [m is not None for m in matched], key, "redrawn")
     sources = {e["key"]: e["copy_of_key"] for e in key["redrawn"]}
     keys = scored["key"]
