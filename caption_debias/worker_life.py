@@ -4,16 +4,23 @@ A worker of a `kill -9`ed command would otherwise finish its task, rename files 
 whose lock is gone (another command may hold it by then) and wait forever for more work.
 `bind_to_parent` is the pool's worker initializer; `exit_if_orphaned` is called by the atomic
 writer just before each rename, so an orphan never publishes a file.
+
+Processes that a library starts for us and binds only loosely (Ray's local runtime: its agents
+retry the dead GCS for about a minute after a `kill -9` of the command) are covered by
+`reap_descendants_on_death`: a guard process that kills them as soon as the command is gone.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 WATCH_INTERVAL_S = 0.5
 
@@ -67,3 +74,97 @@ def _watch() -> None:
         time.sleep(WATCH_INTERVAL_S)
         if orphaned():
             os._exit(1)
+
+
+GUARD_ENV = "CAPTION_DEBIAS_RUN"  # inherited by every process the command starts, however deep
+
+
+@contextmanager
+def reap_descendants_on_death() -> Iterator[None]:
+    """While the block runs, a guard process (`python -m caption_debias.worker_life PID TOKEN`)
+    kills every process this one started as soon as this one is gone; the block's end stops the
+    guard (a normal end cleans up after itself).
+
+    The guard knows them two ways: the descendants it saw (every WATCH_INTERVAL_S), and a token
+    in GUARD_ENV that every process started inside the block inherits: one started between two
+    looks, and already re-parented to init when the guard looks again, still carries it.
+    """
+    token = f"{os.getpid()}-{time.time_ns()}"
+    before = os.environ.get(GUARD_ENV)
+    os.environ[GUARD_ENV] = token
+    guard_process = subprocess.Popen(
+        [sys.executable, "-m", "caption_debias.worker_life", str(os.getpid()), token],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # a terminal's Ctrl-C reaches the command, which then ends the guard
+    )
+    try:
+        yield
+    finally:
+        guard_process.terminate()
+        try:
+            guard_process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            guard_process.kill()
+        if before is None:
+            os.environ.pop(GUARD_ENV, None)
+        else:
+            os.environ[GUARD_ENV] = before
+
+
+def _alive(proc) -> bool:
+    import psutil
+
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _carrying(token: str, me: int) -> list:
+    """Every process whose environment holds GUARD_ENV=token (but this one)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != me and proc.environ().get(GUARD_ENV) == token:
+                found.append(proc)
+        except psutil.Error:
+            pass
+    return found
+
+
+def guard(pid: int, token: str) -> None:
+    """The guard's loop: once `pid` has died, kill its descendants seen so far and every process
+    carrying `token` (psutil's Process remembers each one's start time, so a reused pid is never
+    killed)."""
+    import psutil
+
+    try:
+        command = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return
+    me = os.getpid()
+    seen: dict[int, psutil.Process] = {}
+    while _alive(command):
+        try:
+            seen.update((p.pid, p) for p in command.children(recursive=True) if p.pid != me)
+        except psutil.Error:
+            pass
+        time.sleep(WATCH_INTERVAL_S)
+    for _ in range(3):  # a dying parent may still start a child: look again until none is left
+        targets = [p for p in [*seen.values(), *_carrying(token, me)] if _alive(p)]
+        if not targets:
+            return
+        for proc in targets:
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(targets, timeout=WATCH_INTERVAL_S)
+
+
+if __name__ == "__main__":
+    guard(int(sys.argv[1]), sys.argv[2])

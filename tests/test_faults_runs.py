@@ -143,6 +143,42 @@ def test_kill_9_of_a_command_leaves_no_worker_and_the_folder_unchanged(kill_inpu
     assert files(out) == before
 
 
+@pytest.mark.slow
+def test_kill_9_of_a_ray_run_leaves_no_ray_process(kill_inputs, tmp_path):
+    """--engine ray starts its own local runtime (prepare/ray_engine.ray_runtime); Ray binds the
+    runtime's processes to the command (kernel fate sharing: PR_SET_PDEATHSIG), so kill -9 of the
+    command leaves no raylet, GCS or Ray worker behind."""
+    import psutil
+
+    out = tmp_path / "out"
+    args = ["curate", str(kill_inputs / "prepared"), "--out", str(out), "--engine", "ray", "--workers", "2", "-q"]
+    proc = subprocess.Popen([sys.executable, "-m", "caption_debias.cli.main", *args], stderr=subprocess.PIPE)
+    parent = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 180
+    run: list = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            run = parent.children(recursive=True)
+            names = " ".join(" ".join(p.cmdline()) for p in run)
+        except psutil.Error:
+            continue
+        if "raylet" in names and "default_worker" in names:
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None, "the run ended before its Ray workers started"
+    assert any("raylet" in " ".join(p.cmdline()) for p in run)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    _, alive = psutil.wait_procs(run, timeout=30)
+    names = [" ".join(p.cmdline())[:80] for p in alive if p.is_running()]
+    for orphan in alive:  # do not leave them running past a failed test
+        try:
+            orphan.kill()
+        except psutil.Error:
+            pass
+    assert not names, f"{len(names)} processes of the killed Ray run still alive: {names}"
+
+
 # -- long and odd captions -------------------------------------------------------------------
 
 ABBREVIATIONS = "Dr. e.g. U.S. p.m. fig. vs. Mt. etc. no. a.m. i.e. St. approx. Inc. Prof.".split()

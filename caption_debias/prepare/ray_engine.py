@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from caption_debias.errors import UserError
 from caption_debias.prepare.distributor import Ready
+from caption_debias.worker_life import reap_descendants_on_death
 
 # One driver feeds about 24 workers (docs/benchmarks.md, Scale); bigger windows would only
 # cost driver memory (three windows of --shard-rows records each are held at once).
@@ -180,32 +181,34 @@ def ray_ordered_map(
     most three windows of records (in work, read ahead, being read), so memory stays flat on a
     billion-row input.
     """
-    started = _connect(address, workers)
-    try:
-        import ray
-
-        _quiet_data_context()
-        cpus = int(ray.cluster_resources().get("CPU", 1))
-        window_size = max(max_in_flight, min(2 * cpus, MAX_WINDOW))
-        for window in _read_ahead(_windows(items, window_size)):
-            yield from _run_window(fn, window)
-    finally:
-        if started:
+    with reap_descendants_on_death():  # a local runtime's processes die with the command, even by kill -9
+        started = _connect(address, workers)
+        try:
             import ray
 
-            ray.shutdown()
+            _quiet_data_context()
+            cpus = int(ray.cluster_resources().get("CPU", 1))
+            window_size = max(max_in_flight, min(2 * cpus, MAX_WINDOW))
+            for window in _read_ahead(_windows(items, window_size)):
+                yield from _run_window(fn, window)
+        finally:
+            if started:
+                import ray
+
+                ray.shutdown()
 
 
 @contextmanager
 def ray_runtime(address: str | None, workers: int) -> Iterator[None]:
     """One Ray runtime for a whole run (curate's map, group-bys and write; score's actor pool): joined
     or started here, shut down if ours."""
-    started = _connect(address, workers)
-    try:
-        _quiet_data_context()
-        yield
-    finally:
-        if started:
-            import ray
+    with reap_descendants_on_death():  # a local runtime's processes die with the command, even by kill -9
+        started = _connect(address, workers)
+        try:
+            _quiet_data_context()
+            yield
+        finally:
+            if started:
+                import ray
 
-            ray.shutdown()
+                ray.shutdown()
