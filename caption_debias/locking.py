@@ -88,7 +88,8 @@ def folder_lock(folder: str | Path, command: str, beside: bool = False) -> Itera
         lock.acquire()
     except Timeout:
         raise FolderLocked(
-            f"{folder}: in use by {_describe(holder(folder, beside))}; wait for it to finish or choose another folder"
+            f"{folder}: in use by {_describe(_current_holder(folder, beside))}; "
+            "wait for it to finish or choose another folder"
         ) from None
     except OSError as exc:
         raise UserError(f"{folder}: cannot lock the folder ({exc.strerror or exc})") from None
@@ -100,6 +101,25 @@ def folder_lock(folder: str | Path, command: str, beside: bool = False) -> Itera
         yield folder
     finally:
         lock.release()
+
+
+HOLDER_WAIT_S = 2.0
+
+
+def _current_holder(folder: Path, beside: bool) -> dict | None:
+    """The record of the process holding the lock now. The holder writes it just after taking the
+    lock, so a refused process can look in between (no record yet, or the last holder's): look
+    again for up to HOLDER_WAIT_S until the record names a live process on this host (or another
+    host, which cannot be checked)."""
+    deadline = time.monotonic() + HOLDER_WAIT_S
+    while True:
+        info = holder(folder, beside)
+        fresh = info is not None and (
+            info.get("host") != socket.gethostname() or (isinstance(info.get("pid"), int) and _pid_alive(info["pid"]))
+        )
+        if fresh or time.monotonic() >= deadline:
+            return info if fresh else None
+        time.sleep(0.05)
 
 
 def _pid_alive(pid: int) -> bool:

@@ -56,3 +56,38 @@ def test_lock_is_released_on_error(tmp_path):
             raise RuntimeError("boom")
     with folder_lock(tmp_path, "prepare"):
         pass
+
+
+def test_a_refused_lock_names_its_holder_even_before_the_holder_wrote_its_record(tmp_path):
+    """The holder writes its record just after taking the lock; a command refused in between (with
+    no record yet, or the last holder's record of a dead pid) waits for the record, never names
+    the wrong process or 'holder unknown'."""
+    import json
+
+    from caption_debias.locking import lock_files
+
+    folder = tmp_path / "f"
+    folder.mkdir()
+    lock_path, holder_path = lock_files(folder)
+    holder_path.write_text(json.dumps({"pid": 2**22 + 7, "host": os.uname().nodename, "command": "old"}), "utf-8")
+    script = (
+        "import json, os, socket, sys, time\n"
+        "from filelock import FileLock\n"
+        f"lock = FileLock({str(lock_path)!r}, timeout=0)\n"
+        "lock.acquire()\n"
+        "print('locked', flush=True)\n"
+        "time.sleep(0.4)\n"
+        "record = {'pid': os.getpid(), 'host': socket.gethostname(), 'command': 'prepare', 'since': time.time()}\n"
+        f"open({str(holder_path)!r}, 'w').write(json.dumps(record))\n"
+        "time.sleep(30)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        with pytest.raises(FolderLocked) as err:
+            with folder_lock(folder, "curate"):
+                pass
+    finally:
+        proc.kill()
+        proc.wait()
+    assert f"caption-debias prepare (pid {proc.pid})" in str(err.value)
