@@ -199,6 +199,21 @@ def test_random_access_reader_matches_the_tars(world):
         folder.locate(22)
 
 
+def test_a_tar_of_another_size_than_the_manifest_says_is_refused_in_one_line(world, tmp_path):
+    import shutil
+
+    from caption_debias.errors import UserError
+
+    _, _, out, _ = world
+    copy = tmp_path / "packed"
+    shutil.copytree(out, copy)
+    with open(copy / "00001.tar", "r+b") as fh:  # a copy cut short
+        fh.truncate(fh.seek(0, 2) - 512)
+    with pytest.raises(UserError) as err:
+        PackedFolder(copy)
+    assert "00001.tar" in str(err.value) and "the manifest says" in str(err.value)
+
+
 def test_same_bytes_for_any_workers(world, tmp_path):
     prepared, images, out, manifest = world
     two = pack(prepared, tmp_path / "two", _options(images, workers=2))

@@ -51,6 +51,15 @@ class PackedFolder:
         missing = [t["path"] for t in self.tars if not (self.folder / t["path"]).is_file()]
         if missing:
             raise UserError(f"{self.folder}: {len(missing)} tar(s) of the manifest are missing, first {missing[0]}")
+        # a tar's size against the manifest's, one stat each: a truncated copy or another pack's tar is
+        # refused before training reads it (a whole-file sha256 would read every image once more)
+        for t in self.tars:
+            size = (self.folder / t["path"]).stat().st_size
+            if "bytes" in t and size != int(t["bytes"]):
+                raise UserError(
+                    f"{self.folder / t['path']}: {size:,} bytes, the manifest says {int(t['bytes']):,}: "
+                    "not the tar pack wrote (copied in part, or from another folder); pack it again"
+                )
         self.ends = np.cumsum([int(t["samples"]) for t in self.tars])
         self._tar_number = {t["path"]: i for i, t in enumerate(self.tars)}
         self._open: OrderedDict[int, Any] = OrderedDict()
