@@ -126,6 +126,21 @@ def test_scores_equal_open_clips_own_encodes(world, scored):
         assert row["caption"] == " ".join(world["rows"][i][1])  # text columns copied untouched
 
 
+@pytest.mark.parametrize("precision", ["bf16", "amp"])
+def test_reduced_precision_scores_near_fp32(world, scored, tmp_path, precision):
+    """--precision bf16 (weights and inputs) and amp (autocast) on CPU: the GPU modes' code path; the
+    scores move by bf16 rounding only, and the manifest records the precision."""
+    out, _ = scored
+    manifest = score_folder([world["prepared"]], tmp_path / precision, _opts(world, precision=precision))
+    assert manifest["counts"]["written"] == ROWS and manifest["scoring"]["precision"] == precision
+    want = PreparedDataset.open(out).read(["clip_score", "sentence_scores"]).to_pylist()
+    got = PreparedDataset.open(tmp_path / precision).read(["clip_score", "sentence_scores"]).to_pylist()
+    for a, b in zip(want, got):
+        assert b["clip_score"] == pytest.approx(a["clip_score"], abs=0.03)
+        np.testing.assert_allclose(b["sentence_scores"], a["sentence_scores"], atol=0.03)
+    assert any(a["clip_score"] != b["clip_score"] for a, b in zip(want, got))  # it did run at another precision
+
+
 def test_manifest_names_the_model_and_counts_long_captions(world, scored):
     import hashlib
 
