@@ -35,9 +35,7 @@ def stats(
 ) -> None:
     """Caption lengths against CLIP's 77 and Long-CLIP's 248 tokens, sentences per caption,
     where summaries sit and how captions open."""
-    from caption_debias.progress import PlainProgress, on_terminal
-    from caption_debias.stats.compute import compute_stats
-    from caption_debias.stats.report import print_table, write_report
+    from caption_debias.stats.run import run_stats
 
     options = StatsOptions(
         by=by.value if by else None,
@@ -47,15 +45,6 @@ def stats(
         log_interval=log_interval,
         image_root=None if image_root is None else str(image_root),
     )
-    plain = None if quiet or on_terminal() else PlainProgress("stats", "rows", interval=log_interval)
-    result = compute_stats(
-        folders, options, on_rows=(lambda done, total: plain.update(done, total=total)) if plain else None
-    )
-    if plain is not None:
-        plain.finish()
-    if not quiet:
-        print_table(result)
-    if out is not None:
-        files = write_report(result, out, image_root=options.image_root)
-        if not quiet:
-            typer.echo(f"report: {files['html']}")
+    _, files = run_stats(folders, options, out)
+    if files and not quiet:
+        typer.echo(f"report: {files['html']}")

@@ -93,7 +93,6 @@ def train(
 ) -> None:
     """Fine-tune an open_clip model on a prepared folder (DeBias-CLIP, Long-CLIP or plain CLIP)."""
     from caption_debias.train.config import resolve
-    from caption_debias.train.loop import train as run_train
 
     values = {k: v for k, v in ctx.params.items() if k not in CLI_ONLY}
     values = {k: (str(v) if isinstance(v, Path) else v) for k, v in values.items()}
@@ -106,6 +105,11 @@ def train(
     cfg = resolve(values, explicit, None)  # --config is already in `values` (cli/common.py config_option)
     if not cfg.data:
         raise UserError("missing DATA (a prepared folder), on the command line or in --config")
+    from caption_debias.train.start import announce
+
+    announce(cfg.validate())  # checked, then said, before torch is imported: the first line within seconds
+    from caption_debias.train.loop import train as run_train
+
     run = run_train(cfg)
     if not cfg.quiet:
         typer.echo(str(run))

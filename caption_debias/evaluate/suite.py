@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.evaluate.benchmarks import BENCHMARKS, load_benchmark
-from caption_debias.progress import DEFAULT_INTERVAL, Progress
+from caption_debias.progress import DEFAULT_INTERVAL, Progress, note
 
 ZEROSHOT = "imagefolder"  # folder-per-class zero-shot classification
 DATA_KINDS = ("prepared", *BENCHMARKS, ZEROSHOT)
@@ -104,7 +104,12 @@ def run_eval(
     """{model label: {data label: {variant: {t2i, i2t, recall_rule}} or zero-shot {top1, top5, ...}}}.
 
     `progress`: images and texts encoded, on a rich bar or in plain lines every `log_interval` s."""
+    from caption_debias.evaluate.metrics import RULES
+
+    if recall_rule not in RULES:
+        raise UserError(f"--recall-rule {recall_rule!r}: choose from {', '.join(RULES)}")
     with Progress("eval", "encodings", quiet=not progress, interval=log_interval):
+        note(f"reading {', '.join(str(ds.path) for ds in data_specs)}")  # checked, before torch is imported
         return _run_eval(
             model_specs, data_specs, variants, pretrained, context_length, device, batch_size, segmenter,
             template_set, recall_rule, log,
@@ -115,13 +120,11 @@ def _run_eval(
     model_specs, data_specs, variants, pretrained, context_length, device, batch_size, segmenter, template_set,
     recall_rule, log,
 ) -> dict[str, dict[str, Any]]:  # fmt: skip
-    from caption_debias.evaluate.metrics import RULES
     from caption_debias.evaluate.retrieval import run_retrieval
     from caption_debias.evaluate.zeroshot import zeroshot
+    from caption_debias.model.describe import describe
     from caption_debias.model.load import load_model
 
-    if recall_rule not in RULES:
-        raise UserError(f"--recall-rule {recall_rule!r}: choose from {', '.join(RULES)}")
     device = resolve_device(device)
     datasets = {}
     for ds in data_specs:
@@ -132,6 +135,7 @@ def _run_eval(
             log(f"{ds.label}: {d.n_images} images, {len(d.captions)} captions ({d.definition})")
     results: dict[str, dict[str, Any]] = {}
     for label, spec in zip(model_labels(model_specs), model_specs):
+        note(f"loading model {describe(spec, pretrained)}")
         loaded = load_model(spec, pretrained, context_length, device=device)
         log(f"{label}: {loaded.name} on {device}, context {loaded.context_length}")
         results[label] = {}
@@ -176,19 +180,22 @@ def run_probe(
 ) -> dict[str, Any]:
     from contextlib import nullcontext
 
-    from caption_debias.evaluate.probe import probe
     from caption_debias.locking import folder_lock
-    from caption_debias.model.load import load_model
+    from caption_debias.model.describe import describe
 
     if data_spec.benchmark == ZEROSHOT:
         raise UserError("probe needs captions: give a prepared folder or a retrieval benchmark, not imagefolder")
     # one writer per report folder, for the whole run
     with folder_lock(report_dir, "probe") if report_dir is not None else nullcontext():
-        device = resolve_device(device)
-        data = load_data(data_spec, segmenter)
-        models = {
-            label: load_model(spec, pretrained, context_length, device=device)
-            for label, spec in zip(model_labels(model_specs), model_specs)
-        }
         with Progress("probe", "encodings", quiet=not progress, interval=log_interval):
+            note(f"reading {data_spec.path}")  # before torch is imported
+            from caption_debias.evaluate.probe import probe
+            from caption_debias.model.load import load_model
+
+            device = resolve_device(device)
+            data = load_data(data_spec, segmenter)
+            models = {}
+            for label, spec in zip(model_labels(model_specs), model_specs):
+                note(f"loading model {describe(spec, pretrained)}")
+                models[label] = load_model(spec, pretrained, context_length, device=device)
             return probe(models, data, report_dir, batch_size=batch_size)

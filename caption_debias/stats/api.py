@@ -22,19 +22,10 @@ def stats(
 
     `data` is the stats dict (stats.json); counts: records (and rows per folder).
     """
-    from caption_debias.progress import PlainProgress, on_terminal
-    from caption_debias.stats.compute import StatsOptions, compute_stats
-    from caption_debias.stats.report import print_table, write_report
+    from caption_debias.stats.options import StatsOptions
+    from caption_debias.stats.run import run_stats
 
-    options = StatsOptions(by=by, top_phrases=top, phrase_words=phrase_words)
-    plain = None if quiet or on_terminal() else PlainProgress("stats", "rows", interval=log_interval)
-    result = compute_stats(
-        as_list(folders), options, on_rows=(lambda done, total: plain.update(done, total=total)) if plain else None
-    )
-    if plain is not None:
-        plain.finish()
-    if not quiet:
-        print_table(result)
-    files = write_report(result, report) if report is not None else {}
+    options = StatsOptions(by=by, top_phrases=top, phrase_words=phrase_words, quiet=quiet, log_interval=log_interval)
+    result, files = run_stats(as_list(folders), options, report)
     counts = {"records": result["records"]}
     return Result("stats", Path(report) if report is not None else None, counts, dict(files), result)
