@@ -21,7 +21,7 @@ from pathlib import Path
 from _common import ROOT, code_at
 
 sys.path.insert(0, str(ROOT / "tests"))
-from first_line import first_output, make_inputs, startup_seconds  # noqa: E402
+from first_line import command_lines, first_output, make_inputs, startup_seconds  # noqa: E402
 
 
 def main() -> None:
@@ -32,8 +32,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        commands = make_inputs(tmp / "inputs")
-        names = args.commands or list(commands)
+        make_inputs(tmp / "inputs")
+        names = args.commands or list(command_lines(tmp / "inputs", tmp))
         base_cli = [sys.executable, "-c", "from caption_debias.cli.main import main; main()"]
         base_env = {"PYTHONPATH": str(code_at(args.against, tmp / "baseline"))}
         startup = statistics.median(startup_seconds() for _ in range(args.repeat))
@@ -41,10 +41,12 @@ def main() -> None:
         print(f"{'command':<16} {'this':>7} {args.against:>7} {'ratio':>6}  first line (this checkout)")
         for name in names:
             ours, theirs, line = [], [], ""
-            for _ in range(args.repeat):
-                seconds, line = first_output(commands[name])
+            for run in range(args.repeat):
+                seconds, line = first_output(command_lines(tmp / "inputs", tmp / f"this-{run}")[name])
                 ours.append(seconds)
-                theirs.append(first_output(commands[name], cli=base_cli, env=base_env)[0])
+                base = command_lines(tmp / "inputs", tmp / f"base-{run}")[name]
+                # from the temporary folder: `python -c` puts the working directory first on sys.path
+                theirs.append(first_output(base, cli=base_cli, env=base_env, cwd=tmp)[0])
             a, b = statistics.median(ours), statistics.median(theirs)
             print(f"{name:<16} {a:>6.2f}s {b:>6.2f}s {b / a:>5.1f}x  {line[:90]}", flush=True)
 

@@ -19,25 +19,29 @@ from pathlib import Path
 CLI = str(Path(sys.executable).parent / "caption-debias")
 
 
-def make_inputs(root: Path) -> dict[str, list[str]]:
-    """Tiny inputs under `root` and the arguments of every command on them (no command waits on
-    another: each reads what is made here)."""
+def make_inputs(root: Path) -> None:
+    """Tiny inputs under `root`: a 16-row prepared folder with its images (and its table), and a
+    prepared folder of URL rows."""
     sys.path.insert(0, str(Path(__file__).parent))
     from train_fixtures import make_prepared
 
     from caption_debias.prepare.options import PrepareOptions
     from caption_debias.prepare.run import prepare
 
-    prepared, images = make_prepared(root, n=16)
+    make_prepared(root, n=16)
     urls = root / "urls.jsonl"
     rows = [
         {"key": f"u{i}", "image": f"https://example.org/{i}.jpg", "caption": f"A thing {i}. It is red."}
         for i in range(8)
     ]
     urls.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
-    url_prepared = root / "url-prepared"
-    prepare([urls], url_prepared, PrepareOptions(format="table", quiet=True))
-    p, i, o = str(prepared), str(images), root / "out"
+    prepare([urls], root / "url-prepared", PrepareOptions(format="table", quiet=True))
+
+
+def command_lines(root: Path, out: Path) -> dict[str, list[str]]:
+    """Every command's arguments on the inputs under `root`, writing under `out` (a fresh folder
+    for each run: a run stopped at its first line leaves its output behind)."""
+    p, i, o = str(root / "prepared"), str(root / "images"), out
     return {
         "prepare": ["prepare", str(root / "table.jsonl"), "--format", "table", "--out", str(o / "prepare")],
         "stats": ["stats", p, "--out", str(o / "stats")],
@@ -49,7 +53,7 @@ def make_inputs(root: Path) -> dict[str, list[str]]:
         "probe": ["probe", "tiny", "--data", p, "--image-root", i, "--device", "cpu", "--out", str(o / "probe")],
         "synth": ["synth", "--out", str(o / "synth"), "--n", "8"],
         "demo": ["demo", "--quick", "--out", str(o / "demo")],
-        "urls": ["urls", str(url_prepared), "--out", str(o / "urls.parquet")],
+        "urls": ["urls", str(root / "url-prepared"), "--out", str(o / "urls.parquet")],
         "export-captions": ["export-captions", p, "--out", str(o / "captions.jsonl")],
         "pack": ["pack", p, "--out", str(o / "pack"), "--image-root", i],
         "view": ["view", p, "--image-root", i, "--port", "0"],
@@ -57,18 +61,27 @@ def make_inputs(root: Path) -> dict[str, list[str]]:
 
 
 def first_output(
-    args: list[str], timeout: float = 120.0, cli: list[str] | None = None, env: dict[str, str] | None = None
+    args: list[str],
+    timeout: float = 120.0,
+    cli: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> tuple[float, str]:
     """(seconds from the start to the first byte on stdout or stderr, the first line); the
     command (and whatever it started) is stopped then. No output within `timeout`: (inf, "").
 
     `cli`: how to start the command line (default this environment's `caption-debias`); `env`:
-    variables added to this process's."""
+    variables added to this process's; `cwd`: where it runs."""
     env = {**{k: v for k, v in os.environ.items() if k not in ("FORCE_TERMINAL", "TTY_COMPATIBLE")}, **(env or {})}
     env["OMP_NUM_THREADS"] = "1"
     started = time.monotonic()
     proc = subprocess.Popen(
-        [*(cli or [CLI]), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
+        [*(cli or [CLI]), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
     )
     try:
         ready, _, _ = select.select([proc.stdout, proc.stderr], [], [], timeout)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from first_line import first_output, make_inputs, startup_seconds  # noqa: E402
+from first_line import command_lines, first_output, make_inputs, startup_seconds  # noqa: E402
 
 GOAL_S = 2.0
 COMMANDS = (
@@ -39,7 +39,9 @@ COMMANDS = (
 
 @pytest.fixture(scope="module")
 def commands(tmp_path_factory):
-    return make_inputs(tmp_path_factory.mktemp("first-line"))
+    root = tmp_path_factory.mktemp("first-line")
+    make_inputs(root)
+    return command_lines(root, root / "out")
 
 
 def test_every_command_is_covered(commands):
