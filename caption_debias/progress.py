@@ -90,6 +90,7 @@ class Count:
         self.unit, self.total, self.start, self.t0 = unit, total, start, t0
         self.done = start
         self.text = ""
+        self.timed = False  # the work below: whether its clock restarted at its first unit done
 
     def amount(self, n: float) -> str:
         return format_bytes(n) if self.unit == "bytes" else f"{int(n):,}"
@@ -175,7 +176,7 @@ class Progress:
         if text:
             parts.append(text)
         if self.below is not None and (self.below.total or self.below.done):
-            parts.extend(self.below.describe(now, rate=not self.rate))
+            parts.extend(self.below.describe(now, rate=not self.rate and self.below.done > self.below.start))
             if self.below.text:
                 parts.append(self.below.text)
         return f"caption-debias {self.label}: " + ", ".join(parts)
@@ -294,7 +295,8 @@ class Progress:
             self._refresh_bar()
 
     def _beat(self) -> None:
-        while not self._stop.wait(max(self.interval, HEARTBEAT_MIN)):
+        """Wake when the next line is due (at most once a second), print it if nothing did."""
+        while not self._stop.wait(max(HEARTBEAT_MIN, self.interval - (self.clock() - self.last))):
             self.beat()
 
     def _start_bar(self) -> None:
@@ -321,7 +323,8 @@ class Progress:
     def _refresh_bar(self) -> None:
         parts = [self._extra_text()]
         if self.below is not None and (self.below.total or self.below.done):
-            parts += [*self.below.describe(self.clock(), rate=not self.rate), self.below.text]
+            timed = not self.rate and self.below.done > self.below.start
+            parts += [*self.below.describe(self.clock(), rate=timed), self.below.text]
         text = ", ".join(p for p in parts if p)
         self.bar.update(self.task, completed=self.count.done, total=self.count.total, extra=text)
 
@@ -389,10 +392,13 @@ def advance(n: float, extra: str | None = None) -> None:
         return
     with progress.lock:
         below = progress.below
-        if below.done == below.start and n:  # its first unit done prints at once (an arm's first step)
-            progress.moved = True
-            progress.last = float("-inf")
         below.done += n
         if extra is not None:
             below.text = extra
+        if not below.timed and n:
+            # its first unit done prints at once (an arm's first step); the rate counts from there,
+            # without the first unit's one-time costs (a data cache filled, lazy set-up)
+            below.timed, below.start, below.t0 = True, below.done, progress.clock()
+            progress.moved = True
+            progress.last = float("-inf")
         progress._show()
