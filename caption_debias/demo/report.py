@@ -169,7 +169,7 @@ def _result_sentence(summary: dict[str, Any]) -> str:
         f"[{remove['lo']:+.1f}, {remove['hi']:+.1f}])."
     )
     if not summary.get("judged", True):
-        return f"{scores} The interval reaches zero, so this run cannot tell the two arms apart."
+        return f"{scores} The interval reaches zero, so on that this run cannot tell the two arms apart."
     return f"{scores} The interval lies above zero: <code>debias</code> reads the detail sentences where <code>longclip</code> leans on the summary."
 
 
@@ -182,10 +182,12 @@ def headline(results: dict[str, Any]) -> str:
         if cfg["start"] == SHIPPED_START
         else f"a <code>{html_report.esc(cfg['model'])}</code> model trained here on short captions at 77 tokens"
     )
-    keep = summary["gaps"]["keep"]
+    keep, move = summary["gaps"]["keep"], summary["gaps"]["move"]
+    smoke = " (the quick preset is a smoke run: too small to tell)" if cfg["preset"] == "quick" else ""
     return f"""<div class="headline" style="background:#fff;border:1px solid #e3e6ea;border-radius:10px;padding:4px 18px;margin:0 0 18px">
-<p><b>The result.</b> {_result_sentence(summary)} On full captions (keep) the gap is {keep["gap"]:+.1f}
-[{keep["lo"]:+.1f}, {keep["hi"]:+.1f}]. {html_report.esc(verdict(summary, cfg["preset"]))}.</p>
+<p><b>The result.</b> {_result_sentence(summary)} With the summary moved to the fourth place the gap is
+{move["gap"]:+.1f} [{move["lo"]:+.1f}, {move["hi"]:+.1f}]; on full captions, {keep["gap"]:+.1f}
+[{keep["lo"]:+.1f}, {keep["hi"]:+.1f}]{smoke}.</p>
 <p><b>What was trained.</b> Two copies of one start model ({start}) were each fine-tuned for
 {cfg["finetune_steps"]} steps on {cfg["train_images"]:,} synthetic scenes whose long captions open with a
 one-sentence summary and then give details: <code>longclip</code> with Long-CLIP's recipe (the whole caption,
