@@ -141,12 +141,19 @@ class SignalTable:
 
         return storage.scan_parquet(self.files)
 
+    def collect(self, frame):
+        """frame.collect(), a signals file that cannot be decoded named in one line."""
+        from caption_debias import storage
+
+        with storage.reading(self.files):
+            return frame.collect()
+
     def column(self, name: str):
         import polars as pl
 
         if not self.files:
             return pl.Series(name, [])
-        s = self.scan().select(name).collect().to_series()
+        s = self.collect(self.scan().select(name)).to_series()
         assert len(s) == self.n, (name, len(s), self.n)
         return s
 
@@ -157,7 +164,7 @@ class SignalTable:
         if len(orders) == 0 or not self.files:
             return None
         wanted = pl.Series("order", np.unique(orders).astype(np.int64))
-        return self.scan().filter(pl.col("order").is_in(wanted.implode())).select(["order", *columns]).collect()
+        return self.collect(self.scan().filter(pl.col("order").is_in(wanted.implode())).select(["order", *columns]))
 
     def signatures(self, orders: np.ndarray) -> dict[int, np.ndarray]:
         df = self.rows_where(orders, ["signature"])
@@ -187,11 +194,10 @@ def local_shared_keys(table: "SignalTable", columns: list[str]) -> dict:
     out = {}
     for i in range(0, len(columns), SHARED_COLUMNS_PER_SCAN):
         group = columns[i : i + SHARED_COLUMNS_PER_SCAN]
-        flagged = (
+        flagged = table.collect(
             table.scan()
             .select("order", *[pl.when(pl.col(c).is_duplicated()).then(pl.col(c)).alias(c) for c in group])
             .filter(pl.any_horizontal([pl.col(c).is_not_null() for c in group]))
-            .collect()
         )
         for c in group:
             out[c] = flagged.select("order", pl.col(c).alias("key")).drop_nulls("key")
