@@ -180,15 +180,12 @@ def _bad_values(values: pa.Array, limit: float) -> np.ndarray:
     """Per flat value: NaN, infinite or beyond +-limit (nulls are not bad)."""
     x = values.to_numpy(zero_copy_only=False).astype(np.float64)  # nulls become NaN ...
     bad = ~(np.abs(x) <= limit)
-    return bad & values.is_valid().to_numpy(zero_copy_only=False)  # ... and are not bad
+    return bad & _valid(values)  # ... and are not bad
 
 
 def _rows_with(flat_bad: np.ndarray, lists: pa.Array) -> np.ndarray:
     """Per row of a list array: does any of its values have `flat_bad` set? (flat over the non-null lists)"""
-    import pyarrow.compute as pc
-
-    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
-    ends = np.cumsum(lengths)
+    ends = np.cumsum(_lengths(lists))
     counts = np.diff(np.concatenate([[0], np.cumsum(flat_bad)])[np.concatenate([[0], ends])])
     return counts > 0
 
@@ -207,24 +204,42 @@ def score_problems(table: pa.Table, n: int) -> dict[str, list[str | None]]:
         out["clip_score"] = [clip_score_problem(clip[i].as_py()) if b else None for i, b in enumerate(bad)]
     if "sentence_grounding" in names:
         g = table.column("sentence_grounding").combine_chunks()
-        sentences = pc.list_value_length(table.column("sentence_tokens").combine_chunks()).to_numpy(False)
-        lengths = pc.list_value_length(g)
+        sentences = _lengths(table.column("sentence_tokens").combine_chunks())
         bad = _rows_with(_bad_values(pc.list_flatten(g), GROUNDING_MAX), g)
-        bad |= g.is_valid().to_numpy(zero_copy_only=False) & (pc.fill_null(lengths, 0).to_numpy(False) != sentences)
+        bad |= _valid(g) & (_lengths(g) != sentences)
         out["sentence_grounding"] = [
             grounding_problem(g[i].as_py(), int(sentences[i])) if b else None for i, b in enumerate(bad)
         ]
     if "image_embedding" in names:
         e = table.column("image_embedding").combine_chunks()
-        flat = pc.list_flatten(e)
-        x = flat.to_numpy(zero_copy_only=False).astype(np.float64)
-        bad = _rows_with(~np.isfinite(x) | ~flat.is_valid().to_numpy(zero_copy_only=False), e)
-        bounds = np.concatenate([[0], np.cumsum(pc.fill_null(pc.list_value_length(e), 0).to_numpy(False))])
-        squares = np.concatenate([[0.0], np.cumsum(np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0) ** 2)])
-        norms = np.sqrt(np.diff(squares[bounds]))
-        bad |= e.is_valid().to_numpy(zero_copy_only=False) & ~(np.abs(norms - 1.0) <= EMBEDDING_NORM_TOLERANCE)
+        bad = _bad_embeddings(e)
         out["image_embedding"] = [embedding_problem(e[i].as_py()) if b else None for i, b in enumerate(bad)]
     return out
+
+
+def _valid(values: pa.Array) -> np.ndarray:
+    return values.is_valid().to_numpy(zero_copy_only=False)
+
+
+def _lengths(lists: pa.Array) -> np.ndarray:
+    """Per row of a list array: its length (0 for a null list)."""
+    import pyarrow.compute as pc
+
+    return pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+
+
+def _bad_embeddings(e: pa.Array) -> np.ndarray:
+    """Per row: an embedding with a null, NaN or infinite value, or not of unit length (sums of
+    squares per row from one cumulative sum over the flat values)."""
+    import pyarrow.compute as pc
+
+    flat = pc.list_flatten(e)
+    x = flat.to_numpy(zero_copy_only=False).astype(np.float64)
+    bad = _rows_with(~np.isfinite(x) | ~_valid(flat), e)
+    bounds = np.concatenate([[0], np.cumsum(_lengths(e))])
+    squares = np.concatenate([[0.0], np.cumsum(np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0) ** 2)])
+    norms = np.sqrt(np.diff(squares[bounds]))
+    return bad | (_valid(e) & ~(np.abs(norms - 1.0) <= EMBEDDING_NORM_TOLERANCE))
 
 
 def score_signals(table: pa.Table, n: int) -> dict[str, pa.Array]:
