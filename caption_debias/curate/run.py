@@ -288,6 +288,7 @@ def curate(inputs: list[str | Path], out: str | Path, options: CurateOptions | N
     options.validate()
     out = storage.as_path(out)
     storage.require_shared(out, options.workers, options.engine, "--out")
+    storage.refuse_overlap(inputs, out)
     folder = stage_folder(out)
     folder.check_not_a_file()
     with folder.locked():

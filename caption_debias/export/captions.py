@@ -161,6 +161,7 @@ def export_captions(
     if to.exists() and not overwrite:
         raise UserError(f"{to}: already exists (pass --overwrite to replace it)")
     data = PreparedDataset.open(prepared)
+    storage.refuse_overlap([prepared], to)
     to.parent.mkdir(parents=True, exist_ok=True)
     counts = {"images": 0, "rows": 0, "fallback_full_caption": 0}
     rows = _rows(data, strip, augment, copies, seed, image_root, counts)

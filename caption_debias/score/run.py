@@ -204,6 +204,7 @@ def score_folder(
     options.validate()
     out = storage.as_path(out)
     storage.require_shared(out, options.workers, options.engine, "--out")
+    storage.refuse_overlap(inputs, out)
     folder = StageFolder(
         out,
         "score",

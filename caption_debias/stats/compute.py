@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from caption_debias import storage
 from caption_debias.dataset import PreparedDataset, dataset_names
 from caption_debias.errors import UserError
 from caption_debias.stats.curation import curation_stats
@@ -141,7 +142,8 @@ def _collect_dists(
         frames = [_row_measures(lf, name, phrase_words) for name, lf in part]
         queries = value_count_queries(pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0], keys)
         try:
-            results = pl.collect_all(list(queries.values()), engine="streaming")
+            with storage.reading([p for _, ds in datasets for p in ds.shard_paths]):  # a damaged shard: named
+                results = pl.collect_all(list(queries.values()), engine="streaming")
         except (
             pl.exceptions.ComputeError,
             pl.exceptions.SchemaError,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from caption_debias import storage
 from caption_debias.dataset import PreparedDataset
 
 SIDE_BINS = [0, 32, 64, 128, 224, 336, 512, 768, 1024, 1536, 2048, 4096]  # shorter-side histogram edges (px)
@@ -37,14 +38,15 @@ def image_sizes(ds: PreparedDataset) -> dict[str, Any] | None:
     lf = ds.scan()
     if "image_width" not in lf.collect_schema().names():
         return None
-    sides = (
-        lf.select(
-            pl.min_horizontal("image_width", "image_height").alias("short"),
-            pl.max_horizontal("image_width", "image_height").alias("long"),
+    with storage.reading(ds.shard_paths):  # a damaged shard: one line naming it
+        sides = (
+            lf.select(
+                pl.min_horizontal("image_width", "image_height").alias("short"),
+                pl.max_horizontal("image_width", "image_height").alias("long"),
+            )
+            .drop_nulls()
+            .collect()
         )
-        .drop_nulls()
-        .collect()
-    )
     if sides.height == 0:
         return None
 

@@ -291,6 +291,7 @@ def write_report(
     from caption_debias.locking import folder_lock
 
     out = storage.as_path(report_dir)
+    storage.refuse_overlap(stats.get("folders") or [], out)
     with folder_lock(out, "stats"):
         try:
             (out / "plots").mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from caption_debias import storage
 from caption_debias.dataset import PreparedDataset
 
 CLIP_BIN = 0.02  # clip_score histogram bin width (cosine)
@@ -56,7 +57,8 @@ def score_stats(ds: PreparedDataset) -> dict[str, Any] | None:
     cols = ["clip_score", "sentence_grounding", "summary_mask"] + (
         ["sentence_keep"] if "sentence_keep" in ds.columns() else []
     )
-    frame = ds.scan().select(cols).collect()
+    with storage.reading(ds.shard_paths):  # a damaged shard: one line naming it
+        frame = ds.scan().select(cols).collect()
     clip = frame["clip_score"].cast(pl.Float64)
     if clip.null_count() == len(clip):
         return None
