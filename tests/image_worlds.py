@@ -57,6 +57,35 @@ def built(tmp_path_factory, name: str, make: Callable[[Path], Any]) -> Any:
     return _BUILT[name]
 
 
+# -- reading results ---------------------------------------------------------------------------
+
+
+def pixels(data: bytes, name: str) -> tuple:
+    """An ImageSource function: the picture as every stage decodes it (size, RGB bytes)."""
+    from caption_debias.image_files import decode_rgb
+
+    im = decode_rgb(data, name)
+    return im.size, im.tobytes()
+
+
+def raw(data: bytes, name: str) -> bytes:
+    """An ImageSource function: the bytes themselves."""
+    return data
+
+
+def by_key(source, refs: dict[str, str], fn=raw) -> dict:
+    """{key: fn's result} of the images `refs` names (key -> image reference), read in one batch."""
+    keys = sorted(refs)
+    return dict(zip(keys, source.map([refs[k] for k in keys], fn)))
+
+
+def plain(result):
+    """A result as a comparable value: an ImageProblem as (reason, detail)."""
+    from caption_debias.image_files import ImageProblem
+
+    return (result.reason, result.detail) if isinstance(result, ImageProblem) else result
+
+
 # -- URLs and img2dataset ----------------------------------------------------------------------
 
 
@@ -402,9 +431,13 @@ class CountingMotoServer:
         return counting
 
     def start(self) -> str:
-        from werkzeug.serving import make_server
+        from werkzeug.serving import WSGIRequestHandler, make_server
 
-        self._server = make_server("127.0.0.1", 0, self._app(), threaded=True)
+        class Quiet(WSGIRequestHandler):
+            def log(self, *args) -> None:  # no access log on stderr
+                pass
+
+        self._server = make_server("127.0.0.1", 0, self._app(), threaded=True, request_handler=Quiet)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         host, port = self._server.server_address[:2]

@@ -21,15 +21,19 @@ from image_worlds import (  # noqa: E402
     GONE,
     N_PICTURES,
     built,
+    by_key,
     hostile_root,
     i2d_world,
     loose_world,
     packed_world,
+    pixels,
+    plain,
+    raw,
     url_world,
 )
 
 from caption_debias.errors import UserError  # noqa: E402
-from caption_debias.image_files import MISSING, UNREADABLE, ImageProblem, decode_rgb  # noqa: E402
+from caption_debias.image_files import MISSING, UNREADABLE, ImageProblem  # noqa: E402
 from caption_debias.image_source import (  # noqa: E402
     ImageCounts,
     ImageSource,
@@ -67,20 +71,6 @@ def packed(tmp_path_factory, loose):
     return built(tmp_path_factory, "packed", lambda base: packed_world(base, loose))
 
 
-def pixels(data: bytes, name: str) -> tuple:
-    im = decode_rgb(data, name)
-    return im.size, im.tobytes()
-
-
-def raw(data: bytes, name: str) -> bytes:
-    return data
-
-
-def by_key(source: ImageSource, refs: dict[str, str], fn=raw) -> dict:
-    keys = sorted(refs)
-    return dict(zip(keys, source.map([refs[k] for k in keys], fn)))
-
-
 def reference(source: ImageSource, images, keys=None) -> list:
     out = []
     for i, image in enumerate(images):
@@ -89,11 +79,6 @@ def reference(source: ImageSource, images, keys=None) -> list:
         except ImageProblem as exc:
             out.append(exc)
     return out
-
-
-def plain(result):
-    """A result as a comparable value: a problem as (reason, detail)."""
-    return (result.reason, result.detail) if isinstance(result, ImageProblem) else result
 
 
 def same(a, b) -> bool:
@@ -209,6 +194,22 @@ def test_results_do_not_depend_on_the_thread_count(wds, loose, urls):
         one = list(ImageSource(root).stream(images, pixels, keys=keys, threads=1))
         four = list(ImageSource(root).stream(images, pixels, keys=keys, threads=4))
         assert [(i, plain(r)) for i, r in one] == [(i, plain(r)) for i, r in four]
+
+
+def test_a_stream_left_early_or_failing_stops_its_reader_thread(wds):
+    import threading
+
+    images = list(wds.refs.values())
+    stream = ImageSource(wds.root).stream(images, raw, threads=4)
+    next(stream)
+    stream.close()
+
+    def bug(data: bytes, name: str):
+        raise RuntimeError("a bug in the caller's function")
+
+    with pytest.raises(RuntimeError, match="a bug in the caller's function"):  # not a row's reason
+        ImageSource(wds.root).map(images, bug, threads=4)
+    assert not [t for t in threading.enumerate() if t.name.startswith("images")]
 
 
 def test_batched_stream_equals_the_row_by_row_reference_in_every_world(wds, pq_out, loose, packed, urls, tmp_path):

@@ -11,8 +11,9 @@ order), never by thread timing: output does not depend on worker or thread count
 
 from __future__ import annotations
 
+import queue
 import threading
-from collections import Counter, deque
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
@@ -228,16 +229,46 @@ def _apply_job(fn, data: bytes | ImageProblem, name: str, rows: list[int]) -> Jo
 
 
 def _ordered(jobs: Iterable[Job], threads: int) -> Iterator[list[tuple[int, Result]]]:
-    """Each job's results in the jobs' order; with threads > 1, up to 2 x threads jobs run ahead on a pool."""
+    """Each job's results in the jobs' order. With threads > 1 the jobs are made (tars read) on a
+    thread of their own and run on a pool, at most 2 x threads ahead of the caller."""
     if threads <= 1:
         for job in jobs:
             yield job()
         return
+    ahead = threading.Semaphore(2 * threads)
+    made: queue.Queue = queue.Queue()
+    stop = threading.Event()
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="images") as pool:
-        pending: deque = deque()
+        maker = threading.Thread(target=_make, args=(jobs, pool, made, ahead, stop), name="images-reader", daemon=True)
+        maker.start()
+        try:
+            while (item := made.get()) is not _END:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item.result()
+                ahead.release()
+        finally:
+            stop.set()
+            ahead.release()  # a maker waiting for room sees the stop
+            maker.join()
+
+
+_END = object()
+
+
+def _make(jobs: Iterable[Job], pool: ThreadPoolExecutor, made: queue.Queue, ahead, stop: threading.Event) -> None:
+    """Submit each job as room frees up; _END (or the exception that ended the jobs) last."""
+    try:
         for job in jobs:
-            pending.append(pool.submit(job))
-            if len(pending) >= 2 * threads:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
+            ahead.acquire()
+            if stop.is_set():
+                return
+            made.put(pool.submit(job))
+    except BaseException as exc:  # noqa: BLE001  handed to the caller's thread
+        made.put(exc)
+        return
+    finally:
+        close = getattr(jobs, "close", None)
+        if close is not None:
+            close()
+    made.put(_END)
