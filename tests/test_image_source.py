@@ -178,6 +178,20 @@ def test_members_come_back_in_tar_order_with_their_row_index(wds):
     assert all(images[i] == name for i, name in got)
 
 
+def test_in_row_order_gives_each_result_in_its_rows_turn(wds, urls):
+    tar = sorted(wds.root.glob("*.tar"))[0]
+    with tarfile.open(tar) as t:
+        order = [m.name for m in t.getmembers() if m.name.endswith(".jpg")]
+    images = [f"{tar.name}#{m}" for m in reversed(order)] + [None]
+    source = ImageSource(wds.root)
+    got = list(source.in_row_order(images, lambda data, name: name))
+    assert got == [(i, image) for i, image in enumerate(images) if image is not None]
+    in_order = ImageSource(wds.root).in_row_order(list(reversed(images[:-1])), raw)
+    assert [i for i, _ in in_order] == list(range(len(order)))
+    url_rows = list(ImageSource(wds.root).in_row_order(urls.urls, raw, keys=urls.keys))
+    assert [i for i, _ in url_rows] == list(range(len(urls.urls)))
+
+
 def test_rows_naming_one_image_share_one_read_and_one_call(wds, loose):
     image = next(iter(wds.refs.values()))
     calls = []
@@ -325,12 +339,15 @@ def test_a_memory_url_root_reads_what_the_local_root_reads(wds):
     fs.rm(f"/i2d-{os.getpid()}", recursive=True)
 
 
-def test_a_source_travels_to_worker_processes(wds):
+def test_a_source_travels_to_worker_processes_with_its_download_index(wds):
     import pickle
 
     source = ImageSource(wds.root)
     images = list(wds.refs.values())
     assert pickle.loads(pickle.dumps(source)).map(images, raw) == source.map(images, raw)
+    index = source.downloads()
+    assert len(index.found) == N_PICTURES
+    assert pickle.loads(pickle.dumps(source)).downloads().found == index.found
 
 
 # -- loud failure --------------------------------------------------------------------------------

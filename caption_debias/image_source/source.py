@@ -62,14 +62,19 @@ class ImageSource:
 
     # -- where a row's image is --------------------------------------------------------------
 
+    def downloads(self) -> downloads.Downloads:
+        """The index of img2dataset's output under the root (URL rows), built once: a driver that
+        calls this before sending the source to its workers sends the index with it."""
+        if self._downloads is None:
+            self._downloads = downloads.build(self._files)
+        return self._downloads
+
     def locate(self, image: object, key: object = None) -> refs.Ref:
         """The Ref of a row's image (a URL row: where img2dataset stored it, by `key`); ImageProblem when none."""
         ref = refs.parse(image)
         if ref.kind != refs.URL:
             return ref
-        if self._downloads is None:
-            self._downloads = downloads.build(self._files)
-        return refs.parse(self._downloads.image(key, ref.path))
+        return refs.parse(self.downloads().image(key, ref.path))
 
     def container(self, image: object, key: object = None) -> str | None:
         """The tar or parquet file holding a row's image (what to split tasks by); None for a loose file or a problem."""
@@ -106,6 +111,26 @@ class ImageSource:
         jobs = self._jobs(plan, fn)
         for done in _ordered(jobs, self.threads if threads is None else threads):
             yield from done
+
+    def in_row_order(
+        self,
+        images: Sequence[object],
+        fn: Callable[[bytes, str], T],
+        keys: Sequence[object] | None = None,
+        threads: int | None = None,
+    ) -> Iterator[tuple[int, T | ImageProblem]]:
+        """stream's results in row order: each held until the rows before it are out. Memory is the
+        results read ahead of their turn: none when the rows list each tar's members in tar order
+        (the img2dataset reader's rows, pack's), up to a tar's results when they do not (a URL
+        table's rows against img2dataset's tars, written as downloads finished)."""
+        wanted = (i for i, image in enumerate(images) if image is not None)
+        early: dict[int, Any] = {}
+        turn = next(wanted, None)
+        for i, result in self.stream(images, fn, keys, threads):
+            early[i] = result
+            while turn is not None and turn in early:
+                yield turn, early.pop(turn)
+                turn = next(wanted, None)
 
     def map(
         self,
