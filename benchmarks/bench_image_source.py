@@ -10,7 +10,8 @@ webdataset's TarWriter: the same bytes), then times, best of --repeats, interlea
   s3:         ImageSource(s3://bucket/tars).map(rows, fn)       (with --s3: moto's server, counting bytes)
 with fn = image_files.decode_rgb (the one decode every stage uses) and fn = len (reading alone),
 at --threads 1 (every path sequential, as WebDataset iterates) and at --threads N for the
-source's pool. Targets: tars / loose >= 0.9, tars / webdataset >= 1.0 (decode, one thread).
+source's pool. Each ratio is the median over repeats of the paired wall-time ratios (with their
+range). Targets: tars / loose >= 0.9, tars / webdataset >= 1.0 (decode, one thread).
 
     .venv/bin/python benchmarks/bench_image_source.py --n 600 --per-tar 100 --threads 1 4 --repeats 3 --s3
 """
@@ -21,6 +22,7 @@ import argparse
 import io
 import json
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -103,55 +105,53 @@ def time_webdataset(tars: list[str], fn, n: int) -> tuple[float, float]:
 
 
 def measure(folder: Path, refs: tuple[list[str], list[str]], args, s3_root: str | None) -> dict[str, dict]:
+    """Every path's (wall, CPU) seconds per repeat, interleaved: a busy machine slows every path of a repeat alike."""
     loose_refs, tar_refs = refs
     tars = sorted(str(p) for p in (folder / "tars").glob("*.tar"))
-    best: dict[str, tuple[float, float]] = {}  # the fastest pass's (wall, CPU)
+    runs: dict[str, list[tuple[float, float]]] = {}
     fetched: dict[str, int] = {}
-    for _ in range(args.repeats):  # interleaved: a busy machine slows every path alike
+    for _ in range(args.repeats):
         for fname, fn in (("decode", decode), ("read", length)):
             for t in args.threads:
-                for name, root, rows in (("loose", folder / "loose", loose_refs), ("tars", folder / "tars", tar_refs)):
-                    elapsed, _ = time_source(root, rows, fn, t)
-                    key = f"{fname}/{name}/{t}"
-                    best[key] = min(best.get(key, elapsed), elapsed)
-                if s3_root is not None:
-                    elapsed, source = time_source(s3_root, tar_refs, fn, t)
-                    key = f"{fname}/s3/{t}"
-                    best[key] = min(best.get(key, elapsed), elapsed)
-                    fetched[key] = sum(source.stats.fetched.values())
-            key, elapsed = f"{fname}/webdataset/1", time_webdataset(tars, fn, len(tar_refs))
-            best[key] = min(best.get(key, elapsed), elapsed)
-    return {"seconds": best, "fetched": fetched}
+                paths = [("loose", folder / "loose", loose_refs), ("tars", folder / "tars", tar_refs)]
+                paths += [("s3", s3_root, tar_refs)] if s3_root is not None else []
+                for name, root, rows in paths:
+                    elapsed, source = time_source(root, rows, fn, t)
+                    runs.setdefault(f"{fname}/{name}/{t}", []).append(elapsed)
+                    fetched[f"{fname}/{name}/{t}"] = sum(source.stats.fetched.values())
+            runs.setdefault(f"{fname}/webdataset/1", []).append(time_webdataset(tars, fn, len(tar_refs)))
+    return {"runs": runs, "fetched": fetched}
 
 
 def report(result: dict, n: int, tar_bytes: int, threads: list[int], server_bytes: int | None) -> None:
-    """Images/s (wall) of each path, CPU microseconds per image, and the ratios (wall, and CPU at one thread)."""
-    sec = result["seconds"]
-    print(f"{n} images, {tar_bytes / n / 1024:.1f} KiB per image in the tars")
+    """Images/s of each path (its fastest repeat) and CPU microseconds per image (median), then how many
+    times faster tars are than each other path: the median over repeats of the paired wall ratios."""
+    runs = result["runs"]
+    print(f"{n} images, {tar_bytes / n / 1024:.1f} KiB per image in the tars, {len(runs['decode/tars/1'])} repeats")
     for fname in ("decode", "read"):
         for t in threads:
-            paths = [p for p in ("loose", "tars", "webdataset", "s3") if f"{fname}/{p}/{t}" in sec]
+            paths = [p for p in ("loose", "tars", "webdataset", "s3") if f"{fname}/{p}/{t}" in runs]
             rates = "  ".join(
-                f"{p} {n / sec[f'{fname}/{p}/{t}'][0]:6.0f}/s ({sec[f'{fname}/{p}/{t}'][1] / n * 1e6:.0f} us CPU)"
+                f"{p} {n / min(w for w, _ in runs[f'{fname}/{p}/{t}']):6.0f}/s "
+                f"({statistics.median(c for _, c in runs[f'{fname}/{p}/{t}']) / n * 1e6:.0f} us CPU)"
                 for p in paths
             )
             print(f"{fname:6s} threads={t}: {rates}")
-            tars = sec[f"{fname}/tars/{t}"]
-            line = f"    tars/loose {_ratio(sec[f'{fname}/loose/{t}'], tars, t)}"
-            if f"{fname}/webdataset/{t}" in sec:
-                line += f"  tars/webdataset {_ratio(sec[f'{fname}/webdataset/{t}'], tars, t)}"
-            if f"{fname}/s3/{t}" in sec:
-                s3 = f"{fname}/s3/{t}"
-                line += f"  s3/tars {tars[0] / sec[s3][0]:.2f}x  fetched per image {result['fetched'][s3] / n / 1024:.1f} KiB"
-            print(line)
+            tars = runs[f"{fname}/tars/{t}"]
+            others = [p for p in ("loose", "webdataset") if f"{fname}/{p}/{t}" in runs]
+            line = "  ".join(f"tars/{p} {_paired(runs[f'{fname}/{p}/{t}'], tars)}" for p in others)
+            if f"{fname}/s3/{t}" in runs:
+                fetched = result["fetched"][f"{fname}/s3/{t}"] / n / 1024
+                line += f"  s3/tars {_paired(tars, runs[f'{fname}/s3/{t}'])}  fetched per image {fetched:.1f} KiB"
+            print(f"    {line}")
     if server_bytes is not None:
         print(f"moto server: bytes sent for tar GETs per pass per image {server_bytes / n / 1024:.1f} KiB")
 
 
-def _ratio(other: tuple[float, float], tars: tuple[float, float], threads: int) -> str:
-    """How much faster tars are: wall, and CPU per image when one thread does everything."""
-    wall = f"{other[0] / tars[0]:.2f}x"
-    return wall if threads > 1 else f"{wall} (CPU {other[1] / tars[1]:.2f}x)"
+def _paired(slow: list[tuple[float, float]], fast: list[tuple[float, float]]) -> str:
+    """slow / fast wall time, repeat by repeat: the median, and the range."""
+    ratios = sorted(a[0] / b[0] for a, b in zip(slow, fast))
+    return f"{statistics.median(ratios):.2f}x [{ratios[0]:.2f}-{ratios[-1]:.2f}]"
 
 
 def main() -> None:
@@ -175,7 +175,7 @@ def main() -> None:
         url = upload(fs, folder / "tars", f"s3://{bucket}/tars")
         server.clear()
         result = measure(folder, refs, args, url)
-        passes = len(result["fetched"]) * args.repeats  # s3 passes in all
+        passes = len([k for k in result["fetched"] if "/s3/" in k]) * args.repeats  # s3 passes in all
         sent = sum(b for _, b in server.gets(".tar")) / passes
         report(result, args.n, tar_bytes, args.threads, int(sent))
 
