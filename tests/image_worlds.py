@@ -281,15 +281,24 @@ class HostileRoot:
     rows: list[tuple[str, bytes | tuple[str, str]]]  # (image, its bytes, or (reason, a piece of the detail))
 
 
-def hostile_root(base: Path, with_fifo: bool = True) -> HostileRoot:
-    """One root holding every hostile tar at once; rows name good and bad members of each."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+Rows = list[tuple[str, "str | None", str]]  # (image, expected reason: None for `good`, "other"; a piece of the detail)
 
+
+def hostile_root(base: Path, with_fifo: bool = True) -> HostileRoot:
+    """One root holding every hostile tar and parquet file at once; rows name good and bad members of each."""
     root = base / "hostile"
     root.mkdir(parents=True)
     good, other = _jpeg(1), _jpeg(2)
-    rows: list[tuple[str, str | None, str]] = []
+    rows = _kinds_tar(root, good, other) + _cut_tars(root, good, other) + _not_tars(root, with_fifo)
+    rows += _parquet_files(root, good)
+    expected = {None: good, "other": other}
+    return HostileRoot(
+        root, [(image, expected[why] if why in expected else (why, piece)) for image, why, piece in rows]
+    )
+
+
+def _kinds_tar(root: Path, good: bytes, other: bytes) -> Rows:
+    """kinds.tar: every kind of member (paths out, links out and in, FIFO/device/dir, a name twice)."""
     links = [
         ("ok.jpg", good, {}),
         ("../up.jpg", other, {}),
@@ -307,7 +316,7 @@ def hostile_root(base: Path, with_fifo: bool = True) -> HostileRoot:
         ("k1.png", other, {}),  # KEY.jpg asked, KEY.png stored (img2dataset's encode_format)
     ]
     (root / "kinds.tar").write_bytes(_tar_bytes(links))
-    rows += [
+    return [
         ("kinds.tar#ok.jpg", None, ""),
         ("kinds.tar#./ok.jpg", None, ""),
         ("kinds.tar#../up.jpg", "image_unreadable", "member path escapes its tar"),
@@ -325,10 +334,14 @@ def hostile_root(base: Path, with_fifo: bool = True) -> HostileRoot:
         ("kinds.tar#nope.jpg", "image_missing", "no member nope.jpg in kinds.tar"),
         ("kinds.tar#/etc/passwd", "image_unreadable", "absolute member path"),
     ]
+
+
+def _cut_tars(root: Path, good: bytes, other: bytes) -> Rows:
+    """Tars that end too early: a terabyte header, a pax header of 2 GiB, cut in a member, cut at a boundary."""
     # a member whose header claims a terabyte (then the file ends); members before it still read
     huge = _tar_bytes([("first.jpg", good, {})], end=False) + _header("huge.jpg", 1 << 40, tarfile.REGTYPE)
     (root / "huge.tar").write_bytes(huge)
-    rows += [
+    rows = [
         ("huge.tar#first.jpg", None, ""),
         ("huge.tar#huge.jpg", "image_unreadable", "more than the maximum"),
         ("huge.tar#after.jpg", "image_unreadable", "unreadable after member huge.jpg"),
@@ -351,10 +364,15 @@ def hostile_root(base: Path, with_fifo: bool = True) -> HostileRoot:
         ("cut-boundary.tar#a.jpg", None, ""),
         ("cut-boundary.tar#c.jpg", "image_unreadable", "truncated or corrupt after member b.jpg"),
     ]
+    return rows
+
+
+def _not_tars(root: Path, with_fifo: bool) -> Rows:
+    """Files named .tar that are no tar: garbage, empty, a folder, a FIFO; a missing one; a path out."""
     (root / "garbage.tar").write_bytes(bytes(random.Random(3).randrange(256) for _ in range(3000)))
     (root / "empty.tar").write_bytes(b"")
     (root / "dir.tar").mkdir()
-    rows += [
+    rows = [
         ("garbage.tar#ok.jpg", "image_unreadable", "not a readable tar"),
         ("empty.tar#ok.jpg", "image_unreadable", "not a readable tar"),
         ("dir.tar#ok.jpg", "image_missing", "dir.tar is a folder"),
@@ -365,7 +383,14 @@ def hostile_root(base: Path, with_fifo: bool = True) -> HostileRoot:
     if with_fifo and hasattr(os, "mkfifo"):
         os.mkfifo(root / "fifo.tar")
         rows.append(("fifo.tar#ok.jpg", "image_unreadable", "fifo.tar is a FIFO"))
-    # parquet: a sample, a failed download (null bytes), a file that is not img2dataset's, a broken file
+    return rows
+
+
+def _parquet_files(root: Path, good: bytes) -> Rows:
+    """img2dataset parquet output: a sample, a failed download (null bytes), a file that is not img2dataset's, a broken file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     pq.write_table(
         pa.table(
             {
@@ -379,17 +404,13 @@ def hostile_root(base: Path, with_fifo: bool = True) -> HostileRoot:
     )
     pq.write_table(pa.table({"key": ["000"], "caption": ["x"]}), root / "other.parquet")
     (root / "broken.parquet").write_bytes(b"PAR1" + bytes(100))
-    rows += [
+    return [
         ("00000.parquet#000", None, ""),
         ("00000.parquet#001", "image_missing", "no image stored (failed_to_download: 404)"),
         ("00000.parquet#002", "image_missing", "no sample 002 in 00000.parquet"),
         ("other.parquet#000", "image_unreadable", "not img2dataset's parquet output"),
         ("broken.parquet#000", "image_unreadable", "not a readable Parquet file"),
     ]
-    expected = {None: good, "other": other}
-    return HostileRoot(
-        root, [(image, expected[why] if why in expected else (why, piece)) for image, why, piece in rows]
-    )
 
 
 def _padded(n: int) -> int:
