@@ -400,3 +400,71 @@ def read_schema(path: Any):
         return pq.read_schema(path)
     source, fs = arrow_source(path)
     return pq.read_schema(source, filesystem=fs)
+
+
+RANGE_BUFFER = 8 << 20  # a streamed container (tar) is fetched in requests of this size
+
+
+class CountedReader(io.RawIOBase):
+    """A raw reader over another binary file object that counts the bytes read through it.
+
+    Under an io.BufferedReader each refill is one read here: for an fsspec file opened without
+    a cache, one ranged request. `fetched` is then the bytes taken from the store, `reads` the
+    requests; for a local file, the bytes read from disk.
+    """
+
+    def __init__(self, fh: Any):
+        super().__init__()
+        self.fh = fh
+        self.fetched = 0
+        self.reads = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if hasattr(self.fh, "readinto"):  # straight into the caller's buffer: no second copy of a refill
+            n = self.fh.readinto(buffer) or 0
+        else:
+            data = self.fh.read(len(buffer))
+            n = len(data)
+            buffer[:n] = data
+        self.fetched += n
+        self.reads += 1 if n else 0
+        return n
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self.fh.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.fh.tell()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.fh.close()
+        super().close()
+
+
+def counted(fh: Any, buffer_size: int = RANGE_BUFFER) -> io.BufferedReader:
+    """`fh` read through a CountedReader and a buffer of `buffer_size`; the counter is `.raw`."""
+    return io.BufferedReader(CountedReader(fh), buffer_size=buffer_size)
+
+
+def open_ranges(path: Any, buffer_size: int = RANGE_BUFFER) -> io.BufferedReader:
+    """A remote file read front to back in requests of `buffer_size` (no read-ahead cache beyond it),
+    seekable (a seek outside the buffer starts the next request there), counting what it fetched."""
+    path = as_path(path)
+    fh = path.fs.open(path.path, "rb", cache_type="none")
+    return counted(fh, buffer_size)
+
+
+def resolve_folder(typed: str | os.PathLike) -> str:
+    """A folder as a manifest records it: a local path made absolute from the current folder with
+    symlinks followed (file:// URLs become paths); any other URL as given, without a trailing '/'."""
+    text = os.fspath(typed)
+    if is_remote(text):
+        return text.rstrip("/") if not text.endswith("://") else text
+    return os.path.realpath(os.path.abspath(as_path(text)))
