@@ -41,6 +41,7 @@ def build(
     eval_sets: list[dict[str, Any]],
     elapsed_s: float,
     masks: list[dict[str, int] | None] = (),
+    alignment: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`tally`: the write step's sidecars, with any rows removed ahead of the input folders (by --score-model)."""
     tally.reconcile("curate")
@@ -54,6 +55,7 @@ def build(
             "decontaminate": eval_sets,
             "image_coverage": coverage,
             **({"sentence_keep": masked} if masked is not None else {}),
+            **({"low_alignment": alignment} if alignment else {}),  # where --keep-top-alignment cut
         },
         **carried(tally.inputs),
         **({"scoring": first["scoring"]} if first.get("scoring") else {}),  # the model behind the score columns

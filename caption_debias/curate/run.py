@@ -389,6 +389,7 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
         coverage=_merge_coverage(sig_sides, scored_removed),
         eval_sets=ev.sets if ev is not None else [],
         masks=masks,
+        alignment=decisions["alignment"],
         elapsed_s=time.monotonic() - started,
     )
     if options.score_model is not None:

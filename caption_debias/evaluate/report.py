@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from caption_debias import html_report
-from caption_debias.stats.plots import legend_outside
+from caption_debias.plotting import legend_outside
 
 PROBE_JSON = "probe.json"
 ATTENTION_PNG = "attention.png"
