@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from eval_fixtures import make_images, write_prepared  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-RANDOM_LINE = re.compile(r"caption-debias (\w+): warning: (\S+) without --pretrained has random weights")
+RANDOM_LINE = re.compile(r"caption-debias: warning: (\w+) with (\S+) without --pretrained: random weights")
 
 
 @pytest.fixture(scope="module")

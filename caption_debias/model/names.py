@@ -42,7 +42,7 @@ def random_weights(spec: str, pretrained: str | None) -> bool:
 def random_weights_warning(command: str, spec: str) -> str:
     """One line for a command that scores or evaluates with a randomly initialised model."""
     return (
-        f"caption-debias {command}: warning: {spec} without --pretrained has random weights, so its "
+        f"caption-debias: warning: {command} with {spec} without --pretrained: random weights, so its "
         "scores say nothing about the data; give --pretrained (e.g. openai for ViT-B-16) or use the "
         "shipped small model demo-start"
     )

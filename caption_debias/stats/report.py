@@ -366,6 +366,12 @@ def _coverage_rows(c: dict) -> list[list[str]]:
 
 COVERAGE_HEADER = ["image folder", "present", "missing", "unreadable", "not checked", "examples"]
 LINEAGE_HEADER = ["pass", "command", "folder", "read", "removed", "written", "what it did"]
+FLAGS = {  # a curate pass's thresholds (lineage.curate_thresholds) as the flags that set them
+    "min_clip_score": "--min-clip-score",
+    "keep_top_alignment": "--keep-top-alignment",
+    "drop_ungrounded": "--drop-ungrounded",
+    "semantic_duplicate": "--semantic-duplicate-threshold",
+}
 
 
 def _pass_what(p: dict) -> str:
@@ -373,8 +379,8 @@ def _pass_what(p: dict) -> str:
     parts = [f"{reason} {n:,}" for reason, n in p["steps"].items()]
     if p.get("model"):
         parts.append(f"model {p['model']}")
-    given = {k: v for k, v in (p.get("thresholds") or {}).items() if v is not None and k != "keep_top_alignment_cutoff"}
-    parts += [f"--{k.replace('_', '-')} {v:g}" for k, v in given.items()]
+    given = (p.get("thresholds") or {}).items()
+    parts += [f"{FLAGS[k]} {v:g}" for k, v in given if v is not None and k in FLAGS]
     parts += [f"{n['path']} not followed: {n['why']}" for n in p.get("not_followed") or []]
     return "; ".join(parts) or "nothing removed"
 
