@@ -23,7 +23,7 @@ from caption_debias.errors import UserError
 from caption_debias.pack import state
 from caption_debias.pack.images import resizer_version
 from caption_debias.pack.options import PackOptions
-from caption_debias.pack.tars import COLUMNS, OPTIONAL_COLUMNS, TarTask, pack_tar, tar_name
+from caption_debias.pack.tars import COLUMNS, OPTIONAL_COLUMNS, SAMPLE_VERSION, TarTask, pack_tar, tar_name
 from caption_debias.prepare.distributor import Ready, ordered_map
 from caption_debias.runner import StageFolder, StageProgress, Summary, WriteFailed, os_error_text, reconcile, write_json
 
@@ -68,6 +68,7 @@ def _chunks(ds: PreparedDataset, options: PackOptions) -> Iterator[list[dict[str
 
 def _fingerprint(shaping: dict[str, Any], index: int, rows: list[dict[str, Any]]) -> str:
     ident = {"shaping": shaping, "index": index, "rows": len(rows), "first": rows[0]["key"], "last": rows[-1]["key"]}
+    ident["samples"] = SAMPLE_VERSION  # a tar of an older sample layout is redone
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:32]
 
 

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from caption_debias import storage
+from caption_debias import lineage, storage
 from caption_debias.dataset import PreparedDataset, dataset_names
 from caption_debias.errors import UserError
 
@@ -84,10 +84,7 @@ class Folder:
 def _image_root(ds: PreparedDataset, given: str | None) -> Path | None:
     if given is not None:
         return Path(given)
-    root = (ds.manifest.get("options") or {}).get("image_root")
-    if isinstance(root, str) and not storage.is_url(root) and Path(root).is_dir():
-        return Path(root)
-    return None
+    return lineage.image_root(ds.folder, ds.manifest)  # the one the manifests record, back through the lineage
 
 
 def _line_starts(path: Path) -> Any:
