@@ -41,11 +41,13 @@ def test_a_flag_left_out_resolves_to_the_config_default(name, tmp_path, monkeypa
     """What the command hands the library when nothing is given: TrainConfig()'s values."""
     seen = {}
 
-    def fake_train(cfg):  # stops before any model is loaded: only the resolved options matter here
-        seen.update(cfg.to_dict())
-        return Path(cfg.out)
+    def fake_train(options):  # the front door, stopped before anything runs: only the options matter here
+        from caption_debias.api import Result
 
-    monkeypatch.setattr("caption_debias.train.loop.train", fake_train)
+        seen.update(options.to_dict())
+        return Result("train", Path(options.out))
+
+    monkeypatch.setattr("caption_debias.train.api.train", fake_train)
     from typer.testing import CliRunner
 
     res = CliRunner().invoke(app, ["train", str(tmp_path), "--out", str(tmp_path / "run")])
