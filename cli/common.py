@@ -39,6 +39,8 @@ from caption_debias.options import (
 )
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
+# Choices are shown as the metavar when they fit its column; longer lists are in the help text.
+METAVAR_CHOICES = 24
 
 
 def from_field(cls: type, name: str, *flags: str, **kwargs: Any) -> Any:
@@ -56,7 +58,7 @@ def from_field(cls: type, name: str, *flags: str, **kwargs: Any) -> Any:
     if kind in (int, float, str) and (kind is not str or f.metadata.get("choices")):
         kwargs.setdefault("parser", lambda value: check_value(cls, name, value))
         choices, limits = f.metadata.get("choices"), limits_text(cls, name)
-        if choices:
+        if choices and len("|".join(choices)) <= METAVAR_CHOICES:
             kwargs.setdefault("metavar", f"[{'|'.join(choices)}]")
         elif limits:
             kwargs.setdefault("metavar", f"<{kind.__name__} range> {limits}")

@@ -174,11 +174,18 @@ def test_an_image_root_url_reaches_the_library_as_typed(tmp_path):
     _one_line(res.exception, "--image-root s3://bucket/imgs:")
 
 
-def test_summary_modes_named_for_the_flag_are_the_text_modules(tmp_path):
+def test_choices_named_for_a_flag_are_the_library_modules():
+    """Choices the options modules name themselves (the modules that use them load numpy or torch)."""
+    from caption_debias.evaluate.options import RECALL_RULES, TEMPLATE_SETS
     from caption_debias.prepare.options import SUMMARY_MODES
     from caption_debias.text.summary import SUMMARY_MODES as MODES
 
     assert SUMMARY_MODES == MODES
+    pytest.importorskip("torch")
+    from caption_debias.evaluate.metrics import RULES
+    from caption_debias.evaluate.zeroshot import TEMPLATE_SETS as TEMPLATES
+
+    assert RECALL_RULES == RULES and TEMPLATE_SETS == TEMPLATES
 
 
 # ---- --config files ------------------------------------------------------------------------------

@@ -16,9 +16,8 @@ from typing import Sequence
 
 import torch
 
-from caption_debias.evaluate.options import RECALL_RULES as RULES
-
 KS: tuple[int, ...] = (1, 5, 10)
+RULES = ("pessimistic", "clip_benchmark")
 
 
 def text_to_image_ranks(sim: torch.Tensor, text_image: torch.Tensor) -> torch.Tensor:

@@ -22,7 +22,8 @@ PROBE_LAYOUTS_HELP = (
     "Layout of --data: prepared, urban1k, docci, dci, long-dci, coco, flickr30k, flickr30k-full, "
     "sharegpt4v-1k, sharegpt4v-1k-sam."
 )
-# Named here, where the flags are checked before torch loads; metrics.py and zeroshot.py use them.
+# Named here, where the flags are checked before torch loads (metrics.py and zeroshot.py load it);
+# tests/test_options.py keeps them equal to metrics.RULES and zeroshot.TEMPLATE_SETS.
 RECALL_RULES = ("pessimistic", "clip_benchmark")
 TEMPLATE_SETS = ("openai", "simple")
 

@@ -11,9 +11,10 @@ from typing import Sequence
 
 from caption_debias.errors import UserError
 from caption_debias.evaluate.metrics import text_to_image_ranks
-from caption_debias.evaluate.options import TEMPLATE_SETS
 from caption_debias.evaluate.retrieval import model_device
 from caption_debias.progress import add_work, advance
+
+TEMPLATE_SETS = ("openai", "simple")
 
 
 def templates(name: str = "openai") -> Sequence:
