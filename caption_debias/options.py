@@ -209,19 +209,19 @@ def check_fields(options: Any) -> None:
 
 
 def limits_text(cls: type, name: str) -> str | None:
-    """A field's limits as a short metavar suffix ('[x>=1]', '[0<x<=1]'), None when it has none."""
+    """A field's bounds as -h shows them after its help ('x>=1', '0<x<=1'), None when it has none."""
     f = fields_of(cls)[name]
     lo, hi = f.metadata.get("min"), f.metadata.get("max")
     if lo is None and hi is None:
         return None
     show = (lambda v: f"{v:g}") if field_kind(cls, name) is float else str
+    below = "<" if f.metadata["min_open"] else "<="
+    above = "<" if f.metadata["max_open"] else "<="
     if lo is not None and hi is not None:
-        return (
-            f"[{show(lo)}{'<' if f.metadata['min_open'] else '<='}x{'<' if f.metadata['max_open'] else '<='}{show(hi)}]"
-        )
+        return f"{show(lo)}{below}x{above}{show(hi)}"
     if lo is not None:
-        return f"[x{'>' if f.metadata['min_open'] else '>='}{show(lo)}]"
-    return f"[x{'<' if f.metadata['max_open'] else '<='}{show(hi)}]"
+        return f"x{'>' if f.metadata['min_open'] else '>='}{show(lo)}"
+    return f"x{above}{show(hi)}"
 
 
 def check_device_name(device: str) -> None:

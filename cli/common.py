@@ -39,8 +39,6 @@ from caption_debias.options import (
 )
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
-# Choices are shown as the metavar when they fit its column; longer lists are in the help text.
-METAVAR_CHOICES = 24
 
 
 def from_field(cls: type, name: str, *flags: str, **kwargs: Any) -> Any:
@@ -49,20 +47,26 @@ def from_field(cls: type, name: str, *flags: str, **kwargs: Any) -> Any:
     A number or a field with choices is parsed by the field itself (`check_value`), so a bad value
     on the command line or in --config is the same one line as from `validate()` (NaN included).
     A field without a default (`required()`) is a required option. `flags` overrides the field's
-    spellings; limits are the field's only."""
+    spellings; limits are the field's only, shown after the help (`help_text`). The metavar stays
+    typer's (<int>, <str>): ranges and choices in that column squeeze the flags' column at 80
+    characters; `choices_metavar=True` shows a short list of choices there instead."""
     if {"min", "max", "clamp"} & set(kwargs):
         raise ValueError(f"{cls.__name__}.{name}: declare its limits on the field (option(..., min=, max=))")
     f = fields_of(cls)[name]
     default = ... if is_required(f) else field_default(f)
     kind = field_kind(cls, name)
+    if kwargs.pop("choices_metavar", False):
+        kwargs.setdefault("metavar", f"[{'|'.join(f.metadata['choices'])}]")
     if kind in (int, float, str) and (kind is not str or f.metadata.get("choices")):
         kwargs.setdefault("parser", lambda value: check_value(cls, name, value))
-        choices, limits = f.metadata.get("choices"), limits_text(cls, name)
-        if choices and len("|".join(choices)) <= METAVAR_CHOICES:
-            kwargs.setdefault("metavar", f"[{'|'.join(choices)}]")
-        elif limits:
-            kwargs.setdefault("metavar", f"<{kind.__name__} range> {limits}")
-    return typer.Option(default, *(flags or flags_of(f)), help=f.metadata["help"], **kwargs)
+    return typer.Option(default, *(flags or flags_of(f)), help=help_text(cls, name), **kwargs)
+
+
+def help_text(cls: type, name: str) -> str:
+    """What -h says of a field: its help, then its bounds ('Range: x>=1.') when it has any (no
+    brackets: rich would read '[x>=1]' as markup and drop it)."""
+    limits = limits_text(cls, name)
+    return fields_of(cls)[name].metadata["help"] + (f" Range: {limits}." if limits else "")
 
 
 def options_from_params(cls: type, ctx: typer.Context, **given: Any) -> Any:

@@ -20,7 +20,7 @@ def stats(
         "Folder to write stats.json, report.md, report.html and plots/ into (created if missing; rewritten each run).",
         None,
     ),
-    by: Optional[str] = from_field(StatsOptions, "by"),
+    by: Optional[str] = from_field(StatsOptions, "by", choices_metavar=True),
     top_phrases: int = from_field(StatsOptions, "top_phrases"),
     phrase_words: int = from_field(StatsOptions, "phrase_words"),
     quiet: bool = from_field(StatsOptions, "quiet"),

@@ -10,6 +10,7 @@ import pytest
 import typer
 
 from caption_debias.cli import train_cmd
+from caption_debias.cli.common import help_text
 from caption_debias.cli.main import app
 from caption_debias.train.config import TrainConfig
 
@@ -29,7 +30,7 @@ def test_every_field_is_an_option_with_its_default_and_help():
     for name, f in config.items():
         p = params[name]
         assert f.default is not MISSING and p.default == f.default, name
-        assert p.help == f.metadata["help"] and p.help, name
+        assert p.help == help_text(TrainConfig, name) and p.help, name  # the field's help, then its bounds
         assert p.required is False, name
         # the CLI takes folders as Path; TrainConfig keeps them as str (it is written to config.json)
         cli_type = typing.Optional[str] if cli_types[name] == typing.Optional[Path] else cli_types[name]
