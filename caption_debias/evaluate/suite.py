@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.evaluate.benchmarks import BENCHMARKS, load_benchmark
+from caption_debias.model.names import warn_random_weights
 from caption_debias.progress import DEFAULT_INTERVAL, Progress, note
 
 ZEROSHOT = "imagefolder"  # folder-per-class zero-shot classification
@@ -112,18 +113,18 @@ def run_eval(
         note(f"reading {', '.join(str(ds.path) for ds in data_specs)}")  # checked, before torch is imported
         return _run_eval(
             model_specs, data_specs, variants, pretrained, context_length, device, batch_size, segmenter,
-            template_set, recall_rule, log,
+            template_set, recall_rule, log, quiet=not progress,
         )  # fmt: skip
 
 
 def _run_eval(
     model_specs, data_specs, variants, pretrained, context_length, device, batch_size, segmenter, template_set,
-    recall_rule, log,
+    recall_rule, log, quiet=True,
 ) -> dict[str, dict[str, Any]]:  # fmt: skip
     from caption_debias.evaluate.retrieval import run_retrieval
     from caption_debias.evaluate.zeroshot import zeroshot
     from caption_debias.model.describe import describe
-    from caption_debias.model.load import load_model
+    from caption_debias.model.load import load_model, no_weights_warnings
 
     device = resolve_device(device)
     datasets = {}
@@ -136,7 +137,9 @@ def _run_eval(
     results: dict[str, dict[str, Any]] = {}
     for label, spec in zip(model_labels(model_specs), model_specs):
         note(f"loading model {describe(spec, pretrained)}")
-        loaded = load_model(spec, pretrained, context_length, device=device)
+        with no_weights_warnings():  # said in the line below
+            loaded = load_model(spec, pretrained, context_length, device=device)
+        warn_random_weights("eval", spec, pretrained, quiet)
         log(f"{label}: {loaded.name} on {device}, context {loaded.context_length}")
         results[label] = {}
         for name, d in datasets.items():
@@ -190,12 +193,15 @@ def run_probe(
         with Progress("probe", "encodings", quiet=not progress, interval=log_interval):
             note(f"reading {data_spec.path}")  # before torch is imported
             from caption_debias.evaluate.probe import probe
-            from caption_debias.model.load import load_model
+            from caption_debias.model.load import load_model, no_weights_warnings
 
             device = resolve_device(device)
             data = load_data(data_spec, segmenter)
             models = {}
             for label, spec in zip(model_labels(model_specs), model_specs):
                 note(f"loading model {describe(spec, pretrained)}")
-                models[label] = load_model(spec, pretrained, context_length, device=device)
+                with no_weights_warnings():  # said in the lines below
+                    models[label] = load_model(spec, pretrained, context_length, device=device)
+            for spec in model_specs:
+                warn_random_weights("probe", spec, pretrained, quiet=not progress)
             return probe(models, data, report_dir, batch_size=batch_size)

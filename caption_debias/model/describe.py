@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from caption_debias.model.names import is_shipped, random_weights, shipped_folder
 from caption_debias.progress import format_bytes
 
 CHECKPOINTS = "checkpoints"  # model/load.py: a run folder's checkpoints, step_*.pt
@@ -24,6 +25,8 @@ def _size(path: Path) -> str:
 def describe(spec: str, pretrained: str | None = None) -> str:
     """`local-dir:DIR (15.2 MB)`, `run RUN (step_00000300.pt, 15.2 MB)`, `ViT-B-16 (random weights)`, ..."""
     spec = str(spec)
+    if is_shipped(spec):
+        return f"{spec}, the shipped model ({_size(shipped_folder(spec))})"
     if spec.startswith("local-dir:"):
         return f"{spec} ({_size(Path(spec[len('local-dir:') :]))})"
     if spec.startswith("hf-hub:"):
@@ -38,6 +41,6 @@ def describe(spec: str, pretrained: str | None = None) -> str:
         return f"{spec} with weights {pretrained} ({_size(Path(pretrained))})"
     if pretrained:
         return f"{spec} pretrained {pretrained}"
-    if "/" in spec or spec.startswith((".", "~")):  # a path that is not there: load_model names the fault
-        return spec
+    if "/" in spec or spec.startswith((".", "~")) or not random_weights(spec, pretrained):
+        return spec  # a path that is not there: load_model names the fault
     return f"{spec} (random weights)"

@@ -21,6 +21,7 @@ from caption_debias.dataset import MANIFEST
 from caption_debias.errors import UserError
 from caption_debias.input_folders import Inputs, Tally, open_inputs, reuse_or_run
 from caption_debias.model.describe import describe
+from caption_debias.model.names import warn_random_weights
 from caption_debias.prepare.distributor import ordered_map
 from caption_debias.progress import Progress, say
 from caption_debias.runner import StageFolder, Summary, sha256_file, write_json, write_shard
@@ -206,6 +207,7 @@ def score_folder(
     options.validate()
     out = storage.as_path(out)
     storage.require_shared(out, options.workers, options.engine, "--out")
+    storage.refuse_overlap(inputs, out)
     folder = StageFolder(
         out,
         "score",
@@ -232,6 +234,7 @@ def _score(given: list[str | Path], folder: StageFolder, options: ScoreOptions) 
     _check_image_roots(inputs)
     say(f"loading model {describe(options.model, options.pretrained)}", options.quiet)
     sm = encode.cached(options.model, options.pretrained, options.device, options.precision, None)
+    warn_random_weights("score", options.model, options.pretrained, options.quiet)
     shaping = {
         "inputs": [f["path"] for f in inputs.folders],
         "input_manifests": [f["manifest_sha256"] for f in inputs.folders],
