@@ -1,8 +1,9 @@
 """Progress for long commands, on a terminal and off it: one `Progress` for every command.
 
 On a terminal a command shows a rich bar. Without one (a pipe, a SLURM log, CI) a bar would
-print nothing useful, so it prints one plain line as soon as work moves and then one every
-`--log-interval` seconds:
+print nothing useful, so it prints one plain line as soon as work moves (once the first two
+seconds have passed: a quick command, or one that fails at once, prints only its end) and then
+one every `--log-interval` seconds:
 
     caption-debias prepare: 412.3 MB / 1.49 GB (27.7%), 8.1 MB/s, ETA 2m13s, 301,220 records read
 
@@ -39,6 +40,7 @@ in the demo's line).
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -48,6 +50,9 @@ from typing import Any, Callable, TextIO
 DEFAULT_INTERVAL = 30.0
 BAR_REFRESH = 0.1  # seconds between bar updates a caller's `due()` asks for
 HEARTBEAT_MIN = 1.0  # a heartbeat prints at most once a second, whatever --log-interval says
+# Work that moves in a progress's first seconds needs no line yet: a quick command (or one that
+# fails at once) prints only its end; after that, the first move prints at once.
+FIRST_LINE_AFTER = 2.0
 
 
 def on_terminal() -> bool:
@@ -78,9 +83,17 @@ def format_duration(seconds: float) -> str:
 
 def say(text: str, quiet: bool = False, stream: TextIO | None = None) -> None:
     """`caption-debias: TEXT` on stderr now (what the command is about to do); nothing when quiet.
-    Imports nothing, so a command can say what it loads before it imports torch."""
-    if not quiet:
-        print(f"caption-debias: {text}", file=stream or sys.stderr, flush=True)
+    Imports nothing heavy, so a command can say what it loads before it imports torch. A width the
+    environment states (COLUMNS, as rich reads it) is kept: a long path wraps, indented."""
+    if quiet:
+        return
+    line = f"caption-debias: {text}"
+    width = os.environ.get("COLUMNS", "")
+    if width.isdigit() and len(line) > int(width) > 20:
+        import textwrap
+
+        line = "\n".join(textwrap.wrap(line, int(width), subsequent_indent="    ", break_on_hyphens=False))
+    print(line, file=stream or sys.stderr, flush=True)
 
 
 class Count:
@@ -138,8 +151,9 @@ class Progress:
         now = clock()
         self.count = Count(unit, total, start, now)
         self.below = Count(below, None, 0, now) if below else None
-        self.last = now  # when the last plain line was printed
-        self.moved = False  # whether done has moved since the start: the first move prints at once
+        self.started = self.last = now  # when it started; when the last plain line was printed
+        self.moved = False  # whether any work has moved since the start
+        self.printed = False  # whether a plain line was printed yet
         self.quiet = quiet
         self.mode = "quiet" if quiet else ("bar" if (on_terminal() if terminal is None else terminal) else "plain")
         self.lock = threading.RLock()  # a heartbeat thread and the caller print through one place
@@ -190,8 +204,16 @@ class Progress:
         """Whether the next `update` shows (a plain line, or a bar refresh)."""
         if self.mode == "quiet":
             return False
-        wait = BAR_REFRESH if self.mode == "bar" else self.interval
-        return not self.moved or self.clock() - self.last >= wait
+        if self.mode == "bar":
+            return not self.moved or self.clock() - self.last >= BAR_REFRESH
+        return self._line_due(self.clock()) or not self.moved
+
+    def _line_due(self, now: float) -> bool:
+        """A plain line is due: an interval after the last one, or, before the first, as soon as
+        work has moved once FIRST_LINE_AFTER seconds have passed."""
+        if now - self.last >= self.interval:
+            return True
+        return not self.printed and self.moved and now - self.started >= FIRST_LINE_AFTER
 
     # -- what the caller tells it ----------------------------------------------------------
 
@@ -203,11 +225,8 @@ class Progress:
             if extra is not None:
                 self.count.text = extra
             if done is not None:
-                first = done != self.count.start and not self.moved
+                self.moved = self.moved or done != self.count.start
                 self.count.done = done
-                if first:  # the first sign of work prints at once; then every interval
-                    self.moved = True
-                    self.last = float("-inf")
             self._show()
 
     def advance(self, n: float = 1, extra: str | None = None) -> None:
@@ -282,12 +301,13 @@ class Progress:
     # -- showing it ------------------------------------------------------------------------
 
     def _print(self, text: str) -> None:
+        self.printed = True
         print(text, file=self.stream or sys.stderr, flush=True)
 
     def _show(self) -> None:
         if self.mode == "plain":
             now = self.clock()
-            if now - self.last >= self.interval:
+            if self._line_due(now):
                 self.last = now
                 self._print(self.line())
         elif self.mode == "bar" and self.due():
@@ -396,9 +416,12 @@ def advance(n: float, extra: str | None = None) -> None:
         if extra is not None:
             below.text = extra
         if not below.timed and n:
-            # its first unit done prints at once (an arm's first step); the rate counts from there,
-            # without the first unit's one-time costs (a data cache filled, lazy set-up)
-            below.timed, below.start, below.t0 = True, below.done, progress.clock()
+            # the rate counts from its first unit done, without that unit's one-time costs (a data
+            # cache filled, lazy set-up); that unit prints at once (an arm's first step) unless the
+            # progress itself is in its first seconds
+            now = progress.clock()
+            below.timed, below.start, below.t0 = True, below.done, now
             progress.moved = True
-            progress.last = float("-inf")
+            if now - progress.started >= FIRST_LINE_AFTER:
+                progress.last = float("-inf")
         progress._show()

@@ -79,6 +79,27 @@ def test_a_line_at_the_first_move_then_every_interval_and_a_last_one():
     ]
 
 
+def test_work_in_the_first_two_seconds_prints_no_line_until_then():
+    """A quick command (or one failing at once) prints only its end; a slow one a line as soon as
+    its work moves after its first two seconds, then one every interval."""
+    progress, out, clock = _plain("urls", total=8, interval=30)
+    clock.now += 0.5
+    progress.update(4)  # work at once: no line yet
+    clock.now += 1.0
+    progress.update(6)
+    assert out.getvalue() == ""
+    clock.now += 0.5  # two seconds in: the next move prints
+    progress.update(7)
+    clock.now += 10
+    progress.update(8)  # an interval has not passed since
+    assert _lines(out) == ["caption-debias urls: 7 / 8 rows (87.5%), 3.50 rows/s, ETA 0s"]
+    failed, out, clock = _plain("urls", total=8, interval=30)
+    clock.now += 0.3
+    failed.update(4)
+    failed.close(finished=False)  # the error line is the command's only one
+    assert out.getvalue() == ""
+
+
 def test_bytes_unknown_totals_the_extra_callback_and_quiet():
     calls = []
 
@@ -306,10 +327,6 @@ def test_train_prints_steps_rate_eta_and_loss(tmp_path):
     assert [pattern.fullmatch(line).group(1) for line in lines] == ["1", "2", "3", "3"], result.stderr
     assert "global batch 4 = 4 per process x 1 process(es) x accum-freq 1" in result.stderr
     assert result.stderr.startswith(f"caption-debias: loading model tiny (random weights), reading {data}\n")
-    # at the default interval: a line at the first step, then the last one
-    result = _cli([*args, "--resume", "latest", "--max-steps", "5"])
-    lines = [line for line in result.stderr.splitlines() if line.startswith("caption-debias train:")]
-    assert [re.match(r"caption-debias train: (\d) / 5", line).group(1) for line in lines] == ["4", "5"], result.stderr
 
 
 def test_prepare_limit_reads_only_the_first_records(tmp_path):
@@ -471,3 +488,16 @@ def test_zero_shot_images_count_in_the_active_progress(tmp_path, capsys):
     assert progress.done == progress.total == 6
     lines = capsys.readouterr().err.splitlines()
     assert lines[-1].startswith("caption-debias eval: 6 / 6 encodings (100.0%)"), lines
+
+
+def test_a_note_keeps_a_width_the_environment_states(monkeypatch):
+    out = io.StringIO()
+    long = "loading model local-dir:/tmp/runs/runs-of-the-objects-world-seed-0-longclip-300-steps-exported (15.2 MB)"
+    monkeypatch.delenv("COLUMNS", raising=False)
+    shared.say(long, stream=out)  # a log: one line, whatever its length
+    monkeypatch.setenv("COLUMNS", "40")
+    shared.say(long, stream=out)
+    first, *wrapped = out.getvalue().splitlines()
+    assert first == f"caption-debias: {long}"
+    assert all(len(line) <= 40 for line in wrapped) and len(wrapped) > 2 and wrapped[1].startswith("    ")
+    assert "".join("".join(wrapped).split()) == "".join(first.split())  # every character, wrapped

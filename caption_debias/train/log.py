@@ -1,6 +1,6 @@
 """The training log: a metrics.jsonl line (rank 0) and the --report-to scalars (TensorBoard,
 wandb) every --log-every steps; progress on the shared `caption_debias.progress.Progress` (a bar
-on a terminal, else a plain line at the first step and then every --log-interval seconds). A
+on a terminal, else a plain line at the first step two seconds in, then every --log-interval seconds). A
 quiet run reports its steps and loss to the progress it runs under (the demo's)."""
 
 from __future__ import annotations
