@@ -25,24 +25,17 @@ def default_cache_dir() -> Path:
 
 
 def make_thumbnail(data: bytes, size: int = SIZE) -> bytes:
-    """JPEG bytes of `data` scaled to fit size x size (draft decoding for JPEGs: a fraction of the work)."""
-    from PIL import Image, ImageOps
+    """JPEG bytes of `data` scaled to fit size x size, decoded as every stage decodes it
+    (image_files.decode_thumbnail: 16-bit scaled, transparency on white, JPEGs at draft scale)."""
+    from caption_debias.image_files import ImageProblem, decode_thumbnail
 
     try:
-        with Image.open(io.BytesIO(data)) as im:
-            im.draft("RGB", (size, size))
-            im = ImageOps.exif_transpose(im)
-            im.thumbnail((size, size))
-            if im.mode not in ("RGB", "L"):
-                im = im.convert("RGBA")
-                flat = Image.new("RGB", im.size, (255, 255, 255))
-                flat.paste(im, mask=im.getchannel("A"))
-                im = flat
-            out = io.BytesIO()
-            im.save(out, "JPEG", quality=QUALITY, optimize=True)
-            return out.getvalue()
-    except Exception as exc:  # any decoder error: shown as a placeholder, never a crash
+        im = decode_thumbnail(data, size)
+    except ImageProblem as exc:  # shown as a placeholder, never a crash
         raise Refused("not a readable image") from exc
+    out = io.BytesIO()
+    im.save(out, "JPEG", quality=QUALITY, optimize=True)
+    return out.getvalue()
 
 
 def placeholder_svg(why: str) -> bytes:
