@@ -108,12 +108,12 @@ def test_decode_thumbnail_reduces_before_converting(tmp_path):
 
 
 def _prepare(tmp_path: Path, images: dict[str, bytes]) -> Path:
+    import random
+
     from curate_fixtures import caption
 
     from caption_debias.prepare.options import PrepareOptions
     from caption_debias.prepare.run import prepare
-
-    import random
 
     rng = random.Random(3)
     root = tmp_path / "images"
