@@ -57,11 +57,14 @@ class ImageProblem(OSError):
     """Why one image cannot be used: `reason` (MISSING or UNREADABLE) and a one-line `detail`.
 
     An OSError, so code that already treats an unreadable file as one bad row keeps doing so.
+    `shown` is the detail without what lies outside the image root (a symlink's target), for
+    whoever may only see inside it (view's web page).
     """
 
-    def __init__(self, reason: str, detail: str):
+    def __init__(self, reason: str, detail: str, shown: str | None = None):
         super().__init__(detail)
         self.reason, self.detail = reason, detail
+        self.shown = detail if shown is None else shown
 
     def __str__(self) -> str:
         return self.detail
@@ -108,7 +111,11 @@ class ImageRoot:
         except OSError as exc:  # ELOOP (a symlink loop), EACCES, ENAMETOOLONG, ...
             raise ImageProblem(UNREADABLE, f"{image}: {exc.strerror or exc}") from None
         if not real.is_relative_to(self.real):
-            raise ImageProblem(UNREADABLE, f"{image}: a symlink to {real}, outside the image root")
+            raise ImageProblem(
+                UNREADABLE,
+                f"{image}: a symlink to {real}, outside the image root",
+                f"{image}: a symlink to a file outside the image root",
+            )
         return real
 
     def read(self, image: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
@@ -336,12 +343,19 @@ def decoded_bytes(im) -> int:
     return 2 * width * height * _BYTES_PER_PIXEL.get(im.mode, 4)
 
 
-def thumbnail_of(im, side: int):
-    """The lazily opened `im` as to_8bit gives it, fitted into side x side: a JPEG decoded at the
-    smallest DCT scale still at least `side` (draft), any other picture reduced by whole factors before
-    its conversion (a 100-megapixel RGBA PNG is converted at its thumbnail's size, not its own)."""
+def draft(im, side: int):
+    """A lazily opened JPEG set to decode at the smallest DCT scale whose sides are still at least
+    `side` (libjpeg's scaling: 1/2 to 1/8 of each side; `im.size` says the decoded size); others as they are."""
     if im.format == "JPEG":
-        im.draft("RGB", (side, side))  # scales only; keeps the mode
+        im.draft("RGB", (side, side))  # scales only; keeps the mode; a second call changes nothing
+    return im
+
+
+def thumbnail_of(im, side: int):
+    """The lazily opened `im` as to_8bit gives it, fitted into side x side: a JPEG decoded at draft
+    scale, any other picture reduced by whole factors before its conversion (a 100-megapixel RGBA
+    PNG is converted at its thumbnail's size, not its own)."""
+    draft(im, side)
     im.load()
     if im.mode in REDUCIBLE:
         im.thumbnail((side, side))  # in place: Image.reduce, then a resampling; EXIF kept for to_8bit

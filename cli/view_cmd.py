@@ -21,6 +21,7 @@ def view(
     image_root: Optional[Path] = from_field(ViewOptions, "image_root"),
     host: str = from_field(ViewOptions, "host"),
     port: int = from_field(ViewOptions, "port", min=0, max=65535),
+    allowed_host: List[str] = from_field(ViewOptions, "allowed_host"),
     static: Optional[str] = from_field(ViewOptions, "static"),
     sample: int = from_field(ViewOptions, "sample", min=0),
     per_reason: int = from_field(ViewOptions, "per_reason", min=0),
@@ -30,12 +31,13 @@ def view(
 ) -> None:
     """Samples, sentences by role, removals beside what they matched, scores: a local web page
     (read-only; serves until Ctrl-C) or, with --static, one HTML file that opens without a server."""
-    from caption_debias.view.app import run_view
+    from caption_debias.view.server import run_view
 
     options = ViewOptions(
         image_root=None if image_root is None else str(image_root),
         host=host,
         port=port,
+        allowed_host=list(allowed_host),
         static=static,
         sample=sample,
         per_reason=per_reason,

@@ -18,7 +18,8 @@ pytest.importorskip("uvicorn")
 from view_fixtures import curated_world, escaping_folder, mtimes, scored_copy  # noqa: E402
 
 from caption_debias.errors import UserError  # noqa: E402
-from caption_debias.view.data import Query, ViewData, sentence_roles  # noqa: E402
+from caption_debias.view.cards import sentence_roles  # noqa: E402
+from caption_debias.view.data import Query, ViewData  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,7 @@ def client_for(tmp_path):
 
     def make(folders, image_root=None):
         data = ViewData([str(f) for f in folders], None if image_root is None else str(image_root))
-        return TestClient(create_app(data, ThumbCache(tmp_path / "thumbs")))
+        return TestClient(create_app(data, ThumbCache(tmp_path / "thumbs")), base_url="http://127.0.0.1")
 
     return make
 

@@ -19,7 +19,7 @@ class Refused(Exception):
 
     @classmethod
     def of(cls, why: ImageProblem) -> "Refused":
-        return cls("image not found" if why.reason == MISSING else why.detail)
+        return cls("image not found" if why.reason == MISSING else why.shown)
 
 
 def resolve_inside(root: str | Path, relative: str) -> Path:
