@@ -224,6 +224,8 @@ def test_a_removed_line_naming_another_folder_does_not_make_view_read_it(world, 
     assert card["full_caption"] is False and "SECRET" not in json.dumps(card)
     out = write_static(data, tmp_path / "s.html", sample=20, per_reason=20, seed=0, thumbs_dir=tmp_path / "t")
     assert "SECRET" not in out.read_text()
+    given = ViewData([str(folder), str(victim)]).removed_row(0, 0)  # given too: then it may be read
+    assert given["full_caption"] is True and given["caption"].startswith("SECRET")
     # the input the manifest records is read (whole captions), until it is another folder at that path
     recorded = next(i for i, x in enumerate(lines) if x["reason"] == "near_duplicate_caption")
     assert data.removed_row(0, recorded)["full_caption"] is True

@@ -1,13 +1,15 @@
 """Removed rows: their cards, their whole captions, and the kept rows they matched.
 
 A removed row's card comes from its removed.jsonl line (reason, detail, the 200-character
-caption). Its whole caption is read by key from the input folder curate read it from, and only
-from one the folder's own manifest records as its input with that input's manifest digest
-(folders.Folder.inputs): a line naming any other folder is shown from its own 200 characters.
+caption). Its whole caption is read by key from the input folder curate read it from, and only from one of the
+folders view was given or one the folder's own manifest records as its input, with that input's
+manifest digest (folders.Folder.inputs): a line naming any other folder is shown from its own
+200 characters.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -38,16 +40,18 @@ class Removals:
         return f.removed.row(i, named=True)
 
     def _input(self, f: Folder, path: str) -> PreparedDataset | None:
-        """The input folder `path`, if `f`'s manifest records it and its manifest is still the one recorded."""
+        """The input folder `path`: one of the folders view was given, or one `f`'s manifest records
+        whose manifest is still the one recorded; None for any other."""
+        given = any(os.path.realpath(g.path) == os.path.realpath(path) for g in self.folders)
         digest = f.inputs.get(path)
-        if digest is None:
+        if digest is None and not given:
             return None
         with self._lock:
             if path in self._inputs:
                 return self._inputs[path]
         try:
             ds = PreparedDataset.open(path, allow_incomplete=True)
-            if sha256_file(ds.folder / MANIFEST) != digest:
+            if not given and sha256_file(ds.folder / MANIFEST) != digest:
                 ds = None  # another folder now, or that one prepared again: its rows are not these
         except (UserError, OSError):
             ds = None
