@@ -24,7 +24,6 @@ Rules and the user-visible outcome of each fault: docs/reliability.md.
 
 from __future__ import annotations
 
-import functools
 import io
 import os
 import posixpath
@@ -225,14 +224,16 @@ def check_pixels(size: tuple[int, int], name: str = "image") -> None:
         )
 
 
-@functools.cache
 def _pillow():
     """PIL.Image, with its bomb warning silenced for the whole process: MAX_PIXELS decides here, and
     warnings.catch_warnings around each open is not thread-safe (curate opens on several threads, and
-    one thread leaving it put the filter back while another opened a large picture)."""
+    one thread leaving it put the filter back while another opened a large picture). Checked at each
+    call: someone else's catch_warnings may have put the filters back since."""
     from PIL import Image
 
-    warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
+    bomb = Image.DecompressionBombWarning
+    if not any(f[0] == "ignore" and f[2] is bomb for f in warnings.filters):
+        warnings.filterwarnings("ignore", category=bomb)
     return Image
 
 

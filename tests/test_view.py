@@ -370,6 +370,8 @@ def test_an_empty_folder_and_two_folders_together(world, tmp_path):
     empty = ViewData([str(tmp_path / "empty")])
     for q in [Query(), Query(sort="num_tokens"), Query(text="x"), Query(ranges=(("num_tokens", 1, None),))]:
         assert empty.page(q) == {"total": 0, "offset": 0, "rows": []}
+    for q in [Query(view="removed"), Query(view="removed", sort="similarity")]:  # a prepared folder removed nothing
+        assert empty.page(q) == {"total": 0, "offset": 0, "rows": []}
     both = ViewData([str(world["curated"]), str(world["prepared"])])
     assert both.total_rows == 13 + 28 and [f.kind for f in both.folders] == ["curated", "prepared"]
     page = both.page(Query(offset=10, limit=6))["rows"]  # file order runs on from one folder into the next

@@ -220,8 +220,8 @@ class RowIndex:
         import polars as pl
 
         frames = [f.removed for f in self.folders if f.removed is not None]
-        if not frames:
-            return pl.DataFrame()
+        if not frames:  # no curated folder: no removed rows
+            return pl.DataFrame(schema={"_folder": pl.Int32, "_removed": pl.Int64, "similarity": pl.Float64})
         df = pl.concat(frames, how="vertical_relaxed")
         if q.reason:
             df = df.filter(pl.col("reason") == q.reason)
