@@ -594,7 +594,7 @@ def _loss_curves_png(curves: dict[str, list[dict[str, Any]]]) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from caption_debias.stats.plots import legend_outside
+    from caption_debias.plotting import legend_outside
 
     fig, ax = plt.subplots(figsize=(8, 3.4), dpi=100)
     for name in ARMS:

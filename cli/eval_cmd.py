@@ -15,8 +15,9 @@ from caption_debias.cli.common import config_option, from_field, out_option
 from caption_debias.evaluate.options import EvalOptions, ProbeOptions
 
 _MODELS_HELP = (
-    "Models: a training run folder, local-dir:DIR, hf-hub:ORG/REPO, an open_clip name (e.g. tiny, ViT-B-16) "
-    "or a checkpoint file; several give one side-by-side table."
+    "Models: a training run folder, demo-start (the shipped small model), local-dir:DIR, hf-hub:ORG/REPO, an "
+    "open_clip name with --pretrained (e.g. ViT-B-16; tiny and a name without it are random weights) or a "
+    "checkpoint file; several give one side-by-side table."
 )
 
 

@@ -15,7 +15,10 @@ from caption_debias.model.options import ExportOptions
 
 
 def export(
-    run: str = typer.Argument(..., help="Run folder (its latest checkpoint is exported), or any --model spec."),
+    run: str = typer.Argument(
+        ...,
+        help="Run folder (its latest checkpoint is exported), or any --model spec (demo-start: the shipped small model).",
+    ),
     out: Path = out_option("Folder to write open_clip_config.json and open_clip_model.safetensors into."),
     pretrained: Optional[str] = from_field(ExportOptions, "pretrained"),
     overwrite: bool = from_field(ExportOptions, "overwrite"),

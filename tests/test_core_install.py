@@ -84,3 +84,39 @@ def test_shipped_vocabulary_is_open_clips():
         pytest.skip("open_clip is not installed")
     theirs = Path(next(iter(spec.submodule_search_locations))) / VOCAB_FILE
     assert Path(find_vocab_path()).read_bytes() == theirs.read_bytes()
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pyproject() -> dict:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
+
+
+def test_every_importable_folder_of_the_package_is_a_configured_package():
+    """setuptools warns (40 lines at install) about a folder Python could import, such as
+    caption_debias/view/assets, that the `packages` list leaves out; each one is listed, and each
+    listed package's data files are named in package-data."""
+    cfg = _pyproject()["tool"]["setuptools"]
+    listed = set(cfg["packages"])
+    found = set()
+    for folder in [ROOT / "caption_debias", *(ROOT / "caption_debias").rglob("*")]:
+        if not folder.is_dir() or folder.name == "__pycache__" or not folder.name.isidentifier():
+            continue
+        if any(f.is_file() for f in folder.iterdir()):
+            found.add(".".join(folder.relative_to(ROOT).parts))
+    assert found - listed == set()
+    data = cfg["package-data"]["caption_debias.view.assets"]
+    served = {f.name for f in (ROOT / "caption_debias" / "view" / "assets").iterdir() if f.is_file()}
+    assert served and all(any(Path(name).match(pattern) for pattern in data) for name in served)
+
+
+def test_the_make_targets_the_test_markers_name_exist():
+    import re
+
+    targets = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text("utf-8"), flags=re.M))
+    for marker in _pyproject()["tool"]["pytest"]["ini_options"]["markers"]:
+        for target in re.findall(r"make ([\w-]+)", marker):
+            assert target in targets, f"{marker!r} names `make {target}`, which the Makefile lacks"

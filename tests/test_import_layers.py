@@ -120,3 +120,14 @@ def test_the_module_scan_finds_a_cycle_inside_a_package():
     except graphlib.CycleError:
         return
     raise AssertionError("a planted cycle between two stats modules was not found")
+
+
+def test_the_shared_plotting_helper_sits_at_the_root():
+    """legend_outside is caption_debias/plotting.py's: evaluate draws its probe plots without importing stats."""
+    from caption_debias.plotting import legend_outside
+
+    assert "stats" not in unit_graph()["evaluate"]
+    assert "caption_debias.plotting" in module_graph()["caption_debias.stats.plots"]
+    import caption_debias.stats.plots as plots
+
+    assert plots.legend_outside is legend_outside

@@ -17,6 +17,7 @@ REASONS = (
     "eval_overlap",
     "repetitive_caption",
     "truncated_caption",
+    "invalid_signal",  # a score column this run reads holds what score never writes (NaN, inf, 1e30, ...)
     "low_alignment",  # model scores (a scored folder, docs/curation.md): row-local, so before the duplicates
     "ungrounded_caption",
     "duplicate_image",
@@ -25,7 +26,7 @@ REASONS = (
     "semantic_duplicate",  # last: an exact or near-exact duplicate is reported as such, not as a semantic one
 )
 # Reasons that read the columns `caption-debias score` writes.
-MODEL_REASONS = ("low_alignment", "ungrounded_caption", "semantic_duplicate")
+MODEL_REASONS = ("invalid_signal", "low_alignment", "ungrounded_caption", "semantic_duplicate")
 
 # Thresholds that are not flags; all recorded in the manifest (docs/curation.md, measured in
 # docs/benchmarks.md). Changing one changes the output, so they are part of the run's shape.

@@ -18,12 +18,12 @@ from typing import Any, Iterator
 
 from caption_debias import __version__, storage
 from caption_debias.dataset import MANIFEST as PREPARED_MANIFEST
-from caption_debias.dataset import PreparedDataset, default_image_root
+from caption_debias.dataset import PreparedDataset, default_image_root, read_manifest
 from caption_debias.errors import UserError
 from caption_debias.pack import state
 from caption_debias.pack.images import resizer_version
 from caption_debias.pack.options import PackOptions
-from caption_debias.pack.tars import COLUMNS, OPTIONAL_COLUMNS, TarTask, pack_tar, tar_name
+from caption_debias.pack.tars import COLUMNS, OPTIONAL_COLUMNS, SAMPLE_VERSION, TarTask, pack_tar, tar_name
 from caption_debias.prepare.distributor import Ready, ordered_map
 from caption_debias.runner import StageFolder, StageProgress, Summary, WriteFailed, os_error_text, reconcile, write_json
 
@@ -31,6 +31,7 @@ from caption_debias.runner import StageFolder, StageProgress, Summary, WriteFail
 def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = None) -> dict[str, Any]:
     """Pack the prepared (or curated) folder `prepared` into webdataset tars in `out`; returns the manifest."""
     options = options or PackOptions()
+    read_manifest(prepared)  # a folder that is not a prepared one says so before an option that needs it does
     if not options.image_root:  # the root the input was prepared (or curated) with, when it records one
         options = dataclasses.replace(options, image_root=default_image_root(None, [prepared]) or "")
     if options.image_root:
@@ -40,8 +41,7 @@ def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = No
     ds = PreparedDataset.open(prepared)
     out = storage.as_path(out)
     storage.require_shared(out, options.workers, options.engine, "--out")
-    if storage.same_place(out, ds.folder):
-        raise UserError("--out must be another folder than the prepared input")
+    storage.refuse_overlap([ds.folder], out)
     folder = state.stage_folder(out)
     with folder.locked():
         try:
@@ -68,6 +68,7 @@ def _chunks(ds: PreparedDataset, options: PackOptions) -> Iterator[list[dict[str
 
 def _fingerprint(shaping: dict[str, Any], index: int, rows: list[dict[str, Any]]) -> str:
     ident = {"shaping": shaping, "index": index, "rows": len(rows), "first": rows[0]["key"], "last": rows[-1]["key"]}
+    ident["samples"] = SAMPLE_VERSION  # a tar of an older sample layout is redone
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:32]
 
 

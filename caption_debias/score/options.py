@@ -26,7 +26,8 @@ GROUNDING_EPS = 1e-6  # added to the reference similarities' standard deviation 
 class ScoreOptions:
     model: str = option(
         "ViT-B-16",
-        "open_clip model name (or `tiny`, `demo-small`), local-dir:DIR, hf-hub:ORG/REPO, a checkpoint file, or a `train` run folder.",
+        "demo-start (the shipped small model, trained), an open_clip model name with --pretrained (without it: "
+        "random weights, e.g. the default), local-dir:DIR, hf-hub:ORG/REPO, a checkpoint file, or a `train` run folder.",
     )
     pretrained: str | None = option(
         None, "Pretrained tag (e.g. openai) or checkpoint file; for a checkpoint-file --model, its architecture name."

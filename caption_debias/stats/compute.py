@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from caption_debias import lineage, storage
 from caption_debias.dataset import PreparedDataset, dataset_names
 from caption_debias.errors import UserError
 from caption_debias.stats.curation import curation_stats
 from caption_debias.stats.options import StatsOptions
-from caption_debias.stats.scores import score_stats
+from caption_debias.stats.scores import score_stats, threshold_marks
 
 BY_FIELDS = ("source", "split")
 CLIP_CONTEXT = 77  # CLIP's text context, start and end tokens included
@@ -141,7 +142,8 @@ def _collect_dists(
         frames = [_row_measures(lf, name, phrase_words) for name, lf in part]
         queries = value_count_queries(pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0], keys)
         try:
-            results = pl.collect_all(list(queries.values()), engine="streaming")
+            with storage.reading([p for _, ds in datasets for p in ds.shard_paths]):  # a damaged shard: named
+                results = pl.collect_all(list(queries.values()), engine="streaming")
         except (
             pl.exceptions.ComputeError,
             pl.exceptions.SchemaError,
@@ -305,9 +307,10 @@ def compute_stats(
         curation = curation_stats(ds)  # curated folders only: funnel, image coverage, image sizes
         if curation is not None:
             entry["curation"] = curation
+        entry["lineage"] = lineage.passes(ds.folder)  # prepare -> curate -> score -> ...: every pass, oldest first
         scores = score_stats(ds)  # scored folders only: clip_score histogram, grounding by sentence position
         if scores is not None:
-            entry["scores"] = scores
+            entry["scores"] = {**scores, **threshold_marks(entry["lineage"])}
         entry["prepared_with"] = {
             "segmenter": (ds.manifest.get("segmenter") or {}).get("name"),
             "summary": (ds.manifest.get("summary") or {}).get("mode"),

@@ -45,7 +45,8 @@ class TrainConfig:
     )
     model: str = option(
         "ViT-B-16",
-        "open_clip model name (or `tiny`), local-dir:DIR, hf-hub:ORG/REPO, a checkpoint file, or a run folder.",
+        "open_clip model name (or `tiny`), demo-start (the shipped small model), local-dir:DIR, hf-hub:ORG/REPO, "
+        "a checkpoint file, or a run folder.",
     )
     pretrained: str | None = option(
         None, "Pretrained tag (e.g. openai) or checkpoint file; for a checkpoint-file --model, its architecture name."

@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from caption_debias import storage
+from caption_debias import lineage, storage
 from caption_debias.dataset import MANIFEST, PreparedDataset
 from caption_debias.errors import UserError
 
@@ -78,10 +78,7 @@ def stamp(folder: Path) -> tuple:
 def _image_root(ds: PreparedDataset, given: str | None) -> Path | None:
     if given is not None:
         return Path(given)
-    root = (ds.manifest.get("options") or {}).get("image_root")
-    if isinstance(root, str) and not storage.is_url(root) and Path(root).is_dir():
-        return Path(root)
-    return None
+    return lineage.image_root(ds.folder, ds.manifest)  # the one the manifests record, back through the lineage
 
 
 def _recorded_inputs(manifest: dict[str, Any]) -> dict[str, str]:
@@ -216,7 +213,7 @@ def filled_columns(f: Folder) -> set[str]:
     column, null where its stage did not fill it (no scores, no mask). From the Parquet footers only."""
     filled: set[str] = set()
     for path in f.ds.shard_paths:
-        meta = pq.ParquetFile(path).metadata
+        meta = storage.parquet_file(path).metadata
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
             for i in range(group.num_columns):

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.view.folders import Folder, is_numeric
 from caption_debias.view.query import Query
@@ -53,7 +53,7 @@ class RowIndex:
     def _shard_index(self, f: Folder, s: int, path, cols: list[str]):
         import polars as pl
 
-        t = pq.ParquetFile(path).read(columns=cols)  # not read_table: it imports pyarrow.dataset (a second)
+        t = storage.parquet_file(path).read(columns=cols)  # not read_table: it imports pyarrow.dataset (a second)
         lengths = pc.list_value_length(t.column("summary_mask")).cast(pa.int32())
         t = t.drop_columns(["summary_mask"]).append_column("num_sentences", lengths)
         return pl.from_arrow(t).with_columns(
@@ -191,7 +191,7 @@ class RowIndex:
                     return found, done, state["rows"]
                 for f, s, g, n in groups[state["groups"] : state["groups"] + step]:
                     col = (
-                        pq.ParquetFile(self.folders[f].ds.shard_paths[s])
+                        storage.parquet_file(self.folders[f].ds.shard_paths[s])
                         .read_row_group(g, columns=["caption"])
                         .column(0)
                     )
@@ -281,7 +281,7 @@ class RowIndex:
         found: dict[str, list[tuple[int, int, int]]] = {}
         for f in self.folders:
             for s, path in enumerate(f.ds.shard_paths):
-                sources = pq.ParquetFile(path).read(columns=["source"]).column(0).to_pylist()
+                sources = storage.parquet_file(path).read(columns=["source"]).column(0).to_pylist()
                 for r, source in enumerate(sources):
                     rows = found.setdefault(source, [])
                     if len(rows) < n:

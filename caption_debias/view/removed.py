@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from caption_debias import storage
 from caption_debias.dataset import MANIFEST, PreparedDataset
 from caption_debias.errors import UserError
 from caption_debias.shard_digests import sha256_file
@@ -68,7 +69,13 @@ class Removals:
         if ds is None or not ds.shard_paths or not keys:
             return {}
         cols = [c for c in ROW_COLUMNS + SENTENCE_COLUMNS if c in pq.read_schema(ds.shard_paths[0]).names]
-        df = pl.scan_parquet([str(p) for p in ds.shard_paths]).filter(pl.col("key").is_in(keys)).select(cols).collect()
+        with storage.reading(ds.shard_paths):  # a damaged shard: one line naming it
+            df = (
+                pl.scan_parquet([str(p) for p in ds.shard_paths])
+                .filter(pl.col("key").is_in(keys))
+                .select(cols)
+                .collect()
+            )
         return {r["key"]: r for r in df.iter_rows(named=True)}
 
     def rows(self, items: list[tuple[int, int]]) -> list[dict[str, Any]]:

@@ -15,8 +15,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from caption_debias import storage
 from caption_debias.view.folders import Folder, is_numeric
 
 # display columns read for a page (those present); per-sentence score columns come from the scorers
@@ -74,13 +74,13 @@ class RowStore:
         return [c for c in dict.fromkeys(want) if c in names]
 
     def _read_group(self, f: Folder, shard: int, group: int, detail: bool) -> pa.Table:
-        return pq.ParquetFile(f.ds.shard_paths[shard]).read_row_group(
+        return storage.parquet_file(f.ds.shard_paths[shard]).read_row_group(
             group, columns=self.columns(f, detail), use_threads=False
         )
 
     def _read_head(self, f: Folder, shard: int, group: int, rows: int) -> pa.Table:
         """The first `rows` rows of a row group, decoding its pages only that far (half the work on average)."""
-        pf = pq.ParquetFile(f.ds.shard_paths[shard], pre_buffer=False, buffer_size=1 << 16)
+        pf = storage.parquet_file(f.ds.shard_paths[shard], pre_buffer=False, buffer_size=1 << 16)
         batches, got = [], 0
         for batch in pf.iter_batches(
             batch_size=HEAD_BATCH, row_groups=[group], columns=self.columns(f, False), use_threads=False
@@ -129,7 +129,7 @@ class RowStore:
         with self._lock:
             kept, col = self._cells.get(column, (None, None))
         if kept != key:
-            col = pq.ParquetFile(f.ds.shard_paths[shard]).read_row_group(g, columns=[column]).column(0)
+            col = storage.parquet_file(f.ds.shard_paths[shard]).read_row_group(g, columns=[column]).column(0)
             with self._lock:
                 self._cells[column] = (key, col)
         return col[r].as_py()

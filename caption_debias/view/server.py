@@ -33,6 +33,15 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _index_quietly(data: ViewData) -> None:
+    """Build the index ahead of the first filter; a fault here is said by the page that needs the index
+    (the folder may be rewritten right now), not as a thread's traceback."""
+    try:
+        data.index()
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def serve(
     data: ViewData,
     host: str = "127.0.0.1",
@@ -49,7 +58,7 @@ def serve(
     sock = bind(host, port)
     # the index is built on the page's first /api/meta (sent once the first page is shown), or a moment
     # after start when no page asks: the first page does not share the CPU with it
-    index = threading.Timer(INDEX_DELAY_S, data.index)
+    index = threading.Timer(INDEX_DELAY_S, _index_quietly, args=(data,))
     index.daemon = True
     index.start()
     app = create_app(data, ThumbCache(thumbs_dir), hosts=allowed_hosts(host, allowed))
