@@ -179,8 +179,9 @@ def export_captions(
 
 
 def run_export_captions(prepared: str | Path, to: str | Path, options: ExportCaptionsOptions) -> dict[str, Any]:
-    """`caption-debias export-captions`: export_captions with the rows counted on the progress display
-    (it checks the options as ExportCaptionsOptions.validate does, in the order the values are read)."""
+    """`caption-debias export-captions`: the options checked (every field's limits), then export_captions
+    with the rows counted on the progress display."""
+    options.validate()
     with Progress("export-captions", "rows", quiet=options.quiet, interval=options.log_interval):
         return export_captions(
             prepared,

@@ -22,7 +22,6 @@ from caption_debias.stats.curation import curation_stats
 from caption_debias.stats.options import StatsOptions
 from caption_debias.stats.scores import score_stats, threshold_marks
 
-BY_FIELDS = ("source", "split")
 CLIP_CONTEXT = 77  # CLIP's text context, start and end tokens included
 LONGCLIP_CONTEXT = 248  # Long-CLIP's stretched context
 TOKEN_BIN = 8  # width of the stored token-count histogram bins
@@ -277,11 +276,7 @@ def compute_stats(
     manifests, `datasets` (one entry per folder, always present) and, with `by`, the same
     figures per source or split (`by.groups`, and inside each dataset entry too).
     """
-    options = options or StatsOptions()
-    if options.by is not None and options.by not in BY_FIELDS:
-        raise UserError(f"--by must be one of {', '.join(BY_FIELDS)}, not {options.by!r}")
-    if options.top_phrases < 1 or options.phrase_words < 1:
-        raise UserError("--top and --phrase-words must be at least 1")
+    options = (options or StatsOptions()).validate()
     if not folders:
         raise UserError("give at least one prepared folder")
     names = dataset_names(folders)
