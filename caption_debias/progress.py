@@ -1,40 +1,58 @@
-"""Progress for long commands, on a terminal and off it.
+"""Progress for long commands, on a terminal and off it: one `Progress` for every command.
 
-On a terminal each command keeps its rich display. Without one (a pipe, a SLURM log, CI)
-a rich bar would print nothing useful, so `PlainProgress` prints one plain line every
-`--log-interval` seconds instead:
+On a terminal a command shows a rich bar. Without one (a pipe, a SLURM log, CI) a bar would
+print nothing useful, so it prints one plain line as soon as work moves (once the first two
+seconds have passed: a quick command, or one that fails at once, prints only its end) and then
+one every `--log-interval` seconds:
 
     caption-debias prepare: 412.3 MB / 1.49 GB (27.7%), 8.1 MB/s, ETA 2m13s, 301,220 records read
 
-Use from any command (prepare, stats, train, curate, pack):
-
-    from caption_debias.progress import PlainProgress, on_terminal
-
-    if not quiet and not on_terminal():
-        plain = PlainProgress("pack", unit="images", total=n, interval=options.log_interval)
-    ...
-    plain.update(done, extra="3 tars")  # cheap; prints only when the interval has passed
-    plain.finish(done)                  # one last line, whatever the interval
-
-`total=None` (unknown) gives "done, rate" without percent or ETA; `unit="bytes"` prints
-sizes (KB, MB, GB) and rates per second of them.
-
-`Progress` is the whole thing for a command's main loop: a rich bar on a terminal, a
-`PlainProgress` off it, nothing with --quiet:
+With --quiet, nothing. The same object is all three:
 
     with Progress("pack", "rows", total=n, quiet=options.quiet, interval=options.log_interval) as progress:
         for ...:
-            progress.update(rows_done, extra=f"{tars} tars")
+            progress.update(rows_done, extra=f"{tars} tars")  # cheap: prints only when a line is due
+    # leaving the block without an error prints the last line, whatever the interval
+
+or without the block: `progress.update(...)` then `progress.close(finished=True)`.
+
+- `total=None`: unknown (no percent, no ETA); `unit="bytes"` prints sizes (KB, MB, GB).
+- `extra`: a callback for the text after the counts, called only when a line is printed
+  (prepare's records and rejects); `update(done, extra="...")` gives it as text instead.
+- `progress.due()`: whether the next `update` shows, for callers whose count costs something.
+- `progress.note("loading model ...")`: one line now saying what the command is doing
+  (`caption-debias: loading model ...`, as every note); `say(text, quiet)` is the same before
+  any Progress exists (and before heavy imports).
+- `below="encodings"`: work reported from code many calls below the command's loop
+  (`add_work`/`advance`, e.g. score's encoders) counts apart from the main count and shows
+  after it. Without `below` that work is the main count (eval's encodings).
+  `rate=False` (the demo's stage count, whose stages differ in length by minutes): the line
+  shows no rate or ETA of the stages; the work below (an arm's steps) gives them instead.
+- `heartbeat=True`: a thread prints the line every interval (at most once a second) even when
+  the caller cannot update (a demo stage, a long shard in a worker process).
+- `clock`: injectable, so tests drive the times without sleeping.
+
+A Progress entered as a block is the active one: `add_work(n)` and `advance(n)` from library
+code below reach it without it being passed down. A quiet Progress is never active, so work
+reported under it reaches the one outside it (a quiet `train` inside the demo counts its steps
+in the demo's line).
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 import time
 from contextvars import ContextVar
-from typing import Callable, TextIO
+from typing import Any, Callable, TextIO
 
 DEFAULT_INTERVAL = 30.0
+BAR_REFRESH = 0.1  # seconds between bar updates a caller's `due()` asks for
+HEARTBEAT_MIN = 1.0  # a heartbeat prints at most once a second, whatever --log-interval says
+# Work that moves in a progress's first seconds needs no line yet: a quick command (or one that
+# fails at once) prints only its end; after that, the first move prints at once.
+FIRST_LINE_AFTER = 2.0
 
 
 def on_terminal() -> bool:
@@ -63,145 +81,347 @@ def format_duration(seconds: float) -> str:
     return f"{s}s"
 
 
-class PlainProgress:
-    """One plain line every `interval` seconds: done / total (percent), rate, ETA, and extra text."""
+def say(text: str, quiet: bool = False, stream: TextIO | None = None) -> None:
+    """`caption-debias: TEXT` on stderr now (what the command is about to do); nothing when quiet.
+    Imports nothing heavy, so a command can say what it loads before it imports torch. A width the
+    environment states (COLUMNS, as rich reads it) is kept: a long path wraps, indented."""
+    if quiet:
+        return
+    line = f"caption-debias: {text}"
+    width = os.environ.get("COLUMNS", "")
+    if width.isdigit() and len(line) > int(width) > 20:
+        import textwrap
+
+        line = "\n".join(textwrap.wrap(line, int(width), subsequent_indent="    ", break_on_hyphens=False))
+    print(line, file=stream or sys.stderr, flush=True)
+
+
+class Count:
+    """done of total units, with the rate since the work started (the clock's `t0`)."""
+
+    def __init__(self, unit: str, total: float | None, start: float, t0: float) -> None:
+        self.unit, self.total, self.start, self.t0 = unit, total, start, t0
+        self.done = start
+        self.text = ""
+        self.timed = False  # the work below: whether its clock restarted at its first unit done
+
+    def amount(self, n: float) -> str:
+        return format_bytes(n) if self.unit == "bytes" else f"{int(n):,}"
+
+    def describe(self, now: float, rate: bool = True) -> list[str]:
+        """["5 / 10 rows (50.0%)", "2.00 rows/s", "ETA 3s"]: the counts, then rate and ETA when asked."""
+        unit = "" if self.unit == "bytes" else f" {self.unit}"
+        if self.total:
+            pct = 100.0 * self.done / self.total
+            parts = [f"{self.amount(self.done)} / {self.amount(self.total)}{unit} ({pct:.1f}%)"]
+        else:
+            parts = [f"{self.amount(self.done)}{unit}"]
+        if not rate:
+            return parts
+        elapsed = now - self.t0
+        per_s = (self.done - self.start) / elapsed if elapsed > 0 else 0.0
+        parts.append(f"{format_bytes(per_s)}/s" if self.unit == "bytes" else f"{per_s:,.2f} {self.unit}/s")
+        if self.total and per_s > 0 and self.done < self.total:
+            parts.append(f"ETA {format_duration((self.total - self.done) / per_s)}")
+        return parts
+
+
+class Progress:
+    """A command's progress: a rich bar on a terminal, plain lines off it, nothing when `quiet`."""
 
     def __init__(
         self,
         label: str,
-        unit: str,
+        unit: str = "rows",
         total: float | None = None,
+        *,
+        quiet: bool = False,
         interval: float = DEFAULT_INTERVAL,
+        extra: Callable[[], str] | None = None,
         start: float = 0,
+        rate: bool = True,
+        below: str | None = None,
+        heartbeat: bool = False,
         stream: TextIO | None = None,
         clock: Callable[[], float] = time.monotonic,
+        terminal: bool | None = None,
     ) -> None:
-        self.label, self.unit, self.total, self.interval = label, unit, total, interval
-        self.start, self.stream, self.clock = start, stream, clock
-        self.t0 = self.last = clock()
-        self.done = start
+        self.label, self.interval, self.clock, self.stream = label, interval, clock, stream
+        self.extra_fn, self.rate = extra, rate
+        now = clock()
+        self.count = Count(unit, total, start, now)
+        self.below = Count(below, None, 0, now) if below else None
+        self.started = self.last = now  # when it started; when the last plain line was printed
+        self.moved = False  # whether any work has moved since the start
+        self.printed = False  # whether a plain line was printed yet
+        self.quiet = quiet
+        self.mode = "quiet" if quiet else ("bar" if (on_terminal() if terminal is None else terminal) else "plain")
+        self.lock = threading.RLock()  # a heartbeat thread and the caller print through one place
+        self.bar: Any = None
+        self.closed = False
+        self._token = None
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        if self.mode == "bar":
+            self._start_bar()
+        if heartbeat and self.mode == "plain":
+            self._ticker = threading.Thread(target=self._beat, daemon=True)
+            self._ticker.start()
 
-    def _amount(self, n: float) -> str:
-        return format_bytes(n) if self.unit == "bytes" else f"{int(n):,}"
+    # -- what the caller reads -------------------------------------------------------------
 
-    def line(self, done: float, extra: str = "") -> str:
-        """The progress line for `done` now (no trailing newline)."""
-        elapsed = self.clock() - self.t0
-        rate = (done - self.start) / elapsed if elapsed > 0 else 0.0
-        unit = "" if self.unit == "bytes" else f" {self.unit}"
-        parts = []
-        if self.total:
-            pct = 100.0 * done / self.total
-            parts.append(f"{self._amount(done)} / {self._amount(self.total)}{unit} ({pct:.1f}%)")
-        else:
-            parts.append(f"{self._amount(done)}{unit}")
-        per = f"{format_bytes(rate)}/s" if self.unit == "bytes" else f"{rate:,.2f} {self.unit}/s"
-        parts.append(per)
-        if self.total and rate > 0 and done < self.total:
-            parts.append(f"ETA {format_duration((self.total - done) / rate)}")
-        if extra:
-            parts.append(extra)
+    @property
+    def done(self) -> float:
+        return self.count.done
+
+    @property
+    def total(self) -> float | None:
+        return self.count.total
+
+    @property
+    def unit(self) -> str:
+        return self.count.unit
+
+    def line(self) -> str:
+        """The plain line for the counts now (no trailing newline)."""
+        now = self.clock()
+        parts = self.count.describe(now, self.rate)
+        text = self._extra_text()
+        if text:
+            parts.append(text)
+        if self.below is not None and (self.below.total or self.below.done):
+            parts.extend(self.below.describe(now, rate=not self.rate and self.below.done > self.below.start))
+            if self.below.text:
+                parts.append(self.below.text)
         return f"caption-debias {self.label}: " + ", ".join(parts)
 
-    def _print(self, text: str) -> None:
-        print(text, file=self.stream or sys.stderr, flush=True)
+    def _extra_text(self) -> str:
+        if self.count.text:
+            return self.count.text
+        return self.extra_fn() if self.extra_fn is not None else ""
 
     def due(self) -> bool:
-        """Whether the next `update` prints (for callers whose `done` costs something to measure)."""
-        return self.clock() - self.last >= self.interval
+        """Whether the next `update` shows (a plain line, or a bar refresh)."""
+        if self.mode == "quiet":
+            return False
+        if self.mode == "bar":
+            return not self.moved or self.clock() - self.last >= BAR_REFRESH
+        return self._line_due(self.clock()) or not self.moved
 
-    def update(self, done: float, extra: str = "", total: float | None = None) -> None:
-        """Record progress; print a line when `interval` seconds have passed since the last one."""
-        self.done = done
-        if total is not None:
-            self.total = total
-        now = self.clock()
+    def _line_due(self, now: float) -> bool:
+        """A plain line is due: an interval after the last one, or, before the first, as soon as
+        work has moved once FIRST_LINE_AFTER seconds have passed."""
         if now - self.last >= self.interval:
-            self.last = now
-            self._print(self.line(done, extra))
+            return True
+        return not self.printed and self.moved and now - self.started >= FIRST_LINE_AFTER
 
-    def finish(self, done: float | None = None, extra: str = "") -> None:
-        """The last line, printed whatever the interval."""
-        self._print(self.line(self.done if done is None else done, extra))
+    # -- what the caller tells it ----------------------------------------------------------
 
+    def update(self, done: float | None = None, extra: str | None = None, total: float | None = None) -> None:
+        """Record progress (done so far, the text after the counts, a new total); show it when due."""
+        with self.lock:
+            if total is not None:
+                self.count.total = total
+            if extra is not None:
+                self.count.text = extra
+            if done is not None:
+                self.moved = self.moved or done != self.count.start
+                self.count.done = done
+            self._show()
 
-class Progress:
-    """A command's progress: a rich bar on a terminal, plain lines every `interval` seconds off it
-    (PlainProgress, with a last line at the end), nothing when `quiet`."""
+    def advance(self, n: float = 1, extra: str | None = None) -> None:
+        self.update(self.count.done + n, extra)
 
-    def __init__(
-        self, label: str, unit: str, total: float | None = None, quiet: bool = False, interval: float = DEFAULT_INTERVAL
-    ) -> None:
-        self.label, self.unit, self.total = label, unit, total
-        self.bar = self.plain = None
-        self.done: float = 0
-        self.extra = ""
-        if quiet:
-            return
-        if not on_terminal():
-            self.plain = PlainProgress(label, unit, total=total, interval=interval)
-            return
+    def add_work(self, n: float) -> None:
+        """More work found: the total grows by n."""
+        self.update(total=(self.count.total or 0) + n)
+
+    def reset_below(self, unit: str) -> None:
+        """Count the work below afresh in `unit` (the demo, at each stage); its first unit done prints at once."""
+        with self.lock:
+            self.below = Count(unit, None, 0, self.clock())
+
+    def note(self, text: str) -> None:
+        """One line now, `caption-debias: TEXT` (above the bar on a terminal); nothing when quiet."""
+        if self.mode == "bar":
+            self.bar.console.print(f"caption-debias: {text}", markup=False, highlight=False)
+        elif self.mode == "plain":
+            with self.lock:
+                say(text, stream=self.stream)
+
+    def tick(self, done: float | None = None, extra: str | None = None) -> None:
+        """Record `done` and `extra` and print the plain line now, whatever the interval (a stage
+        started or ended)."""
+        with self.lock:
+            if extra is not None:
+                self.count.text = extra
+            if done is not None:
+                self.moved = self.moved or done != self.count.start
+                self.count.done = done
+            if self.mode == "plain":
+                self.last = self.clock()
+                self._print(self.line())
+            elif self.mode == "bar":
+                self._refresh_bar()
+
+    def beat(self) -> None:
+        """What the heartbeat prints: the line, when none was printed for an interval."""
+        with self.lock:
+            if self.mode == "plain" and self.clock() - self.last >= self.interval:
+                self.tick()
+
+    def close(self, finished: bool = False, done: float | None = None) -> None:
+        """Stop the bar and the heartbeat; `finished`: print the last plain line (a failed run prints
+        none), at `done` when given."""
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            if done is not None:
+                self.count.done = done
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
+        if self.bar is not None:
+            self.bar.stop()
+        if self.mode == "plain" and finished:
+            self._print(self.line())
+
+    def __enter__(self) -> "Progress":
+        if self.mode != "quiet":
+            self._token = _ACTIVE.set(self)
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        if self._token is not None:
+            _ACTIVE.reset(self._token)
+            self._token = None
+        self.close(finished=exc_type is None)
+
+    # -- showing it ------------------------------------------------------------------------
+
+    def _print(self, text: str) -> None:
+        self.printed = True
+        print(text, file=self.stream or sys.stderr, flush=True)
+
+    def _show(self) -> None:
+        if self.mode == "plain":
+            now = self.clock()
+            if self._line_due(now):
+                self.last = now
+                self._print(self.line())
+        elif self.mode == "bar" and self.due():
+            self.last = self.clock()
+            self._refresh_bar()
+
+    def _beat(self) -> None:
+        """Wake when the next line is due (at most once a second), print it if nothing did."""
+        while not self._stop.wait(max(HEARTBEAT_MIN, self.interval - (self.clock() - self.last))):
+            self.beat()
+
+    def _start_bar(self) -> None:
         from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-        from rich.progress import (
-            Progress as RichProgress,
-        )
+        from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as RichProgress
 
+        count, remaining = _bar_columns()
         self.bar = RichProgress(
-            TextColumn(f"[bold]{label}[/]"),
+            TextColumn("[bold]{task.description}[/]"),
             BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn(f"{unit} {{task.fields[extra]}}"),
+            count,
+            TextColumn("{task.fields[extra]}"),
             TimeElapsedColumn(),
-            TimeRemainingColumn(),
+            remaining,
             console=Console(stderr=True),
             transient=True,
         )
-        self.task = self.bar.add_task(label, total=total, extra="")
+        self.task = self.bar.add_task(
+            self.label, total=self.count.total, completed=self.count.done, extra="", count=self.count, eta=self.rate
+        )
+        self.bar.start()
 
-    def __enter__(self) -> "Progress":
-        self._token = _ACTIVE.set(self)
-        if self.bar is not None:
-            self.bar.start()
-        return self
+    def _refresh_bar(self) -> None:
+        parts = [self._extra_text()]
+        if self.below is not None and (self.below.total or self.below.done):
+            timed = not self.rate and self.below.done > self.below.start
+            parts += [*self.below.describe(self.clock(), rate=timed), self.below.text]
+        text = ", ".join(p for p in parts if p)
+        self.bar.update(self.task, completed=self.count.done, total=self.count.total, extra=text)
 
-    def update(self, done: float, extra: str = "", total: float | None = None) -> None:
-        self.done, self.extra = done, extra
-        if total is not None:
-            self.total = total
-        if self.bar is not None:
-            self.bar.update(self.task, completed=done, extra=extra, total=self.total)
-        elif self.plain is not None:
-            self.plain.update(done, extra=extra, total=total)
 
-    def __exit__(self, exc_type, *exc) -> None:
-        _ACTIVE.reset(self._token)
-        if self.bar is not None:
-            self.bar.stop()
-        elif self.plain is not None and exc_type is None:
-            self.plain.finish(self.done, extra=self.extra)
+def _bar_columns() -> tuple[Any, Any]:
+    """rich columns for a Count: done / total in its unit (sizes for bytes), and rich's time
+    remaining, left out where the count's rate says nothing (stages)."""
+    from rich.progress import ProgressColumn, TimeRemainingColumn
+    from rich.text import Text
+
+    class CountColumn(ProgressColumn):
+        def render(self, task) -> Text:
+            count: Count = task.fields["count"]
+            unit = "" if count.unit == "bytes" else f" {count.unit}"
+            total = f" / {count.amount(count.total)}" if count.total else ""
+            return Text(f"{count.amount(count.done)}{total}{unit}")
+
+    class RemainingColumn(TimeRemainingColumn):
+        def render(self, task) -> Text:
+            return super().render(task) if task.fields.get("eta", True) else Text("")
+
+    return CountColumn(), RemainingColumn()
 
 
 # The Progress a command's loop runs under, for library code many calls deep (the encoders of
-# eval and probe) to report work to without each caller passing it down.
+# eval, probe and score, a quiet training run's steps) to report work to without each caller
+# passing it down.
 _ACTIVE: ContextVar[Progress | None] = ContextVar("caption_debias_progress", default=None)
+
+
+def active() -> Progress | None:
+    return _ACTIVE.get()
+
+
+def note(text: str) -> None:
+    """A note through the active Progress (`Progress.note`); nothing when none is active (quiet)."""
+    progress = _ACTIVE.get()
+    if progress is not None:
+        progress.note(text)
 
 
 def add_work(n: float) -> None:
     """More work found (e.g. a model's images and texts about to be encoded): the total grows by n."""
     progress = _ACTIVE.get()
-    if progress is not None:
-        progress.update(progress.done, progress.extra, total=(progress.total or 0) + n)
+    if progress is None:
+        return
+    if progress.below is None:
+        progress.add_work(n)
+        return
+    with progress.lock:
+        below = progress.below
+        if not below.total and not below.done:  # the work's clock starts when it is first known
+            below.t0 = progress.clock()
+        below.total = (below.total or 0) + n
+        progress._show()
 
 
 def advance(n: float, extra: str | None = None) -> None:
     """n more units done, in whatever Progress is active (none: nothing)."""
     progress = _ACTIVE.get()
-    if progress is not None:
-        progress.update(progress.done + n, progress.extra if extra is None else extra)
+    if progress is None:
+        return
+    if progress.below is None:
+        progress.advance(n, extra)
+        return
+    with progress.lock:
+        below = progress.below
+        below.done += n
+        if extra is not None:
+            below.text = extra
+        if not below.timed and n:
+            # the rate counts from its first unit done, without that unit's one-time costs (a data
+            # cache filled, lazy set-up); that unit prints at once (an arm's first step) unless the
+            # progress itself is in its first seconds
+            now = progress.clock()
+            below.timed, below.start, below.t0 = True, below.done, now
+            progress.moved = True
+            if now - progress.started >= FIRST_LINE_AFTER:
+                progress.last = float("-inf")
+        progress._show()

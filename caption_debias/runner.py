@@ -9,13 +9,14 @@ its counts reconcile and writes its manifest last.
 
 One stage run, in order::
 
-    from caption_debias.runner import StageFolder, StageProgress, Summary, load_sidecar, reconcile, write_json
+    from caption_debias.progress import Progress
+    from caption_debias.runner import StageFolder, Summary, load_sidecar, reconcile, write_json
 
     folder = StageFolder(out, "score", state_dir=".score", owned=("manifest.json", "removed.jsonl", "shards"),
                          subdirs=("shards",), verb="scored")
     with folder.locked():                                # one writer per folder; OSError -> one line
         resumed = folder.start(shaping, overwrite)       # True: same options as the run before, reuse its tasks
-        progress = StageProgress("score", "rows", total=n_rows, quiet=quiet, interval=log_interval)
+        progress = Progress("score", "rows", total=n_rows, quiet=quiet, interval=log_interval)
         with folder.partial_lines("removed.jsonl") as removed:   # OUT/.score/removed.jsonl.partial
             for task in tasks:
                 side = load_sidecar(sidecar_of(task), task.fingerprint, out) if resumed else None
@@ -52,8 +53,8 @@ What each piece guarantees:
 - `reconcile(stage, read=..., written=..., removed=..., rejected=...)`: raises
   `CountsDoNotReconcile` unless `read == written + removed + rejected` (an error, so
   `python -O` keeps the check).
-- `StageProgress`: a rich bar on a terminal, plain lines every `--log-interval` seconds
-  off it (caption_debias/progress.py), nothing when quiet.
+- Progress is not the runner's: every command shares `caption_debias.progress.Progress`
+  (a rich bar on a terminal, plain lines every `--log-interval` seconds off it, nothing when quiet).
 - `Summary`: the end-of-run lines (counts, outputs, time, rate, reasons, where the details are).
 """
 
@@ -70,7 +71,6 @@ from typing import Any, Iterable, Iterator
 from caption_debias import shard_digests, storage
 from caption_debias.errors import UserError
 from caption_debias.locking import LOCK_FILES, folder_lock
-from caption_debias.progress import DEFAULT_INTERVAL, PlainProgress, on_terminal
 from caption_debias.shard_digests import sha256_file  # noqa: F401  (the digest manifests record and readers check)
 from caption_debias.worker_life import exit_if_orphaned
 
@@ -386,61 +386,7 @@ def _read_state(path: Path) -> dict[str, Any] | None:
     return state.get("options", state.get("shaping"))  # "shaping": curate's state before the runner
 
 
-# -- progress and summary -----------------------------------------------------------------
-
-
-class StageProgress:
-    """Progress of a stage: a rich bar on a terminal, a plain line every `interval` seconds off it, nothing when quiet."""
-
-    def __init__(
-        self,
-        label: str,
-        unit: str = "rows",
-        total: int | None = None,
-        *,
-        quiet: bool = False,
-        interval: float = DEFAULT_INTERVAL,
-    ) -> None:
-        self.label, self.unit = label, unit
-        self.bar = None
-        self.plain = None
-        self.done = 0
-        self.extra = ""
-        if quiet:
-            return
-        if not on_terminal():
-            self.plain = PlainProgress(label, unit, total=total, interval=interval)
-            return
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.bar = Progress(
-            TextColumn(f"[bold]{label}[/]"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn(f"{unit} {{task.fields[extra]}}"),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            transient=True,
-        )
-        self.task = self.bar.add_task(label, total=total, extra="")
-        self.bar.start()
-
-    def update(self, done: int, extra: str = "") -> None:
-        self.done, self.extra = done, extra
-        if self.bar is not None:
-            self.bar.update(self.task, completed=done, extra=f"· {extra}" if extra else "")
-        if self.plain is not None:
-            self.plain.update(done, extra)
-
-    def close(self, finished: bool = False) -> None:
-        """Stop the bar; `finished`: print the last plain line (a failed run prints none)."""
-        if self.bar is not None:
-            self.bar.stop()
-            self.bar = None
-        if self.plain is not None and finished:
-            self.plain.finish(self.done, self.extra)
-        self.plain = None
+# -- summary ------------------------------------------------------------------------------
 
 
 def rate_text(rate: float) -> str:

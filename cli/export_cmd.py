@@ -30,6 +30,6 @@ def export(
     from caption_debias.model.export import export as do_export
 
     options = options_from_params(ExportOptions, ctx).validate()
-    path = do_export(run, out, pretrained=options.pretrained, overwrite=options.overwrite)
+    path = do_export(run, out, pretrained=options.pretrained, overwrite=options.overwrite, quiet=options.quiet)
     if not options.quiet:
         typer.echo(str(path))

@@ -40,7 +40,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from caption_debias.demo import CPU_RUN, _budget, _train_config
+    from caption_debias.demo.run import CPU_RUN, budget, train_config
     from caption_debias.evaluate.retrieval import as_data, evaluate
     from caption_debias.model.load import load_model
     from caption_debias.train.loop import train
@@ -48,7 +48,7 @@ def main() -> None:
     started = time.perf_counter()
     run = json.loads((a.demo / "results.json").read_text("utf-8"))["start"]
     if a.arm != "start":
-        cfg = _train_config(
+        cfg = train_config(
             recipe=a.arm,
             model=str(run),
             out=str(a.out),
@@ -61,7 +61,7 @@ def main() -> None:
             group_key=None if a.random_batches else "group",
             group_size=4,
             **CPU_RUN,
-            **_budget(a.steps, a.lr),
+            **budget(a.steps, a.lr),
         )
         run = Path(train(cfg.validate()))
     scores = evaluate(

@@ -40,7 +40,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(a.threads)
-    from caption_debias.demo import CPU_RUN, _budget, _train_config
+    from caption_debias.demo.run import CPU_RUN, budget, train_config
     from caption_debias.model.export import export
     from caption_debias.prepare.options import PrepareOptions
     from caption_debias.prepare.run import prepare
@@ -52,7 +52,7 @@ def main() -> None:
     write_world(world, a.scenes, a.seed, split="start", world="objects", overwrite=True)
     opts = PrepareOptions(format="sharegpt4v", image_root=str(world), overwrite=True, quiet=True)
     prepare([world / "sharegpt4v.json"], prepared, opts)
-    cfg = _train_config(
+    cfg = train_config(
         recipe="short",
         model="demo-small",
         data=str(prepared),
@@ -62,7 +62,7 @@ def main() -> None:
         batch_size=a.batch_size,
         seed=a.seed,
         **CPU_RUN,
-        **_budget(a.steps, a.lr),
+        **budget(a.steps, a.lr),
     )
     train(cfg.validate())
     seconds = round(time.perf_counter() - started, 1)

@@ -72,7 +72,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from caption_debias.demo import CPU_RUN, _budget, _train_config
+    from caption_debias.demo.run import CPU_RUN, budget, train_config
     from caption_debias.evaluate.retrieval import as_data, encode_images, encode_texts
     from caption_debias.evaluate.variants import make_variant
     from caption_debias.model.load import load_model
@@ -101,7 +101,7 @@ def main() -> None:
         opts = PrepareOptions(format="sharegpt4v", image_root=str(w / "world" / "train"), overwrite=True, quiet=True)
         prepare([derived / "sharegpt4v.json"], prepared, opts)
         run = w / "runs" / text
-        cfg = _train_config(
+        cfg = train_config(
             recipe="clip",
             model="demo-small",
             data=str(prepared),
@@ -111,7 +111,7 @@ def main() -> None:
             batch_size=64,
             seed=a.seed,
             **CPU_RUN,
-            **_budget(a.steps, a.lr),
+            **budget(a.steps, a.lr),
         )
         train(cfg.validate())
         loaded = load_model(str(run))

@@ -43,6 +43,7 @@ def test_artifacts_exist_and_agree(demo_run):
     assert html_report.CSS in page  # the shared page builder
     for needle in ("text-to-image R@1", "Long-caption loss", "Dataset statistics", "data:image/png;base64,"):
         assert needle in page
+    assert page.index("What was trained") < page.index("<table")  # the headline opens the report
     assert len(tables) == 1 and "longclip" in tables[0] and "debias" in tables[0]
     assert set(results["timings_s"]) >= {
         "synth",
@@ -268,3 +269,40 @@ def test_report_shows_grounding_per_arm(demo_run):
     page = (out / "report.html").read_text("utf-8")
     assert "Sentence grounding on planted hallucinations" in page
     assert page.count("outline:2px dashed") == len(examples) * 3
+
+
+def test_report_opens_with_a_plain_headline(tmp_path):
+    """Before the tables: the result in words, what was trained, what keep / remove / move mean,
+    what the gap shows; its figures are the summary's."""
+    import dataclasses
+
+    from caption_debias.demo import preset, summarise
+    from caption_debias.demo.report import headline
+
+    ranks = _ranks([False] * 300 + [True] * 100, [True] * 160 + [False] * 240)
+    summary = summarise(_scores(ranks), ranks, resamples=500, seed=0)
+    config = {k: str(v) if k == "out" else v for k, v in dataclasses.asdict(preset("full", tmp_path)).items()}
+    text = headline({"config": config, "summary": summary})
+    remove = summary["gaps"]["remove"]
+    assert summary["judged"] and remove["gap"] == 15.0
+    assert (
+        f"a gap of +15.0 points (95% interval [{remove['lo']:+.1f}, {remove['hi']:+.1f}])" in text
+        and "<code>debias</code> finds the right picture for 40.0%" in text
+        and "<code>longclip</code> for 25.0%" in text
+    )
+    for needle in (
+        "What was trained",
+        "fine-tuned for\n300 steps on 2,000 synthetic scenes",
+        "<b>keep</b>, as written",
+        "<b>remove</b>, with the\nsummary sentence dropped",
+        "<b>move</b>, with the summary moved to the fourth",
+        "What the gap shows",
+        "the shipped <code>demo-start</code>",
+        f"moved to the fourth place the gap is\n{summary['gaps']['move']['gap']:+.1f} [",
+    ):
+        assert needle in text, needle
+    # a gap whose interval reaches zero is said to tell the arms apart in no way
+    ranks = _ranks([False] * 20, [True] + [False] * 19)
+    summary = summarise(_scores(ranks), ranks, resamples=500, seed=0)
+    assert "cannot tell the two arms apart" in headline({"config": config, "summary": summary})
+    assert "smoke run" in headline({"config": {**config, "preset": "quick"}, "summary": summary})

@@ -15,10 +15,10 @@ import pytest
 
 from caption_debias.errors import UserError
 from caption_debias.locking import LOCK_FILES
+from caption_debias.progress import Progress
 from caption_debias.runner import (
     CountsDoNotReconcile,
     StageFolder,
-    StageProgress,
     Summary,
     WriteFailed,
     atomic_output,
@@ -167,11 +167,11 @@ def test_locked_turns_an_os_error_into_one_line(tmp_path):
 
 
 def test_progress_prints_plain_lines_off_a_terminal_and_nothing_when_quiet(capsys):
-    quiet = StageProgress("toy", "rows", total=10, quiet=True, interval=0)
+    quiet = Progress("toy", "rows", total=10, quiet=True, interval=0)
     quiet.update(5)
     quiet.close(finished=True)
     assert capsys.readouterr().err == ""
-    progress = StageProgress("toy", "rows", total=10, interval=0)
+    progress = Progress("toy", "rows", total=10, interval=0)
     progress.update(5, extra="1 shards")
     progress.close(finished=True)
     lines = capsys.readouterr().err.splitlines()

@@ -128,3 +128,29 @@ def test_exclusive_create_is_the_stores_not_a_check(s3):
     finally:
         record.fs.exists = real_exists
     assert json.loads(fs.cat_file(record.path)) == {"token": "first"}
+
+
+def test_prepare_from_and_to_s3_off_a_terminal_prints_plain_lines(s3, tmp_path):
+    """`prepare s3://... --out s3://...` through pipes (SLURM, CI) without -q: records read, not a
+    traceback (the bytes-read measure asks the OS for file positions: local files only)."""
+    fs, bucket = s3
+    _table(tmp_path / "t.jsonl")
+    fs.put_file(str(tmp_path / "t.jsonl"), f"{bucket}/piped/t.jsonl")
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_TERMINAL", "TTY_COMPATIBLE")}
+    cli = os.path.join(os.path.dirname(sys.executable), "caption-debias")
+    args = [f"s3://{bucket}/piped/t.jsonl", "--format", "table", "--out", f"s3://{bucket}/piped/out"]
+    proc = subprocess.run(
+        [cli, "prepare", *args, "--shard-rows", "16", "--log-interval", "0.0001"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("caption-debias prepare:")]
+    assert lines and "\x1b[" not in proc.stderr, proc.stderr
+    assert lines[-1].startswith("caption-debias prepare: 60 records, ") and lines[-1].endswith(
+        "60 records read, 60 done, 0 rejects, 4 shards"
+    ), lines
+    assert proc.stderr.startswith("caption-debias: reading 1 input: t.jsonl\n"), proc.stderr
+    assert PreparedDataset.open(f"s3://{bucket}/piped/out").rows == 60

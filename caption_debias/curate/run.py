@@ -26,7 +26,8 @@ from caption_debias.dataset import MANIFEST, default_image_root
 from caption_debias.errors import UserError
 from caption_debias.input_folders import Inputs, Tally, open_inputs, reuse_or_run
 from caption_debias.prepare.distributor import ordered_map
-from caption_debias.runner import StageFolder, StageProgress, WriteFailed, load_sidecar, os_error_text, write_json
+from caption_debias.progress import Progress, say
+from caption_debias.runner import StageFolder, WriteFailed, load_sidecar, os_error_text, write_json
 
 REMOVED = "removed.jsonl"
 SHARDS_DIR = "shards"
@@ -330,6 +331,7 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
         require_scores(inputs, options)
     resumed = folder.start(shaping, options.overwrite)
     (out / MANIFEST).unlink(missing_ok=True)  # only a finished run has a manifest
+    say(f"reading {inputs.rows:,} rows in {len(inputs.shards)} shard{'s' * (len(inputs.shards) != 1)}", options.quiet)
     scored_removed: list[dict[str, Any]] = []
     if options.score_model is not None:
         inputs, scored_removed = _score_first(given, out, options)
@@ -342,7 +344,7 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
     reused: Counter = Counter()
     mapper = _mapper(options)
     in_flight = options.max_in_flight * options.workers
-    progress = StageProgress("curate signals", "rows", inputs.rows, quiet=options.quiet, interval=options.log_interval)
+    progress = Progress("curate signals", "rows", inputs.rows, quiet=options.quiet, interval=options.log_interval)
     sig_sides, done = [], 0
     for side in mapper(
         signals.compute, _signal_tasks(inputs, out, options, resumed, reused), options.workers, in_flight
@@ -351,6 +353,7 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
         done += side["rows"]
         progress.update(done, extra=f"{len(sig_sides)} of {len(inputs.shards)} shards")
     progress.close(finished=True)
+    say(f"deciding which of {inputs.rows:,} rows to keep (duplicates across shards, thresholds)", options.quiet)
     decisions, _ = _decide(inputs, out, options, ev)
     write_sides = mapper(
         writer.write,
@@ -360,7 +363,7 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
     )
     tally = Tally(inputs)
     total = inputs.rows + len(scored_removed)  # the rows read: those scoring removed too
-    progress = StageProgress("curate write", "rows", total, quiet=options.quiet, interval=options.log_interval)
+    progress = Progress("curate write", "rows", total, quiet=options.quiet, interval=options.log_interval)
     finished, masks = False, []
     try:
         with folder.partial_lines(REMOVED) as removed_out:  # removed.jsonl appears whole or not at all

@@ -12,9 +12,10 @@ order. The `clip_benchmark` rule instead takes each query's torch.topk(K) as CLI
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-import torch
+if TYPE_CHECKING:  # torch is imported where a function needs it: RULES is read before any torch import
+    import torch
 
 KS: tuple[int, ...] = (1, 5, 10)
 RULES = ("pessimistic", "clip_benchmark")
@@ -28,6 +29,8 @@ def text_to_image_ranks(sim: torch.Tensor, text_image: torch.Tensor) -> torch.Te
 
 def text_to_image_ranks_chunked(sim: torch.Tensor, text_image: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
     """text_to_image_ranks over row chunks: only a chunk of booleans beyond the matrix itself."""
+    import torch
+
     ti = torch.as_tensor(text_image, dtype=torch.long, device=sim.device)
     parts = [text_to_image_ranks(sim[s : s + chunk], ti[s : s + chunk]) for s in range(0, sim.shape[0], chunk)]
     return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.long)
@@ -79,6 +82,8 @@ def retrieval_recall(
     One pass over row chunks, no transposed copies, so a COCO-sized matrix (25k x 5k) needs
     only a chunk of booleans beyond the matrix itself. rule: one of RULES (module docstring).
     """
+    import torch
+
     if rule not in RULES:
         raise ValueError(f"unknown recall rule {rule!r} (choose from {', '.join(RULES)})")
     if sim.dim() != 2:
@@ -121,6 +126,8 @@ def topk_hits(
     Among tied scores torch.topk decides, so with ties the result can depend on item order and
     device, which is why this is not the default. K larger than the candidates counts all.
     """
+    import torch
+
     n_texts, n_images = sim.shape
     t2i: dict[int, list[torch.Tensor]] = {k: [] for k in ks}
     i2t: dict[int, list[torch.Tensor]] = {k: [] for k in ks}

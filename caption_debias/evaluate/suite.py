@@ -16,7 +16,7 @@ from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.evaluate.benchmarks import BENCHMARKS, load_benchmark
 from caption_debias.model.names import warn_random_weights
-from caption_debias.progress import DEFAULT_INTERVAL, Progress
+from caption_debias.progress import DEFAULT_INTERVAL, Progress, note
 
 ZEROSHOT = "imagefolder"  # folder-per-class zero-shot classification
 DATA_KINDS = ("prepared", *BENCHMARKS, ZEROSHOT)
@@ -105,7 +105,12 @@ def run_eval(
     """{model label: {data label: {variant: {t2i, i2t, recall_rule}} or zero-shot {top1, top5, ...}}}.
 
     `progress`: images and texts encoded, on a rich bar or in plain lines every `log_interval` s."""
+    from caption_debias.evaluate.metrics import RULES
+
+    if recall_rule not in RULES:
+        raise UserError(f"--recall-rule {recall_rule!r}: choose from {', '.join(RULES)}")
     with Progress("eval", "encodings", quiet=not progress, interval=log_interval):
+        note(f"reading {', '.join(str(ds.path) for ds in data_specs)}")  # checked, before torch is imported
         return _run_eval(
             model_specs, data_specs, variants, pretrained, context_length, device, batch_size, segmenter,
             template_set, recall_rule, log, quiet=not progress,
@@ -116,13 +121,11 @@ def _run_eval(
     model_specs, data_specs, variants, pretrained, context_length, device, batch_size, segmenter, template_set,
     recall_rule, log, quiet=True,
 ) -> dict[str, dict[str, Any]]:  # fmt: skip
-    from caption_debias.evaluate.metrics import RULES
     from caption_debias.evaluate.retrieval import run_retrieval
     from caption_debias.evaluate.zeroshot import zeroshot
+    from caption_debias.model.describe import describe
     from caption_debias.model.load import load_model, no_weights_warnings
 
-    if recall_rule not in RULES:
-        raise UserError(f"--recall-rule {recall_rule!r}: choose from {', '.join(RULES)}")
     device = resolve_device(device)
     datasets = {}
     for ds in data_specs:
@@ -133,6 +136,7 @@ def _run_eval(
             log(f"{ds.label}: {d.n_images} images, {len(d.captions)} captions ({d.definition})")
     results: dict[str, dict[str, Any]] = {}
     for label, spec in zip(model_labels(model_specs), model_specs):
+        note(f"loading model {describe(spec, pretrained)}")
         with no_weights_warnings():  # said in the line below
             loaded = load_model(spec, pretrained, context_length, device=device)
         warn_random_weights("eval", spec, pretrained, quiet)
@@ -179,22 +183,25 @@ def run_probe(
 ) -> dict[str, Any]:
     from contextlib import nullcontext
 
-    from caption_debias.evaluate.probe import probe
     from caption_debias.locking import folder_lock
-    from caption_debias.model.load import load_model, no_weights_warnings
+    from caption_debias.model.describe import describe
 
     if data_spec.benchmark == ZEROSHOT:
         raise UserError("probe needs captions: give a prepared folder or a retrieval benchmark, not imagefolder")
     # one writer per report folder, for the whole run
     with folder_lock(report_dir, "probe") if report_dir is not None else nullcontext():
-        device = resolve_device(device)
-        data = load_data(data_spec, segmenter)
-        with no_weights_warnings():  # said in the lines below
-            models = {
-                label: load_model(spec, pretrained, context_length, device=device)
-                for label, spec in zip(model_labels(model_specs), model_specs)
-            }
-        for spec in model_specs:
-            warn_random_weights("probe", spec, pretrained, quiet=not progress)
         with Progress("probe", "encodings", quiet=not progress, interval=log_interval):
+            note(f"reading {data_spec.path}")  # before torch is imported
+            from caption_debias.evaluate.probe import probe
+            from caption_debias.model.load import load_model, no_weights_warnings
+
+            device = resolve_device(device)
+            data = load_data(data_spec, segmenter)
+            models = {}
+            for label, spec in zip(model_labels(model_specs), model_specs):
+                note(f"loading model {describe(spec, pretrained)}")
+                with no_weights_warnings():  # said in the lines below
+                    models[label] = load_model(spec, pretrained, context_length, device=device)
+            for spec in model_specs:
+                warn_random_weights("probe", spec, pretrained, quiet=not progress)
             return probe(models, data, report_dir, batch_size=batch_size)

@@ -18,13 +18,15 @@ CONFIG_FILE = "open_clip_config.json"
 WEIGHTS_FILE = "open_clip_model.safetensors"
 
 
-def export(spec: str, out: str | Path, pretrained: str | None = None, overwrite: bool = False) -> Path:
+def export(
+    spec: str, out: str | Path, pretrained: str | None = None, overwrite: bool = False, quiet: bool = True
+) -> Path:
     """Export a run folder (latest checkpoint) or any load_model spec to `out`.
 
     The folder holds only the model files, to be uploaded as is: its lock (locking.folder_lock)
     sits beside it, the config names no local path, the files have the umask's modes. Each file
     appears by rename, the config last: a folder holding open_clip_config.json holds the weights
-    that go with it.
+    that go with it. Unless `quiet`, a line says what is loaded and one what is written.
     """
     from caption_debias.locking import LOCK_FILES, folder_lock
 
@@ -36,7 +38,7 @@ def export(spec: str, out: str | Path, pretrained: str | None = None, overwrite:
         old = [p for p in out.iterdir() if p.name not in LOCK_FILES]
         if old and not overwrite:
             raise UserError(f"{out} exists and is not empty; pass --overwrite to replace it")
-        _export_locked(spec, out, pretrained, old + [out / name for name in LOCK_FILES if (out / name).exists()])
+        _export_locked(spec, out, pretrained, old + [out / name for name in LOCK_FILES if (out / name).exists()], quiet)
     return out
 
 
@@ -57,7 +59,16 @@ def _file_mode() -> int:
     return 0o666 & ~umask
 
 
-def _export_locked(spec: str, out: Path, pretrained: str | None, old: list[Path]) -> None:
+def _export_locked(spec: str, out: Path, pretrained: str | None, old: list[Path], quiet: bool = True) -> None:
+    import importlib.util
+
+    from caption_debias.extras import missing_extra
+    from caption_debias.model.describe import describe
+    from caption_debias.progress import format_bytes, say
+
+    if importlib.util.find_spec("torch") is None:  # said in one line, before the line saying what is loaded
+        raise missing_extra(ModuleNotFoundError("No module named 'torch'", name="torch"))
+    say(f"loading model {describe(spec, pretrained)}", quiet)  # before torch is imported
     from safetensors.torch import save_file
 
     from caption_debias.model.load import load_model
@@ -74,6 +85,8 @@ def _export_locked(spec: str, out: Path, pretrained: str | None, old: list[Path]
         else:
             p.unlink()
     weights_tmp, config_tmp = out / f".{WEIGHTS_FILE}.tmp", out / f".{CONFIG_FILE}.tmp"
+    size = sum(v.numel() * v.element_size() for v in state.values())
+    say(f"writing {out / WEIGHTS_FILE} ({format_bytes(size)}) and {CONFIG_FILE}", quiet)
     try:
         save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, str(weights_tmp))
         os.chmod(weights_tmp, _file_mode())  # safetensors writes 0600

@@ -25,7 +25,8 @@ from caption_debias.pack.images import resizer_version
 from caption_debias.pack.options import PackOptions
 from caption_debias.pack.tars import COLUMNS, OPTIONAL_COLUMNS, SAMPLE_VERSION, TarTask, pack_tar, tar_name
 from caption_debias.prepare.distributor import Ready, ordered_map
-from caption_debias.runner import StageFolder, StageProgress, Summary, WriteFailed, os_error_text, reconcile, write_json
+from caption_debias.progress import Progress, say
+from caption_debias.runner import StageFolder, Summary, WriteFailed, os_error_text, reconcile, write_json
 
 
 def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = None) -> dict[str, Any]:
@@ -89,6 +90,7 @@ def _pack(ds: PreparedDataset, given: str, folder: StageFolder, options: PackOpt
     shaping = {"input_manifest_sha256": input_digest, **options.output_shaping()}
     resumed = folder.start(shaping, options.overwrite)
     reused = 0
+    say(f"packing {ds.rows:,} rows of {given} into tars of {options.samples_per_shard:,} samples", options.quiet)
 
     def tasks() -> Iterator[Any]:
         nonlocal reused
@@ -105,7 +107,7 @@ def _pack(ds: PreparedDataset, given: str, folder: StageFolder, options: PackOpt
     reasons: Counter = Counter()
     read = 0
     total = None if options.split else ds.rows
-    progress = StageProgress("pack", "rows", total, quiet=options.quiet, interval=options.log_interval)
+    progress = Progress("pack", "rows", total, quiet=options.quiet, interval=options.log_interval)
     finished = False
     try:
         with folder.partial_lines(state.REMOVED) as removed:  # removed.jsonl appears whole or not at all

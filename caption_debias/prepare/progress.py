@@ -1,21 +1,21 @@
-"""Progress: a rich bar on a terminal; without one (pipes, SLURM logs, CI) a plain line every
---log-interval seconds (caption_debias/progress.py) with bytes read of the inputs' size; nothing
-with --quiet. And the end-of-run summary."""
+"""Progress: the shared `caption_debias.progress.Progress` over bytes read of the inputs' size
+where every input is a local file (a rich bar on a terminal, a plain line every --log-interval
+seconds off it), records read elsewhere; nothing with --quiet. And the end-of-run summary."""
 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
-from caption_debias.progress import DEFAULT_INTERVAL, PlainProgress, on_terminal
+from caption_debias import storage
+from caption_debias.progress import DEFAULT_INTERVAL, Progress, format_bytes
 
 
 class InputPosition:
-    """Bytes read so far of the inputs' total size, when every input is a file: the inputs before
-    the one open now, plus the open one's file position as the OS reports it (psutil, so no
-    reader has to count; where the OS gives no positions, whole inputs only)."""
+    """Bytes read so far of the inputs' total size, when every input is a local file: the inputs
+    before the one open now, plus the open one's file position as the OS reports it (psutil, so
+    no reader has to count; where the OS gives no positions, whole inputs only)."""
 
     def __init__(self, inputs: list[Path]) -> None:
         self.files = [os.path.realpath(p) for p in inputs]
@@ -37,8 +37,19 @@ class InputPosition:
         return self.done
 
 
-class Progress:
-    """Counts records and shards as chunks finish; a rich bar on a TTY, plain lines elsewhere."""
+def input_position(inputs: list[Path], limit: int | None) -> InputPosition | None:
+    """Bytes as the measure of progress where every input is a local file and the run reads them
+    whole; None (count records) for folders (DCI, DOCCI), object-store inputs (the OS knows no
+    position of them) and --limit."""
+    if not inputs or limit is not None:
+        return None
+    if any(storage.is_remote(p) or not Path(p).is_file() for p in inputs):
+        return None
+    return InputPosition([Path(p) for p in inputs])
+
+
+class PrepareProgress:
+    """Records read, done and rejected and shards written, as chunks finish, on the shared Progress."""
 
     def __init__(
         self,
@@ -47,71 +58,40 @@ class Progress:
         interval: float = DEFAULT_INTERVAL,
         limit: int | None = None,
     ) -> None:
-        self.bar = None
         self.read = 0
-        self.plain = None
-        self.position = None
         self.counts = (0, 0, 0)
-        if not quiet and not on_terminal():
-            inputs = inputs or []
-            if inputs and all(Path(p).is_file() for p in inputs) and limit is None:
-                self.position = InputPosition(inputs)
-                self.plain = PlainProgress("prepare", "bytes", total=self.position.total, interval=interval)
-            else:  # folders (DCI, DOCCI), or --limit: records, out of the limit when there is one
-                self.plain = PlainProgress("prepare", "records", total=limit, interval=interval)
-        if not quiet and sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import BarColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
-            from rich.progress import Progress as RichProgress
-
-            self.bar = RichProgress(
-                SpinnerColumn(),
-                TextColumn("[bold]prepare[/]"),
-                BarColumn(bar_width=None, pulse_style="cyan"),
-                TextColumn(
-                    "{task.fields[read]:,} read · {task.fields[records]:,} done · {task.fields[rejects]:,} rejects · {task.fields[shards]} shards"
-                ),
-                TimeElapsedColumn(),
-                console=Console(stderr=True),
-                transient=True,
-            )
-            self.task = self.bar.add_task("prepare", total=None, read=0, records=0, rejects=0, shards=0)
-            self.bar.start()
+        self.position = None if quiet else input_position(inputs or [], limit)
+        if self.position is not None:
+            unit, total = "bytes", self.position.total
+        else:
+            unit, total = "records", limit
+        self.progress = Progress("prepare", unit, total, quiet=quiet, interval=interval, extra=self._extra)
+        if inputs:
+            size = f" ({format_bytes(self.position.total)})" if self.position is not None else ""
+            names = ", ".join(Path(str(p)).name for p in inputs[:3]) + (", ..." if len(inputs) > 3 else "")
+            self.progress.note(f"reading {len(inputs)} input{'s' if len(inputs) > 1 else ''}{size}: {names}")
 
     def update(self, records: int, rejects: int, shards: int) -> None:
         self.read = max(self.read, records)
         self.counts = (records, rejects, shards)
-        if self.bar is not None:
-            self.bar.update(self.task, read=self.read, records=records, rejects=rejects, shards=shards)
-        self._plain_line()
+        self._show()
 
     def reading(self, read: int) -> None:
         """Records read from the inputs so far (ahead of `update`, which counts finished chunks)."""
         self.read = max(self.read, read)
-        if self.bar is not None:
-            self.bar.update(self.task, read=read)
-        self._plain_line()
+        self._show()
 
     def _extra(self) -> str:
         records, rejects, shards = self.counts
         return f"{self.read:,} records read, {records:,} done, {rejects:,} rejects, {shards} shards"
 
-    def _plain_line(self) -> None:
-        if self.plain is not None and self.plain.due():
-            done = self.position() if self.position is not None else self.read
-            self.plain.update(done, extra=self._extra())
+    def _show(self) -> None:
+        if self.progress.due():  # the position costs a system call: taken only when it shows
+            self.progress.update(self.position() if self.position is not None else self.read)
 
     def close(self, finished: bool = False) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-            self.bar = None
-        if self.plain is not None and finished:
-            if self.position is None:
-                done = self.read
-            else:  # every input read to its end (or, cut off, as far as it went)
-                done = self.position.total
-            self.plain.finish(done, self._extra())
-            self.plain = None
+        # finished: every input read to its end (or, cut off, as far as it went)
+        self.progress.close(finished, done=self.position.total if self.position is not None else self.read)
 
 
 def print_summary(manifest: dict[str, Any], out: str, resumed_shards: int = 0) -> None:

@@ -19,7 +19,7 @@ from caption_debias.prepare import state
 from caption_debias.prepare.distributor import Ready, ordered_map
 from caption_debias.prepare.manifest import build
 from caption_debias.prepare.options import PrepareOptions
-from caption_debias.prepare.progress import Progress, print_summary
+from caption_debias.prepare.progress import PrepareProgress, print_summary
 from caption_debias.prepare.stream import Chunk, InputCounts, chunks, reason_group, resolve_format
 from caption_debias.runner import StageFolder, WriteFailed, os_error_text, write_json, write_shard
 
@@ -157,7 +157,7 @@ def _prepare_locked(
     reasons: Counter = Counter()
     shards: list[dict[str, Any]] = []
     n_chunks = 0
-    progress = Progress(options.quiet, [path for _, path, _ in resolved], options.log_interval, options.limit)
+    progress = PrepareProgress(options.quiet, [path for _, path, _ in resolved], options.log_interval, options.limit)
     finished = False
     try:
         with folder.partial_lines(REJECTS) as rejects_out:  # rejects.jsonl appears whole or not at all

@@ -25,6 +25,7 @@ import numpy as np
 from caption_debias import image_files, storage
 from caption_debias.errors import UserError
 from caption_debias.image_files import ImageProblem, ImageRoot
+from caption_debias.progress import add_work, advance
 
 OK, MISSING, UNREADABLE = 0, 1, 2
 STATUS_REASON = {MISSING: "image_missing", UNREADABLE: "image_unreadable"}
@@ -227,6 +228,7 @@ def encode_images(
     preprocess = sm.loaded.preprocess
     if n == 0:
         return out, status, errors
+    add_work(n)
 
     draft_side = sm.image_side if draft else None
     boundary = ImageRoot(root) if root is not None else None
@@ -241,6 +243,7 @@ def encode_images(
             rows, tensors = zip(*ready[:batch_size])
             del ready[:batch_size]
             out[list(rows)] = _encode_image_batch(sm, torch.stack(tensors))
+            advance(len(rows))
 
     with ThreadPoolExecutor(max_workers=threads) as pool:
         pending: deque = deque()
@@ -260,6 +263,8 @@ def encode_images(
             if st == OK:
                 ready.append((i, tensor))
                 flush(False)
+            else:
+                advance(1)
         flush(True)
     return out, status, errors
 
@@ -327,6 +332,7 @@ def encode_texts(sm: ScoreModel, texts: Sequence[np.ndarray], batch_size: int) -
             unique.append(np.asarray(t, np.int64))
         where[i] = j
     order = sorted(range(len(unique)), key=lambda j: len(unique[j]))
+    add_work(len(unique))
     feats = np.zeros((len(unique), dim), np.float32)
     model = sm.loaded.model
     trim = can_trim(model)
@@ -340,5 +346,6 @@ def encode_texts(sm: ScoreModel, texts: Sequence[np.ndarray], batch_size: int) -
             else:
                 f = model.encode_text(tokens)
             feats[part] = F.normalize(f.float(), dim=-1).cpu().numpy()
+            advance(len(part))
     out[:] = feats[where]
     return out

@@ -20,9 +20,11 @@ from caption_debias import storage
 from caption_debias.dataset import MANIFEST
 from caption_debias.errors import UserError
 from caption_debias.input_folders import Inputs, Tally, open_inputs, reuse_or_run
+from caption_debias.model.describe import describe
 from caption_debias.model.names import warn_random_weights
 from caption_debias.prepare.distributor import ordered_map
-from caption_debias.runner import StageFolder, StageProgress, Summary, sha256_file, write_json, write_shard
+from caption_debias.progress import Progress, say
+from caption_debias.runner import StageFolder, Summary, sha256_file, write_json, write_shard
 from caption_debias.score import encode, shard
 from caption_debias.score.options import ScoreOptions
 
@@ -230,6 +232,7 @@ def _score(given: list[str | Path], folder: StageFolder, options: ScoreOptions) 
     out = folder.out
     inputs = open_inputs(given, out, tokenizer_rule=_clip_bpe_only, image_roots=True, image_root=options.image_root)
     _check_image_roots(inputs)
+    say(f"loading model {describe(options.model, options.pretrained)}", options.quiet)
     sm = encode.cached(options.model, options.pretrained, options.device, options.precision, None)
     warn_random_weights("score", options.model, options.pretrained, options.quiet)
     shaping = {
@@ -241,7 +244,9 @@ def _score(given: list[str | Path], folder: StageFolder, options: ScoreOptions) 
     }
     resumed = folder.start(shaping, options.overwrite)
     fp = hashlib.sha256(json.dumps({"v": shard.STEP_VERSION, **shaping}, sort_keys=True).encode()).hexdigest()
-    ref_path, ref_sha, ref_info = _reference(inputs, out, options, sm, fp, resumed)
+    say(f"reference sample: up to {options.reference_images:,} images of {inputs.rows:,} rows", options.quiet)
+    with Progress("score reference", "images", quiet=options.quiet, interval=options.log_interval):
+        ref_path, ref_sha, ref_info = _reference(inputs, out, options, sm, fp, resumed)
     reused: Counter = Counter()
     tasks = _tasks(inputs, out, options, sm, (ref_path, ref_sha), shaping, resumed, reused)
     if options.engine == "ray":
@@ -250,10 +255,18 @@ def _score(given: list[str | Path], folder: StageFolder, options: ScoreOptions) 
         sides = ray_score_map(tasks, options)
     else:
         sides = ordered_map(shard.score_shard, tasks, options.workers, options.max_in_flight * options.workers)
-    progress = StageProgress("score", "rows", total=inputs.rows, quiet=options.quiet, interval=options.log_interval)
+    progress = Progress(
+        "score",
+        "rows",
+        total=inputs.rows,
+        quiet=options.quiet,
+        interval=options.log_interval,
+        below="encodings",  # images and texts, counted per batch by the encoders of an in-process shard
+        heartbeat=True,  # worker processes report per shard: a line every interval all the same
+    )
     tally, context = Tally(inputs), Counter()
     try:
-        with folder.partial_lines(REMOVED) as removed:
+        with progress, folder.partial_lines(REMOVED) as removed:
             for s, side in zip(inputs.shards, sides):
                 tally.add(s, side)
                 for key in ("captions_over_context", "sentences_over_context", "sentences"):

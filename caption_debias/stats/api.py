@@ -26,21 +26,10 @@ def stats(
     `data` is the stats dict (stats.json); counts: records (and rows per folder).
     """
     from caption_debias.stats.options import StatsOptions
+    from caption_debias.stats.run import run_stats
 
     opts = options_from(StatsOptions, kwargs, "stats", options).validate()
-    from caption_debias.progress import PlainProgress, on_terminal
-    from caption_debias.stats.compute import compute_stats
-    from caption_debias.stats.report import print_table, write_report
-
-    plain = None if opts.quiet or on_terminal() else PlainProgress("stats", "rows", interval=opts.log_interval)
-    result = compute_stats(
-        as_list(folders), opts, on_rows=(lambda done, total: plain.update(done, total=total)) if plain else None
-    )
-    if plain is not None:
-        plain.finish()
-    if not opts.quiet:
-        print_table(result)
-    files = write_report(result, report, image_root=opts.image_root) if report is not None else {}
+    result, files = run_stats(as_list(folders), opts, report)
     if files and not opts.quiet:
         print(f"report: {files['html']}")
     counts = {"records": result["records"]}

@@ -135,6 +135,8 @@ def _collect_dists(
             for i in range(0, len(ds.shard_paths), step)
         ]
     total = sum(ds.rows for _, ds in datasets)
+    if on_rows is not None:
+        on_rows(0, total)  # the folders are open and their rows known: what is about to be read
     done = 0
     dists: dict[tuple, _Dist] = defaultdict(_Dist)
     for part in parts:

@@ -34,6 +34,9 @@ def train(
     elif data is not None or out is not None:
         raise TypeError("train(): give the options as one TrainConfig or as keyword arguments, not both")
     cfg = options_from(TrainConfig, kwargs, "train", options).validate()  # flags and DATA before torch loads
+    from caption_debias.train.start import announce
+
+    announce(cfg)  # the run's first line, before torch is imported
     from caption_debias.model.load import latest_checkpoint
     from caption_debias.train.loop import train as run
 

@@ -1,18 +1,20 @@
 """The training log: a metrics.jsonl line (rank 0) and the --report-to scalars (TensorBoard,
-wandb) every --log-every steps; the progress bar on a terminal, else one plain line every
---log-interval seconds (caption_debias/progress.py)."""
+wandb) every --log-every steps; progress on the shared `caption_debias.progress.Progress` (a bar
+on a terminal, else a plain line at the first step two seconds in, then every --log-interval seconds). A
+quiet run reports its steps and loss to the progress it runs under (the demo's)."""
 
 from __future__ import annotations
 
 import json
 import secrets
+import sys
 import time
 from pathlib import Path
 
 import torch
 
+from caption_debias import progress as shared
 from caption_debias.errors import UserError
-from caption_debias.progress import PlainProgress, on_terminal
 from caption_debias.train.config import TrainConfig
 from caption_debias.train.distributed import all_sum
 from caption_debias.train.objective import Losses
@@ -33,9 +35,6 @@ class TrainLog:
         total: int,
         steps_per_epoch: int,
     ):
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
         self.cfg, self.world, self.device = cfg, world, device
         self.start, self.total, self.steps_per_epoch = start, total, steps_per_epoch
         reporters = set(cfg.reporters)
@@ -49,33 +48,28 @@ class TrainLog:
             self.writer = SummaryWriter(str(metrics.parent / "tensorboard"))
         if rank == 0 and "wandb" in reporters:
             self.wandb = _start_wandb(metrics.parent, cfg)
-        console = Console(stderr=True)
-        self.progress = Progress(
-            TextColumn("train"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[info]}"),
-            console=console,
-            disable=cfg.quiet or rank != 0 or not console.is_terminal,
+        self.progress = shared.Progress(
+            "train",
+            "steps",
+            total,
+            quiet=cfg.quiet or rank != 0,
+            interval=cfg.log_interval,
+            start=start,
         )
-        self.plain = None
-        if rank == 0 and not cfg.quiet and not on_terminal():
-            self.plain = PlainProgress("train", "steps", total=total, interval=cfg.log_interval, start=start)
+        self.outer = rank == 0 and self.progress.quiet  # a quiet run's steps count in the progress it runs under
         self.info = ""
         self.seen, self.t0 = 0, time.perf_counter()  # images and time since the last line
         self.metrics_fh = metrics.open("a", encoding="utf-8") if rank == 0 else None
 
     def __enter__(self) -> "TrainLog":
         self.progress.__enter__()
-        self.task = self.progress.add_task("train", total=self.total, completed=self.start, info="")
+        if self.outer:
+            shared.add_work(self.total - self.start)
         return self
 
     def __exit__(self, exc_type, *exc) -> None:
         try:
             self.progress.__exit__(exc_type, *exc)
-            if self.plain is not None and exc_type is None:
-                self.plain.finish(extra=self.info)
         finally:
             if self.metrics_fh is not None:
                 self.metrics_fh.close()
@@ -86,12 +80,13 @@ class TrainLog:
 
     def step_done(self, done: int, images: int) -> None:
         self.seen += images
-        self.progress.update(self.task, completed=done)
 
     def tick(self, done: int) -> None:
-        """After the step's log line: a plain progress line when --log-interval has passed."""
-        if self.plain is not None:
-            self.plain.update(done, extra=self.info)
+        """After the step's log line: the step counted, its line shown when due (the first at once)."""
+        if self.outer:
+            shared.advance(1, extra=self.info)
+        else:
+            self.progress.update(done, extra=self.info)
 
     def due(self, done: int) -> bool:
         return done % self.cfg.log_every == 0 or done == self.total
@@ -102,7 +97,6 @@ class TrainLog:
         if not torch.isfinite(loss):
             raise UserError(f"step {done}: loss is {loss.item()}; lower --lr or use --precision fp32")
         self.info = f"loss {loss.item():.4f}"
-        self.progress.update(self.task, info=self.info)
         parts = [
             loss.item(),
             losses.long.item(),
@@ -143,9 +137,9 @@ class TrainLog:
             self.metrics_fh.write(json.dumps(line) + "\n")
             self.metrics_fh.flush()
         self._report("val", metrics, done)
-        if self.plain is not None:
+        if self.progress.mode == "plain":
             shown = ", ".join(f"{k} {v:.1f}" for k, v in metrics.items() if k.endswith("r1"))
-            self.plain._print(f"caption-debias train: step {done} validation: {shown}")
+            print(f"caption-debias train: step {done} validation: {shown}", file=sys.stderr, flush=True)
 
     def _report(self, prefix: str, values: dict, step: int) -> None:
         scalars = {

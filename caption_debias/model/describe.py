@@ -1,0 +1,46 @@
+"""What a model spec will load, in words, without importing torch or open_clip: the
+"loading model ..." line a command prints before its heavy imports (model/load.py reads the
+same specs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from caption_debias.model.names import is_shipped, random_weights, shipped_folder
+from caption_debias.progress import format_bytes
+
+CHECKPOINTS = "checkpoints"  # model/load.py: a run folder's checkpoints, step_*.pt
+
+
+def _size(path: Path) -> str:
+    """A file's size, or the sum of the files directly in a folder."""
+    try:
+        if path.is_dir():
+            return format_bytes(sum(p.stat().st_size for p in path.iterdir() if p.is_file()))
+        return format_bytes(path.stat().st_size)
+    except OSError:
+        return "size unknown"
+
+
+def describe(spec: str, pretrained: str | None = None) -> str:
+    """`local-dir:DIR (15.2 MB)`, `run RUN (step_00000300.pt, 15.2 MB)`, `ViT-B-16 (random weights)`, ..."""
+    spec = str(spec)
+    if is_shipped(spec):
+        return f"{spec}, the shipped model ({_size(shipped_folder(spec))})"
+    if spec.startswith("local-dir:"):
+        return f"{spec} ({_size(Path(spec[len('local-dir:') :]))})"
+    if spec.startswith("hf-hub:"):
+        return f"{spec} (the Hugging Face hub, or its local cache)"
+    path = Path(spec)
+    if path.is_dir():
+        found = sorted((path / CHECKPOINTS).glob("step_*.pt"))
+        return f"run {spec} ({found[-1].name}, {_size(found[-1])})" if found else f"run {spec}"
+    if path.is_file():
+        return f"{spec} ({_size(path)}, architecture {pretrained})" if pretrained else f"{spec} ({_size(path)})"
+    if pretrained and Path(pretrained).is_file():
+        return f"{spec} with weights {pretrained} ({_size(Path(pretrained))})"
+    if pretrained:
+        return f"{spec} pretrained {pretrained}"
+    if "/" in spec or spec.startswith((".", "~")) or not random_weights(spec, pretrained):
+        return spec  # a path that is not there: load_model names the fault
+    return f"{spec} (random weights)"
