@@ -127,7 +127,7 @@ def test_cli_engine_ray_starts_and_stops_its_own_runtime(tmp_path):
 
 
 def test_read_ahead_keeps_order_and_raises_reader_errors_in_the_caller():
-    from caption_debias.prepare.ray_engine import _read_ahead, _windows
+    from caption_debias.engines.ray import _read_ahead, _windows
 
     assert list(_read_ahead(_windows(range(7), 3))) == [[0, 1, 2], [3, 4, 5], [6]]
 
@@ -145,7 +145,7 @@ def test_read_ahead_keeps_order_and_raises_reader_errors_in_the_caller():
 def test_missing_ray_is_a_user_error(monkeypatch):
     import builtins
 
-    from caption_debias.prepare.ray_engine import _connect
+    from caption_debias.engines.ray import _connect
 
     real_import = builtins.__import__
 
@@ -162,7 +162,7 @@ def test_missing_ray_is_a_user_error(monkeypatch):
 def test_unreachable_ray_address_fails_fast(monkeypatch):
     import socket
 
-    from caption_debias.prepare.ray_engine import _check_reachable
+    from caption_debias.engines.ray import _check_reachable
 
     with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
         s.bind(("127.0.0.1", 0))
