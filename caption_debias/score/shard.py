@@ -118,6 +118,27 @@ def row_texts(tokens: pa.ChunkedArray, rows: np.ndarray) -> tuple[list, list, li
     return captions, sentences, sentence_row, offsets
 
 
+def _signals(
+    image_emb: np.ndarray,
+    caption_emb: np.ndarray,
+    sentence_emb: np.ndarray,
+    sentence_row: list[int],
+    ref_emb: np.ndarray,
+    ref_images: list[str],
+    row_images: list[str],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The signals of these rows; a reference image with the row's own image path is its own picture, not another."""
+    import torch  # the model's: its thread count is this process's share of the cores
+
+    ref_by_image: dict[str, list[int]] = {}
+    for j, im in enumerate(ref_images):
+        ref_by_image.setdefault(im, []).append(j)
+    excluded = [np.asarray(ref_by_image.get(im, []), np.int64) for im in row_images]
+    rows = np.asarray(sentence_row, np.int64)
+    threads = torch.get_num_threads()
+    return signals.shard_signals(image_emb, caption_emb, sentence_emb, rows, ref_emb, excluded, threads=threads)
+
+
 def score_table(
     table: pa.Table, shard: InputShard, params: ShardParams, sm: encode.ScoreModel
 ) -> tuple[pa.Table, dict[str, Any]]:
@@ -172,13 +193,14 @@ def score_table(
         "sentences_over_context": sum(len(s) > fits for s in sentences),
     }
 
-    # a reference image with the row's own image path is its own picture, not another image
-    ref_by_image: dict[str, list[int]] = {}
-    for j, im in enumerate(ref_images):
-        ref_by_image.setdefault(im, []).append(j)
-    excluded = [np.asarray(ref_by_image.get(images[i], []), np.int64) for i in kept_rows.tolist()]
-    clip, scores, grounding, has = signals.shard_signals(
-        image_emb[kept_rows], caption_emb, sentence_emb, np.asarray(sentence_row, np.int64), ref_emb, excluded
+    clip, scores, grounding, has = _signals(
+        image_emb[kept_rows],
+        caption_emb,
+        sentence_emb,
+        sentence_row,
+        ref_emb,
+        ref_images,
+        [images[i] for i in kept_rows],
     )
     keep_emb = params.keep_embeddings
     out = build_table(
