@@ -50,14 +50,35 @@ def _connect(address: str | None, workers: int) -> bool:
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address:
         _check_reachable(address)
+    refused = getattr(ray.exceptions, "AuthenticationError", ConnectionError)  # Ray >= 2.52
     try:
         if address:
             ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
         else:
             ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise UserError(f"cannot connect to Ray at {address or 'a new local runtime'}: {exc}") from None
+    except (ConnectionError, RuntimeError, ValueError, refused) as exc:
+        where = address or "a new local runtime"
+        if _token_refused(exc, refused):
+            raise UserError(f"cannot connect to Ray at {where}: {TOKEN_HINT}") from None
+        raise UserError(f"cannot connect to Ray at {where}: {exc}") from None
     return True
+
+
+def _token_refused(exc: BaseException | None, refused: type) -> bool:
+    """Whether the cluster refused this process's authentication token (Ray wraps it in ConnectionError
+    and RuntimeError, the last with the refusal only in its text)."""
+    while exc is not None:
+        if isinstance(exc, refused) or "InvalidAuthToken" in str(exc) or "Unauthenticated" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+# What a driver needs to join a cluster whose head runs token authentication (Ray's default from 2.52 on).
+TOKEN_HINT = (
+    "the cluster asks for its authentication token: set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN_PATH to a copy "
+    "of the head's token file (or put it in ~/.ray/auth_token); see docs/scale.md"
+)
 
 
 def _check_reachable(address: str) -> None:
@@ -289,17 +310,18 @@ def cpus_per_actor(node_cpus: list[float], workers: int) -> float:
             return float(per)
     for j in range(2, 1001):
         if sum(math.floor(n * j) for n in node_cpus) >= workers:
-            return 1 / j
+            return math.floor(10_000 / j) / 10_000  # Ray keeps resource amounts to 4 decimals
     raise UserError(f"--workers {workers}: the Ray cluster has no CPU for them ({sum(node_cpus):g} CPUs)")
 
 
-def actor_resources(workers: int, gpu: bool) -> dict[str, float]:
-    """num_cpus / num_gpus of each of `workers` actors, from what the cluster's alive nodes have.
+def actor_resources(workers: int, gpu: bool, nodes: list[dict[str, float]] | None = None) -> dict[str, float]:
+    """num_cpus / num_gpus of each of `workers` actors, from what the cluster's alive nodes have (`nodes`:
+    their resources, as ray.nodes() gives them).
 
     With `gpu`: one GPU each (a node's CPUs shared among its GPUs); more actors than the
     cluster has GPUs would wait forever, so that is one line instead.
     """
-    nodes = _nodes()
+    nodes = _nodes() if nodes is None else nodes
     if not gpu:
         return {"num_cpus": cpus_per_actor([r.get("CPU", 0.0) for r in nodes], workers), "num_gpus": 0}
     with_gpus = [r for r in nodes if r.get("GPU", 0.0) >= 1]
