@@ -9,23 +9,23 @@ its counts reconcile and writes its manifest last.
 
 One stage run, in order::
 
-    from caption_debias.runner import StageFolder, StageProgress, Summary, load_sidecar, reconcile, write_json
+    from caption_debias import engines
+    from caption_debias.runner import StageFolder, StageProgress, Summary, Task, reconcile, run_tasks, write_json
 
     folder = StageFolder(out, "score", state_dir=".score", owned=("manifest.json", "removed.jsonl", "shards"),
                          subdirs=("shards",), verb="scored")
-    with folder.locked():                                # one writer per folder; OSError -> one line
-        resumed = folder.start(shaping, overwrite)       # True: same options as the run before, reuse its tasks
+    with folder.locked(), engines.runtime(options):     # one writer per folder; OSError -> one line
+        folder.start(shaping, overwrite)                 # folder.resumed: same options as the run before
+        tasks = (Task(i, str(out), fingerprint(...), f".score/shards/part-{i:05d}.json", work=shard) for ...)
         progress = StageProgress("score", "rows", total=n_rows, quiet=quiet, interval=log_interval)
         with folder.partial_lines("removed.jsonl") as removed:   # OUT/.score/removed.jsonl.partial
-            for task in tasks:
-                side = load_sidecar(sidecar_of(task), task.fingerprint, out) if resumed else None
-                side = side or run_task(task)            # a worker: write_shard(...), then write_json(side, ...)
+            def on_side(task, side):                     # in task order; a worker wrote the output, then `side`
                 removed.write_all(side["removed"])
                 progress.update(done, extra=f"{n} shards")
-        progress.close(finished=True)                    # removed.jsonl is now written whole
-        folder.prune({"shards/part-*.parquet": written_paths}, len(tasks), sidecar_dirs=[".score"])  # earlier leftovers
+            reused = run_tasks(folder, tasks, fn, engines.mapper(options), on_side, progress)
+        folder.prune({"shards/part-*.parquet": written_paths}, n_tasks, sidecar_dirs=[".score/shards"])
         reconcile("score", read=read, written=written, removed=removed.count)
-        write_json(manifest, out / "manifest.json")      # last: only a finished run has one
+        write_json({**manifest, **stamp(elapsed)}, out / "manifest.json")   # last: only a finished run has one
     Summary("score", str(out), {"read": read, "written": written, "removed": removed.count}).print()
 
 What each piece guarantees:
@@ -44,8 +44,14 @@ What each piece guarantees:
 - `atomic_output`, `write_shard`, `write_json`, `write_text`: write a temp name, fsync,
   rename (a remote folder: a local file put under its final name, where it appears whole);
   a failed write removes its temp and raises `WriteFailed` naming the file.
+- `Task`, `run_tasks`: a task is what a worker gets (`work`, typed) and how a rerun knows it
+  is done (its sidecar and fingerprint); `run_tasks` passes every task a resumed folder finished
+  before (`Task.finished`) through without running it, runs the others on the engine
+  (caption_debias/engines: `engines.mapper(options)`) and hands each sidecar back in task order.
 - `load_sidecar`: a finished task's sidecar, when its fingerprint matches and the file it
   names (`side["path"]` under OUT, or `output`) is there with the recorded size.
+- `fingerprint`, `stamp`, `shard_name`: what an output is made from as one digest; a
+  manifest's last keys; `shards/part-NNNNN.parquet`.
 - `StageFolder.partial_lines(name)`: a JSON-lines list (rejects, removals) appended in task
   order to `OUT/<state_dir>/<name>.partial` (a local temp for a remote folder), written
   to `OUT/<name>` whole when the block ends without an error.
