@@ -1,13 +1,13 @@
 """caption-debias: long-caption data preparation and DeBias-CLIP fine-tuning.
 
-The Python API (docs/api.md): `caption_debias.prepare(...)`, `curate`, `pack`, `stats`,
+The Python API (docs/api.md): `caption_debias.prepare(...)`, `curate`, `score`, `pack`, `stats`,
 `train` and `evaluate`, the CLI's commands with its options in Python spelling, each returning
 a `Result`. They load on first use, so importing the package stays light (no torch).
 """
 
 __version__ = "0.1.0"
 
-_STAGES = ("prepare", "curate", "pack", "stats", "train", "evaluate")
+_STAGES = ("prepare", "curate", "score", "pack", "stats", "train", "evaluate")
 __all__ = [*_STAGES, "Result", "__version__"]
 
 

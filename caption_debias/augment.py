@@ -42,6 +42,15 @@ def kept_sentences(items: Sequence, keep: Sequence[bool] | None) -> list:
     return [x for x, k in zip(items, keep) if k]
 
 
+def kept_caption(caption: str, sentences: Sequence[str], keep: Sequence[bool] | None) -> str:
+    """The caption text with no dropped sentence: verbatim (paragraph breaks and all) when every
+    sentence is kept, else the kept sentences joined by a space. What pack writes as KEY.txt and
+    export-captions as the full caption."""
+    if keep is None or all(keep):
+        return caption
+    return " ".join(kept_sentences(sentences, keep))
+
+
 def layout(ids: np.ndarray, context: int, sot: int = SOT, eot: int = EOT, lead_pads: int = 0) -> np.ndarray:
     """[SOT] + PAD*lead_pads + ids + [EOT] + PAD..., length `context`; truncated with EOT last."""
     out = np.full(context, PAD, dtype=np.int64)

@@ -7,6 +7,7 @@ through fsspec, the same checks apply.
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,55 @@ class ShardChanged(IncompleteFolder):
     """A shard whose bytes are not the ones its manifest's digest was taken of."""
 
 
+def read_manifest(folder: str | Path) -> tuple[Any, dict[str, Any]]:
+    """(folder as a path, its manifest), or one line saying why `folder` is not a prepared folder:
+    not there, a file, unfinished (naming the command), no manifest, or one that is not ours.
+    Cheap (no shard is opened): a command calls it before anything else needs the folder."""
+    folder = storage.as_path(folder)
+    path = folder / MANIFEST
+    if not folder.is_dir():
+        if folder.exists():  # a dump file given where its prepared folder belongs
+            raise UserError(
+                f"{folder}: a file, not a prepared folder; run `caption-debias prepare {folder} --out DIR` first"
+            )
+        raise UserError(f"{folder}: no such folder")
+    if not path.is_file():
+        command = unfinished_by(folder)
+        if command is not None:
+            raise IncompleteFolder(unfinished_message(folder, command))
+        raise UserError(f"{folder}: not a prepared folder (no {MANIFEST}; run `caption-debias prepare` first)")
+    try:
+        manifest = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: unreadable manifest ({exc})") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("shards"), list):
+        raise UserError(f"{path}: not a caption-debias manifest")
+    return folder, manifest
+
+
+def inside(folder: Any, rel: Any, what: str) -> Any:
+    """`folder / rel` for a file a manifest lists (a shard, a tar), refused in one line unless it stays
+    inside the folder: a relative path with no control character and no `..` that climbs out, and
+    (local folders) no symlink on the way that leads out, as the image root rule (image_files.ImageRoot).
+    A manifest is data: one edited to list `../other/part.parquet` must not make a reader read another folder."""
+    from caption_debias.image_files import path_problem
+
+    if not isinstance(rel, str) or not rel.strip():
+        raise UserError(f"{folder}: {MANIFEST} lists a {what} whose path is not a file name ({rel!r:.80})")
+    problem = path_problem(rel)
+    if problem is not None:
+        problem = problem.replace("image path", f"{what} path").replace("the image root", "the folder")
+        raise UserError(f"{folder}: {MANIFEST} lists a {what} outside the folder ({problem}); it is not read")
+    path = folder / rel
+    if not storage.is_remote(folder):
+        real, base = os.path.realpath(path), os.path.realpath(folder)
+        if os.path.commonpath([real, base]) != base:
+            raise UserError(
+                f"{folder}: {MANIFEST} lists {what} {rel}, a symlink that leads outside the folder; it is not read"
+            )
+    return path
+
+
 @dataclass
 class PreparedDataset:
     folder: Path  # a UPath for a remote folder
@@ -95,25 +145,7 @@ class PreparedDataset:
         Refused unless `allow_incomplete`: a manifest saying complete: false (an input was cut
         off; the rows before the cut are all there).
         """
-        folder = storage.as_path(folder)
-        path = folder / MANIFEST
-        if not folder.is_dir():
-            if folder.exists():  # a dump file given where its prepared folder belongs
-                raise UserError(
-                    f"{folder}: a file, not a prepared folder; run `caption-debias prepare {folder} --out DIR` first"
-                )
-            raise UserError(f"{folder}: no such folder")
-        if not path.is_file():
-            command = unfinished_by(folder)
-            if command is not None:
-                raise IncompleteFolder(unfinished_message(folder, command))
-            raise UserError(f"{folder}: not a prepared folder (no {MANIFEST}; run `caption-debias prepare` first)")
-        try:
-            manifest = json.loads(path.read_text("utf-8"))
-        except (OSError, ValueError) as exc:
-            raise UserError(f"{path}: unreadable manifest ({exc})") from None
-        if not isinstance(manifest, dict) or not isinstance(manifest.get("shards"), list):
-            raise UserError(f"{path}: not a caption-debias manifest")
+        folder, manifest = read_manifest(folder)
         if manifest.get("complete") is False and not allow_incomplete:
             cut = [str(i.get("path")) for i in manifest.get("inputs") or [] if i.get("complete") is False]
             raise IncompleteFolder(
@@ -121,6 +153,9 @@ class PreparedDataset:
                 f"({MANIFEST} says complete: false); restore the input and rerun the same "
                 "`caption-debias prepare` command to finish it (finished shards are kept)"
             )
+        for shard in manifest["shards"]:  # before any file is opened: a listed path never leads out of the folder
+            if isinstance(shard, dict) and "path" in shard:
+                inside(folder, shard["path"], "shard")
         problem = _shard_problem(folder, manifest["shards"])
         if problem:
             raise IncompleteFolder(

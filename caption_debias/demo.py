@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from caption_debias import html_report
 from caption_debias.errors import UserError
-from caption_debias.options import LOG_INTERVAL_HELP, option
+from caption_debias.options import ProgressOptions, option
 from caption_debias.progress import DEFAULT_INTERVAL, PlainProgress, on_terminal
 
 ARMS = ("longclip", "debias")
@@ -100,24 +100,23 @@ def preset(name: str, out: Path, seed: int = 0) -> DemoConfig:
 
 
 @dataclass
-class DemoOptions:
+class DemoOptions(ProgressOptions):
     """Every option of `caption-debias demo` (the CLI reads defaults and --help from here);
-    `config(out)` is the run's DemoConfig, from its preset."""
+    `config(out)` is the run's DemoConfig, from its preset. --quiet still writes results.json and report.html."""
 
     seed: int = option(0, "Seed of the worlds and of every training run.")
     quick: bool = option(
         False, "Smaller worlds and budgets (same as --preset quick): a smoke run of every stage, not a result."
     )
     preset: str = option(
-        "full", "full (the measured demo) | quick | v1 (the first demo: layouts world, its own stage 1; docs/demo.md)."
+        "full",
+        "full (the measured demo) | quick | v1 (the first demo: layouts world, its own stage 1; docs/demo.md).",
+        choices=PRESETS,
     )
-    quiet: bool = option(False, "No progress display and no summary (results.json and report.html are written).")
-    log_interval: float = option(DEFAULT_INTERVAL, LOG_INTERVAL_HELP)
 
-    def validate(self) -> "DemoOptions":
+    def check(self) -> None:
         if self.quick and self.preset not in ("full", "quick"):
             raise UserError(f"--quick is --preset quick; it cannot go with --preset {self.preset}")
-        return self
 
     def config(self, out: Path) -> DemoConfig:
         self.validate()
@@ -594,7 +593,7 @@ def _loss_curves_png(curves: dict[str, list[dict[str, Any]]]) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from caption_debias.stats.plots import legend_outside
+    from caption_debias.plotting import legend_outside
 
     fig, ax = plt.subplots(figsize=(8, 3.4), dpi=100)
     for name in ARMS:

@@ -20,7 +20,6 @@ OPTIONAL = {
     "tensorboard": ("tensorboard", "train"),
     "webdataset": ("webdataset", "train"),
     "wids": ("webdataset", "train"),  # webdataset's random-access reader (pack, train on a packed folder)
-    "yaml": ("pyyaml", "train"),
     "img2dataset": ("img2dataset", "train"),
     "spacy": ("spacy", "spacy"),
     "ray": ("ray[data]", "ray"),

@@ -126,6 +126,13 @@ def _too_large(size: int, max_bytes: int, name: str) -> ImageProblem:
     return ImageProblem(UNREADABLE, f"{name} is {size:,} bytes, more than the maximum {max_bytes:,} for an image")
 
 
+def check_size(size: int, name: str, max_bytes: int = MAX_FILE_BYTES) -> None:
+    """ImageProblem when an image of `size` bytes (an object, a stored sample) is over the cap,
+    before it is read."""
+    if size > max_bytes:
+        raise _too_large(size, max_bytes, name)
+
+
 def _open_fd(path: str | Path, max_bytes: int | None, name: str) -> tuple[int, int]:
     """(descriptor, size) of the regular file `path`; ImageProblem for anything else, never blocking.
 
@@ -193,7 +200,8 @@ def read_member(tar, info, name: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
     if fh is None:
         raise ImageProblem(UNREADABLE, f"{name} is not a regular file in its tar")
     try:
-        data = fh.read(max_bytes + 1)
+        # a regular member holds exactly info.size bytes: read(max_bytes + 1) would allocate max_bytes
+        data = fh.read(min(info.size, max_bytes) + 1 if info.isfile() else max_bytes + 1)
     except (OSError, KeyError) as exc:  # KeyError: a link to a member that is not there
         raise ImageProblem(UNREADABLE, f"{name}: {exc}") from None
     if len(data) > max_bytes:

@@ -563,6 +563,11 @@ class StageProgress:
         self.plain = None
 
 
+def rate_text(rate: float) -> str:
+    """A rate for the summary: whole numbers from 10 up, two significant digits below (0.33, not 0)."""
+    return f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
+
+
 @dataclass
 class Summary:
     """The end-of-run lines on stderr: counts, outputs, time and rate, reasons, where the details are.
@@ -598,7 +603,7 @@ class Summary:
         rate = read / self.elapsed_s if self.elapsed_s > 0 else 0.0
         again = f" ({self.reused} reused from an earlier run)" if self.reused else ""
         console.print(
-            f"  {self.outputs_noun} {self.outputs:,}{again}, {self.elapsed_s:.1f} s, {rate:,.0f} {self.unit}/s"
+            f"  {self.outputs_noun} {self.outputs:,}{again}, {self.elapsed_s:.1f} s, {rate_text(rate)} {self.unit}/s"
         )
         if self.reasons:
             table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))

@@ -127,9 +127,30 @@ def shard_columns_markdown() -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # python -m caption_debias.schema --markdown
+def _field_rows(properties: dict[str, Any], prefix: str, nested: bool) -> list[str]:
+    rows = []
+    for name, spec in properties.items():
+        if nested and not spec.get("description"):
+            continue  # a nested field is listed where its schema says what it is
+        text = str(spec.get("description", "")).replace("|", "\\|")
+        rows.append(f"| `{prefix}{name}` | {text} |")
+        if not nested:
+            inner = spec.get("properties") or (spec.get("items") or {}).get("properties") or {}
+            rows += _field_rows(inner, f"{prefix}{name}{'[]' if spec.get('type') == 'array' else ''}.", True)
+    return rows
+
+
+def manifest_fields_markdown() -> str:
+    """The manifest field table for docs/shards.md, generated from manifest.schema.json: every
+    top-level field and the nested fields the schema describes."""
+    lines = ["| field | meaning |", "|---|---|"]
+    return "\n".join(lines + _field_rows(manifest_schema()["properties"], "", False))
+
+
+if __name__ == "__main__":  # python -m caption_debias.schema --markdown | --manifest-markdown
     import sys
 
-    if sys.argv[1:] != ["--markdown"]:
-        sys.exit("usage: python -m caption_debias.schema --markdown")
-    print(shard_columns_markdown())
+    tables = {"--markdown": shard_columns_markdown, "--manifest-markdown": manifest_fields_markdown}
+    if len(sys.argv) != 2 or sys.argv[1] not in tables:
+        sys.exit("usage: python -m caption_debias.schema --markdown | --manifest-markdown")
+    print(tables[sys.argv[1]]())

@@ -123,6 +123,50 @@ def same_place(a: Any, b: Any) -> bool:
     return a.protocol == b.protocol and a.path.rstrip("/") == b.path.rstrip("/")
 
 
+def _place(path: Any) -> tuple[str | None, tuple[str, ...]]:
+    """(protocol, path parts) of a local path (symlinks resolved) or URL, for comparing places."""
+    p = as_path(path)
+    if not is_remote(p):
+        return None, Path(p).resolve().parts
+    return p.protocol if isinstance(p.protocol, str) else p.protocol[0], tuple(x for x in p.path.split("/") if x)
+
+
+def overlap(a: Any, b: Any) -> str | None:
+    """How two places overlap: "same", "inside" (a is inside b), "contains" (b is inside a), or None."""
+    (pa_, a_parts), (pb, b_parts) = _place(a), _place(b)
+    if pa_ != pb:
+        return None
+    if a_parts == b_parts:
+        return "same"
+    if a_parts[: len(b_parts)] == b_parts:
+        return "inside"
+    if b_parts[: len(a_parts)] == a_parts:
+        return "contains"
+    return None
+
+
+def refuse_overlap(inputs: Sequence[Any], out: Any, what: str = "--out") -> None:
+    """One rule for every command that reads inputs and writes `out` (a folder or a file): no input is
+    `out`, inside it or around it. A run may empty `out` (--overwrite, resume's clean-up) while it
+    still reads the input, or write files into a folder it is reading; either way it would destroy
+    or change its own input (`prepare DIR/manifest.json --out DIR --overwrite` deleted the shards
+    it was about to read)."""
+    for given in inputs:
+        how = overlap(given, out)
+        if how == "same":
+            raise UserError(f"{given}: the input is also {what}; write to another place")
+        if how == "inside":
+            raise UserError(
+                f"{given}: the input is inside {what} {out}, which this command writes (and --overwrite empties); "
+                f"write to a place outside the input"
+            )
+        if how == "contains":
+            raise UserError(
+                f"{what} {out} is inside the input {given}: this command would write into what it reads; "
+                f"write to a place outside the input"
+            )
+
+
 def remove_tree(path: Any) -> None:
     """Remove a folder and everything under it (shutil.rmtree for local paths)."""
     if is_remote(path):
@@ -169,24 +213,129 @@ def arrow_source(path: Any) -> tuple[str, Any]:
     return str(path), None
 
 
-def parquet_file(path: Any):
-    """pyarrow.parquet.ParquetFile of a local path or URL (remote: read by ranges through fsspec)."""
+class UnreadableFile(UserError):
+    """A file whose bytes cannot be decoded (a damaged Parquet page, a file cut short), named in one line."""
+
+
+def _is_read_error(exc: BaseException) -> bool:
+    """An error of decoding a file: pyarrow's (OSError, ArrowException) or polars'."""
+    if isinstance(exc, OSError) or type(exc).__module__.startswith("polars"):
+        return True
+    import pyarrow as pa
+
+    return isinstance(exc, pa.ArrowException)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def read_failure(path: Any, exc: BaseException) -> UnreadableFile:
+    return UnreadableFile(
+        f"{path}: cannot read ({_first_line(exc)}): the file is damaged or changed; "
+        "restore it (copy it again, or rerun the command that wrote it)"
+    )
+
+
+def first_unreadable(paths: Sequence[Any]) -> tuple[Any, BaseException] | None:
+    """(path, error) of the first of these Parquet files that cannot be decoded whole, or None.
+    Each file is read in full, one batch at a time: only called once a read has failed."""
+    for path in paths:
+        try:
+            for _ in _plain_parquet_file(path).iter_batches(batch_size=1024):
+                pass
+        except Exception as exc:
+            if _is_read_error(exc):
+                return path, exc
+            raise
+    return None
+
+
+@contextmanager
+def reading(paths: Sequence[Any]) -> Iterator[None]:
+    """Reads of `paths` inside the block: a decoding failure is one line naming the file at fault
+    (UnreadableFile), never blamed on a file being written or reported without a name. With
+    several files (a polars scan over a folder) each is decoded in turn to find the one."""
+    try:
+        yield
+    except UserError:
+        raise
+    except Exception as exc:
+        if not _is_read_error(exc):
+            raise
+        found = (paths[0], exc) if len(paths) == 1 else first_unreadable(paths)
+        if found is None:
+            raise
+        raise read_failure(*found) from None
+
+
+def _plain_parquet_file(path: Any, **kwargs: Any):
     import pyarrow.parquet as pq
 
     if not is_remote(path):
-        return pq.ParquetFile(path)
+        return pq.ParquetFile(path, **kwargs)
     source, fs = arrow_source(path)
-    return pq.ParquetFile(source, filesystem=fs)
+    return pq.ParquetFile(source, filesystem=fs, **kwargs)
+
+
+_NAMED_PARQUET_FILE = None
+
+
+def _named_parquet_file_class():
+    """pyarrow's ParquetFile whose reads name the file when they fail (built once, pyarrow imported lazily)."""
+    global _NAMED_PARQUET_FILE
+    if _NAMED_PARQUET_FILE is None:
+        import pyarrow.parquet as pq
+
+        class NamedParquetFile(pq.ParquetFile):
+            name: Any = None
+
+            def read(self, *args, **kwargs):
+                with reading([self.name]):
+                    return super().read(*args, **kwargs)
+
+            def read_row_group(self, *args, **kwargs):
+                with reading([self.name]):
+                    return super().read_row_group(*args, **kwargs)
+
+            def read_row_groups(self, *args, **kwargs):
+                with reading([self.name]):
+                    return super().read_row_groups(*args, **kwargs)
+
+            def iter_batches(self, *args, **kwargs):
+                with reading([self.name]):
+                    yield from super().iter_batches(*args, **kwargs)
+
+        _NAMED_PARQUET_FILE = NamedParquetFile
+    return _NAMED_PARQUET_FILE
+
+
+def parquet_file(path: Any, *, named: bool = True, **kwargs: Any):
+    """pyarrow.parquet.ParquetFile of a local path or URL (remote: read by ranges through fsspec);
+    its reads name the file in one line when its bytes cannot be decoded (`reading`). `named=False`:
+    pyarrow's own errors (prepare's readers turn them into a reject of the input)."""
+    if not named:
+        return _plain_parquet_file(path, **kwargs)
+    cls = _named_parquet_file_class()
+    if not is_remote(path):
+        pf = cls(path, **kwargs)
+    else:
+        source, fs = arrow_source(path)
+        pf = cls(source, filesystem=fs, **kwargs)
+    pf.name = path
+    return pf
 
 
 def read_table(path: Any, columns: Sequence[str] | None = None):
-    """pyarrow.parquet.read_table of a local path or URL."""
+    """pyarrow.parquet.read_table of a local path or URL (a file that cannot be decoded: one line naming it)."""
     import pyarrow.parquet as pq
 
-    if not is_remote(path):
-        return pq.read_table(path, columns=columns)
-    source, fs = arrow_source(path)
-    return pq.read_table(source, columns=columns, filesystem=fs)
+    with reading([path]):
+        if not is_remote(path):
+            return pq.read_table(path, columns=columns)
+        source, fs = arrow_source(path)
+        return pq.read_table(source, columns=columns, filesystem=fs)
 
 
 def read_metadata(path: Any):
@@ -251,3 +400,71 @@ def read_schema(path: Any):
         return pq.read_schema(path)
     source, fs = arrow_source(path)
     return pq.read_schema(source, filesystem=fs)
+
+
+RANGE_BUFFER = 8 << 20  # a streamed container (tar) is fetched in requests of this size
+
+
+class CountedReader(io.RawIOBase):
+    """A raw reader over another binary file object that counts the bytes read through it.
+
+    Under an io.BufferedReader each refill is one read here: for an fsspec file opened without
+    a cache, one ranged request. `fetched` is then the bytes taken from the store, `reads` the
+    requests; for a local file, the bytes read from disk.
+    """
+
+    def __init__(self, fh: Any):
+        super().__init__()
+        self.fh = fh
+        self.fetched = 0
+        self.reads = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if hasattr(self.fh, "readinto"):  # straight into the caller's buffer: no second copy of a refill
+            n = self.fh.readinto(buffer) or 0
+        else:
+            data = self.fh.read(len(buffer))
+            n = len(data)
+            buffer[:n] = data
+        self.fetched += n
+        self.reads += 1 if n else 0
+        return n
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self.fh.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.fh.tell()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.fh.close()
+        super().close()
+
+
+def counted(fh: Any, buffer_size: int = RANGE_BUFFER) -> io.BufferedReader:
+    """`fh` read through a CountedReader and a buffer of `buffer_size`; the counter is `.raw`."""
+    return io.BufferedReader(CountedReader(fh), buffer_size=buffer_size)
+
+
+def open_ranges(path: Any, buffer_size: int = RANGE_BUFFER) -> io.BufferedReader:
+    """A remote file read front to back in requests of `buffer_size` (no read-ahead cache beyond it),
+    seekable (a seek outside the buffer starts the next request there), counting what it fetched."""
+    path = as_path(path)
+    fh = path.fs.open(path.path, "rb", cache_type="none")
+    return counted(fh, buffer_size)
+
+
+def resolve_folder(typed: str | os.PathLike) -> str:
+    """A folder as a manifest records it: a local path made absolute from the current folder with
+    symlinks followed (file:// URLs become paths); any other URL as given, without a trailing '/'."""
+    text = os.fspath(typed)
+    if is_remote(text):
+        return text.rstrip("/") if not text.endswith("://") else text
+    return os.path.realpath(os.path.abspath(as_path(text)))

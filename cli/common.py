@@ -4,20 +4,21 @@
     def pack(
         ctx: typer.Context,
         prepared: str = typer.Argument(...),
-        out: Path = out_option("Output folder: NNNNN.tar, ..."),
-        image_size: int = from_field(PackOptions, "image_size"),   # default and help from the dataclass
-        workers: int = from_field(PackOptions, "workers", "--workers", "-j"),
-        quiet: bool = from_field(PackOptions, "quiet", "--quiet", "-q"),
+        out: str = out_option("Output folder: NNNNN.tar, ..."),
+        image_size: int = from_field(PackOptions, "image_size"),  # flag, default, help, limits: the field's
+        workers: int = from_field(PackOptions, "workers"),  # --workers -j, from EngineOptions
+        quiet: bool = from_field(PackOptions, "quiet"),
         log_interval: float = from_field(PackOptions, "log_interval"),
         config: Optional[Path] = config_option(),
-    ) -> None: ...
+    ) -> None:
+        run_pack(prepared, out, options=options_from_params(PackOptions, ctx))
 
 and in main.py `add_command(app, "pack", pack_cmd.pack, renamed={"--to": "--out"})`.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import enum
 import sys
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -26,19 +27,66 @@ import typer
 from typer.core import TyperCommand
 
 from caption_debias.errors import UserError
-from caption_debias.options import field_default, is_required, load_config_file
+from caption_debias.options import (
+    check_value,
+    field_default,
+    field_kind,
+    fields_of,
+    flags_of,
+    is_required,
+    limits_text,
+    load_config_file,
+)
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
 
 def from_field(cls: type, name: str, *flags: str, **kwargs: Any) -> Any:
-    """typer.Option for field `name` of options class `cls`: its default and help, flag --name-with-dashes.
+    """typer.Option for field `name` of options class `cls`: its flags, default, help and limits.
 
-    A field without a default (`required()`) is a required option."""
-    f = {f.name: f for f in dataclasses.fields(cls)}[name]
-    decls = flags or (f"--{name.replace('_', '-')}",)
+    A number or a field with choices is parsed by the field itself (`check_value`), so a bad value
+    on the command line or in --config is the same one line as from `validate()` (NaN included).
+    A field without a default (`required()`) is a required option. `flags` overrides the field's
+    spellings; limits are the field's only, shown after the help (`help_text`). The metavar stays
+    typer's (<int>, <str>): ranges and choices in that column squeeze the flags' column at 80
+    characters; `choices_metavar=True` shows a short list of choices there instead."""
+    if {"min", "max", "clamp"} & set(kwargs):
+        raise ValueError(f"{cls.__name__}.{name}: declare its limits on the field (option(..., min=, max=))")
+    f = fields_of(cls)[name]
     default = ... if is_required(f) else field_default(f)
-    return typer.Option(default, *decls, help=f.metadata["help"], **kwargs)
+    kind = field_kind(cls, name)
+    if kwargs.pop("choices_metavar", False):
+        kwargs.setdefault("metavar", f"[{'|'.join(f.metadata['choices'])}]")
+    if kind in (int, float, str) and (kind is not str or f.metadata.get("choices")):
+        kwargs.setdefault("parser", lambda value: check_value(cls, name, value))
+    return typer.Option(default, *(flags or flags_of(f)), help=help_text(cls, name), **kwargs)
+
+
+def help_text(cls: type, name: str) -> str:
+    """What -h says of a field: its help, then its bounds ('Range: x>=1.') when it has any (no
+    brackets: rich would read '[x>=1]' as markup and drop it)."""
+    limits = limits_text(cls, name)
+    return fields_of(cls)[name].metadata["help"] + (f" Range: {limits}." if limits else "")
+
+
+def options_from_params(cls: type, ctx: typer.Context, **given: Any) -> Any:
+    """The options object of a command from what click parsed (`ctx.params`: flags typed, --config
+    values, defaults), so no command lists its fields twice. Parameters that are not fields (the
+    positional inputs, --out, --config) are left out; `given` adds or overrides fields."""
+    names = fields_of(cls)
+    values = {name: _plain(value) for name, value in ctx.params.items() if name in names}
+    return cls(**{**values, **given})
+
+
+def _plain(value: Any) -> Any:
+    """A parsed value as the options classes hold it: paths as text, several values as a list."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def out_option(help: str, default: Any = ..., *, short: bool = True) -> Any:
@@ -97,12 +145,6 @@ def config_option(translate: Callable[[dict], dict] = lambda raw: raw) -> Any:
         callback=read,
         help="TOML or YAML file of options (keys: the flag names, - or _); flags given on the command line win.",
     )
-
-
-def given_on_command_line(ctx: typer.Context, name: str) -> bool:
-    """Whether the user typed parameter `name` (not a default, not a --config value)."""
-    # Typer vendors its own click: compare the source by name, not by enum identity.
-    return getattr(ctx.get_parameter_source(name), "name", "DEFAULT") not in ("DEFAULT", "DEFAULT_MAP")
 
 
 def renamed_flags(renamed: dict[str, str]) -> type[TyperCommand]:

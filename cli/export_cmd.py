@@ -10,22 +10,26 @@ from typing import Optional
 
 import typer
 
-from caption_debias.cli.common import config_option, from_field, out_option
+from caption_debias.cli.common import config_option, from_field, options_from_params, out_option
 from caption_debias.model.options import ExportOptions
 
 
 def export(
-    run: str = typer.Argument(..., help="Run folder (its latest checkpoint is exported), or any --model spec."),
+    ctx: typer.Context,
+    run: str = typer.Argument(
+        ...,
+        help="Run folder (its latest checkpoint is exported), or any --model spec (demo-start: the shipped small model).",
+    ),
     out: Path = out_option("Folder to write open_clip_config.json and open_clip_model.safetensors into."),
     pretrained: Optional[str] = from_field(ExportOptions, "pretrained"),
     overwrite: bool = from_field(ExportOptions, "overwrite"),
-    quiet: bool = from_field(ExportOptions, "quiet", "--quiet", "-q"),
+    quiet: bool = from_field(ExportOptions, "quiet"),
     config: Optional[Path] = config_option(),
 ) -> None:
     """Write an open_clip local-dir: folder (context 248 after stretching; see docs/training.md to push it to the hub)."""
     from caption_debias.model.export import export as do_export
 
-    options = ExportOptions(pretrained=pretrained, overwrite=overwrite, quiet=quiet)
+    options = options_from_params(ExportOptions, ctx).validate()
     path = do_export(run, out, pretrained=options.pretrained, overwrite=options.overwrite)
     if not options.quiet:
         typer.echo(str(path))

@@ -7,42 +7,29 @@ from typing import Optional
 
 import typer
 
-from caption_debias.cli.common import config_option, from_field, out_option
+from caption_debias.cli.common import config_option, from_field, options_from_params, out_option
 from caption_debias.pack.options import PackOptions
 
 
 def pack(
+    ctx: typer.Context,
     prepared: str = typer.Argument(..., help="Prepared (or curated) folder to pack (a local path or an fsspec URL)."),
-    image_root: Optional[Path] = from_field(PackOptions, "image_root"),
+    image_root: Optional[str] = from_field(PackOptions, "image_root"),
     out: str = out_option("Output folder: NNNNN.tar, sizes.json, removed.jsonl, manifest.json."),
-    image_size: int = from_field(PackOptions, "image_size", min=1),
+    image_size: int = from_field(PackOptions, "image_size"),
     resize_mode: str = from_field(PackOptions, "resize_mode"),
     encode_quality: int = from_field(PackOptions, "encode_quality"),
-    samples_per_shard: int = from_field(PackOptions, "samples_per_shard", min=1),
+    samples_per_shard: int = from_field(PackOptions, "samples_per_shard"),
     split: Optional[str] = from_field(PackOptions, "split"),
-    workers: int = from_field(PackOptions, "workers", "--workers", "-j", min=1),
+    workers: int = from_field(PackOptions, "workers"),
     engine: str = from_field(PackOptions, "engine"),
     ray_address: Optional[str] = from_field(PackOptions, "ray_address"),
     overwrite: bool = from_field(PackOptions, "overwrite"),
-    quiet: bool = from_field(PackOptions, "quiet", "--quiet", "-q"),
+    quiet: bool = from_field(PackOptions, "quiet"),
     log_interval: float = from_field(PackOptions, "log_interval"),
     config: Optional[Path] = config_option(),
 ) -> None:
     """Pack a prepared folder into webdataset tars (resized JPEG, caption, token ids) for train and open_clip_train."""
-    from caption_debias.pack.run import pack as run_pack
+    from caption_debias.pack.api import pack as run_pack
 
-    options = PackOptions(
-        image_root=str(image_root) if image_root else None,
-        image_size=image_size,
-        resize_mode=resize_mode,
-        encode_quality=encode_quality,
-        samples_per_shard=samples_per_shard,
-        split=split,
-        workers=workers,
-        engine=engine,
-        ray_address=ray_address,
-        overwrite=overwrite,
-        quiet=quiet,
-        log_interval=log_interval,
-    )
-    run_pack(prepared, out, options)
+    run_pack(prepared, out, options=options_from_params(PackOptions, ctx))

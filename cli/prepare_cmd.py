@@ -7,27 +7,28 @@ from typing import List, Optional
 
 import typer
 
-from caption_debias.cli.common import config_option, from_field, out_option
+from caption_debias.cli.common import config_option, from_field, options_from_params, out_option
 from caption_debias.prepare.options import PrepareOptions
 
 
 def prepare(
+    ctx: typer.Context,
     inputs: List[str] = typer.Argument(
         ...,
         help="Input files or folders (one dataset dump each; local paths or fsspec URLs such as s3://).",
         show_default=False,
     ),
     out: str = out_option("Output folder for shards, manifest.json and rejects.jsonl (a local path or an fsspec URL)."),
-    format: str = from_field(PrepareOptions, "format", "--format", "-f"),
-    image_root: Optional[Path] = from_field(PrepareOptions, "image_root"),
+    format: str = from_field(PrepareOptions, "format"),
+    image_root: Optional[str] = from_field(PrepareOptions, "image_root"),
     image_column: str = from_field(PrepareOptions, "image_column"),
     caption_column: str = from_field(PrepareOptions, "caption_column"),
     key_column: str = from_field(PrepareOptions, "key_column"),
     split: Optional[str] = from_field(PrepareOptions, "split"),
-    shard_rows: int = from_field(PrepareOptions, "shard_rows", min=1),
-    workers: int = from_field(PrepareOptions, "workers", "--workers", "-j", min=1),
+    shard_rows: int = from_field(PrepareOptions, "shard_rows"),
+    workers: int = from_field(PrepareOptions, "workers"),
     overwrite: bool = from_field(PrepareOptions, "overwrite"),
-    quiet: bool = from_field(PrepareOptions, "quiet", "--quiet", "-q"),
+    quiet: bool = from_field(PrepareOptions, "quiet"),
     limit: Optional[int] = from_field(PrepareOptions, "limit"),
     log_interval: float = from_field(PrepareOptions, "log_interval"),
     segmenter: str = from_field(PrepareOptions, "segmenter"),
@@ -38,25 +39,6 @@ def prepare(
     config: Optional[Path] = config_option(),
 ) -> None:
     """Turn image-caption dumps into tokenized Parquet shards with a manifest and a rejects list."""
-    from caption_debias.prepare.run import prepare as run_prepare
+    from caption_debias.prepare.api import prepare as run_prepare
 
-    options = PrepareOptions(
-        format=format,
-        image_root=str(image_root) if image_root else None,
-        image_column=image_column,
-        caption_column=caption_column,
-        key_column=key_column,
-        split=split,
-        shard_rows=shard_rows,
-        workers=workers,
-        overwrite=overwrite,
-        quiet=quiet,
-        segmenter=segmenter,
-        summary=summary,
-        dci_caption=dci_caption,
-        engine=engine,
-        ray_address=ray_address,
-        limit=limit,
-        log_interval=log_interval,
-    )
-    run_prepare([str(p) for p in inputs], out, options)
+    run_prepare(inputs, out, options=options_from_params(PrepareOptions, ctx))

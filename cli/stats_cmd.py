@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from caption_debias.cli.common import config_option, from_field, out_option
+from caption_debias.cli.common import config_option, from_field, options_from_params, out_option
 from caption_debias.stats.options import StatsOptions
 
 
-class By(str, Enum):
-    source = "source"
-    split = "split"
-
-
 def stats(
+    ctx: typer.Context,
     folders: List[str] = typer.Argument(
         ..., help="Prepared folders (output of `caption-debias prepare`); several are compared side by side."
     ),
@@ -25,37 +20,16 @@ def stats(
         "Folder to write stats.json, report.md, report.html and plots/ into (created if missing; rewritten each run).",
         None,
     ),
-    by: Optional[By] = from_field(StatsOptions, "by"),
-    top: int = from_field(StatsOptions, "top_phrases", "--top", min=1),
-    phrase_words: int = from_field(StatsOptions, "phrase_words", min=1),
-    quiet: bool = from_field(StatsOptions, "quiet", "--quiet", "-q"),
-    log_interval: float = from_field(StatsOptions, "log_interval", min=0.0),
-    image_root: Optional[Path] = from_field(StatsOptions, "image_root"),
+    by: Optional[str] = from_field(StatsOptions, "by", choices_metavar=True),
+    top_phrases: int = from_field(StatsOptions, "top_phrases"),
+    phrase_words: int = from_field(StatsOptions, "phrase_words"),
+    quiet: bool = from_field(StatsOptions, "quiet"),
+    log_interval: float = from_field(StatsOptions, "log_interval"),
+    image_root: Optional[str] = from_field(StatsOptions, "image_root"),
     config: Optional[Path] = config_option(),
 ) -> None:
     """Caption lengths against CLIP's 77 and Long-CLIP's 248 tokens, sentences per caption,
     where summaries sit and how captions open."""
-    from caption_debias.progress import PlainProgress, on_terminal
-    from caption_debias.stats.compute import compute_stats
-    from caption_debias.stats.report import print_table, write_report
+    from caption_debias.stats.api import stats as run_stats
 
-    options = StatsOptions(
-        by=by.value if by else None,
-        top_phrases=top,
-        phrase_words=phrase_words,
-        quiet=quiet,
-        log_interval=log_interval,
-        image_root=None if image_root is None else str(image_root),
-    )
-    plain = None if quiet or on_terminal() else PlainProgress("stats", "rows", interval=log_interval)
-    result = compute_stats(
-        folders, options, on_rows=(lambda done, total: plain.update(done, total=total)) if plain else None
-    )
-    if plain is not None:
-        plain.finish()
-    if not quiet:
-        print_table(result)
-    if out is not None:
-        files = write_report(result, out, image_root=options.image_root)
-        if not quiet:
-            typer.echo(f"report: {files['html']}")
+    run_stats(folders, out, options=options_from_params(StatsOptions, ctx))

@@ -10,11 +10,12 @@ from typing import Optional
 
 import typer
 
-from caption_debias.cli.common import config_option, from_field, out_option
+from caption_debias.cli.common import config_option, from_field, options_from_params, out_option
 from caption_debias.synth.options import SynthOptions
 
 
 def synth(
+    ctx: typer.Context,
     out_arg: Optional[Path] = typer.Argument(None, hidden=True, show_default=False),
     out: Optional[Path] = out_option("Output folder: OUT/sharegpt4v.json and OUT/images/ are written there.", None),
     n: int = from_field(SynthOptions, "n"),
@@ -28,7 +29,7 @@ def synth(
     plant_hallucinated: Optional[float] = from_field(SynthOptions, "plant_hallucinated"),
     plant_mismatched: Optional[float] = from_field(SynthOptions, "plant_mismatched"),
     plant_redrawn: Optional[float] = from_field(SynthOptions, "plant_redrawn"),
-    quiet: bool = from_field(SynthOptions, "quiet", "--quiet", "-q"),
+    quiet: bool = from_field(SynthOptions, "quiet"),
     config: Optional[Path] = config_option(),
 ) -> None:
     """Write a synthetic long-caption dataset (shape scenes drawn with PIL) that `prepare` reads as ShareGPT4V."""
@@ -42,21 +43,7 @@ def synth(
         out = out_arg
     if out is None:
         raise UserError("missing --out OUT (the folder to write the world into)")
-    options = SynthOptions(
-        n=n,
-        seed=seed,
-        image_size=image_size,
-        split=split,
-        group_size=group_size,
-        world=world,
-        overwrite=overwrite,
-        plant=plant,
-        plant_hallucinated=plant_hallucinated,
-        plant_mismatched=plant_mismatched,
-        plant_redrawn=plant_redrawn,
-        quiet=quiet,
-    )
-    info = run_synth(out, options)
+    info = run_synth(out, options_from_params(SynthOptions, ctx))
     if not quiet:
         typer.echo(
             f"wrote {info['images']} images in {info['groups']} groups "

@@ -11,11 +11,12 @@ from typing import Optional
 
 import typer
 
-from caption_debias.cli.common import config_option, from_field, out_option
+from caption_debias.cli.common import config_option, from_field, options_from_params, out_option
 from caption_debias.export.options import ExportCaptionsOptions, UrlsOptions
 
 
 def urls(
+    ctx: typer.Context,
     prepared: str = typer.Argument(..., help="Prepared folder (output of `caption-debias prepare`)."),
     out: str = out_option("URL list to write, LIST.parquet (columns caption_key, url, caption)."),
     images: Optional[str] = from_field(UrlsOptions, "images"),
@@ -24,24 +25,14 @@ def urls(
     threads: int = from_field(UrlsOptions, "threads"),
     strip: str = from_field(UrlsOptions, "strip"),
     overwrite: bool = from_field(UrlsOptions, "overwrite"),
-    quiet: bool = from_field(UrlsOptions, "quiet", "--quiet", "-q"),
+    quiet: bool = from_field(UrlsOptions, "quiet"),
     log_interval: float = from_field(UrlsOptions, "log_interval"),
     config: Optional[Path] = config_option(),
 ) -> None:
     """Write an img2dataset-ready URL list from prepared shards and print the img2dataset command."""
     from caption_debias.export.urls import run_urls
 
-    options = UrlsOptions(
-        images=images,
-        image_size=image_size,
-        processes=processes,
-        threads=threads,
-        strip=strip,
-        overwrite=overwrite,
-        quiet=quiet,
-        log_interval=log_interval,
-    )
-    result = run_urls(prepared, out, options)
+    result = run_urls(prepared, out, options_from_params(UrlsOptions, ctx))
     if quiet:
         return
     typer.echo(
@@ -58,33 +49,23 @@ def urls(
 
 
 def export_captions(
+    ctx: typer.Context,
     prepared: str = typer.Argument(..., help="Prepared folder (output of `caption-debias prepare`)."),
     out: str = out_option("File to write (.csv/.tsv, .jsonl or .parquet)."),
-    fmt: Optional[str] = from_field(ExportCaptionsOptions, "format", "--format"),
+    format: Optional[str] = from_field(ExportCaptionsOptions, "format"),
     strip: str = from_field(ExportCaptionsOptions, "strip"),
     augment: str = from_field(ExportCaptionsOptions, "augment"),
     copies: int = from_field(ExportCaptionsOptions, "copies"),
     seed: int = from_field(ExportCaptionsOptions, "seed"),
-    image_root: Optional[Path] = from_field(ExportCaptionsOptions, "image_root"),
+    image_root: Optional[str] = from_field(ExportCaptionsOptions, "image_root"),
     overwrite: bool = from_field(ExportCaptionsOptions, "overwrite"),
-    quiet: bool = from_field(ExportCaptionsOptions, "quiet", "--quiet", "-q"),
+    quiet: bool = from_field(ExportCaptionsOptions, "quiet"),
     log_interval: float = from_field(ExportCaptionsOptions, "log_interval"),
     config: Optional[Path] = config_option(),
 ) -> None:
     """Export captions, summary-stripped or DeBias-augmented, in layouts other trainers read."""
     from caption_debias.export.captions import run_export_captions
 
-    options = ExportCaptionsOptions(
-        format=fmt,
-        strip=strip,
-        augment=augment,
-        copies=copies,
-        seed=seed,
-        image_root=None if image_root is None else str(image_root),
-        overwrite=overwrite,
-        quiet=quiet,
-        log_interval=log_interval,
-    )
-    result = run_export_captions(prepared, out, options)
+    result = run_export_captions(prepared, out, options_from_params(ExportCaptionsOptions, ctx))
     if not quiet:
         typer.echo(json.dumps(result))

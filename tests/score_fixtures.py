@@ -50,3 +50,65 @@ def read_rows(folder: Path, columns: list[str]) -> dict[str, list[Any]]:
 def unit_rows(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
     x = rng.standard_normal((n, dim)).astype(np.float32)
     return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def tiny_scored(root: Path, n: int, copies: dict[int, int], seed: int = 0) -> dict[str, Any]:
+    """A folder scored by the real `score` (the shipped tiny open_clip model, seeded weights on file,
+    --keep-embeddings) from a real prepared folder of `n` rows with real PNGs. Row `c` of `copies`
+    shows the same picture as row `copies[c]` (the file copied under another name), so its image
+    embedding equals that row's: a semantic duplicate at cosine 1.
+
+    Returns root, images, prepared, scored, weights and the scored folder's key order.
+    """
+    import random
+
+    import open_clip
+    import torch
+    from curate_fixtures import caption, scene
+
+    from caption_debias.model.load import register_shipped_configs
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+    from caption_debias.score.options import ScoreOptions
+    from caption_debias.score.run import score_folder
+
+    images = root / "images"
+    images.mkdir(parents=True)
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        name = f"{i:03d}.png"
+        if i in copies:
+            shutil.copyfile(images / f"{copies[i]:03d}.png", images / name)
+        else:
+            scene(1000 * seed + i).save(images / name)
+        rows.append({"key": f"r{i:03d}", "image": name, "caption": caption(rng, rng.randrange(3, 6))})
+    (root / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    prepare([root / "rows.jsonl"], root / "prepared", PrepareOptions(format="table", shard_rows=16, quiet=True))
+    register_shipped_configs()
+    torch.manual_seed(seed)
+    weights = root / "tiny.pt"
+    torch.save(open_clip.create_model("tiny").state_dict(), weights)
+    options = ScoreOptions(
+        model="tiny", pretrained=str(weights), image_root=str(images), keep_embeddings=True, batch_size=16, quiet=True
+    )
+    score_folder([root / "prepared"], root / "scored", options)
+    keys = read_rows(root / "scored", ["key"])["key"]
+    assert len(keys) == n  # every image was readable: the scored folder holds every row
+    return {
+        "root": root,
+        "images": images,
+        "prepared": root / "prepared",
+        "scored": root / "scored",
+        "weights": weights,
+        "keys": keys,
+    }
+
+
+def edited(src: Path, dst: Path, rows: dict[str, dict[int, Any]]) -> Path:
+    """A copy of scored folder SRC with the given rows' values replaced: {column: {row: value}}."""
+    values = read_rows(src, list(rows))
+    for column, changes in rows.items():
+        for i, v in changes.items():
+            values[column][i] = v
+    return with_scores(src, dst, values)

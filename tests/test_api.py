@@ -102,3 +102,49 @@ def test_evaluate_takes_one_eval_options_or_keywords_not_both(tmp_path):
         cd.evaluate("tiny", prepared.out, batchsize=4)
     with pytest.raises(UserError, match="unknown caption variant 'bogus'"):
         cd.evaluate("tiny", options=EvalOptions(data=[str(prepared.out)], variants="bogus"))
+
+
+QUIET_CALLS = """
+import json, sys
+import caption_debias as cd
+from caption_debias.synth.world import write_world
+
+write_world("w", 8, seed=0)
+prepared = cd.prepare("w/sharegpt4v.json", "p", image_root="w")
+scored = cd.score(prepared.out, "s", model="tiny", batch_size=4, reference_images=4)
+evaluated = cd.evaluate("tiny", prepared.out, batch_size=4)
+print(json.dumps({"score": [scored.command, scored.counts["read"], scored.counts["written"], len(scored.paths["shards"])],
+                  "eval": sorted(evaluated.data)}))
+"""
+
+
+@pytest.mark.slow  # two random-init models on a CPU
+def test_score_is_a_stage_and_model_calls_print_nothing(tmp_path):
+    """cd.score joins the stages; with a random init (`tiny`, no weights) neither it nor cd.evaluate
+    lets open_clip's "No pretrained weights loaded" WARNING through (a fresh process: pytest's own
+    log capture would hide it)."""
+    pytest.importorskip("open_clip")
+    done = subprocess.run(
+        [sys.executable, "-c", QUIET_CALLS], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["score"] == ["score", 8, 8, 1] and got["eval"] == ["keep"]
+
+
+def test_options_objects_and_flag_spellings_are_accepted(tmp_path):
+    from caption_debias.prepare.options import PrepareOptions
+
+    table = tmp_path / "t.jsonl"
+    table.write_text(
+        "".join(json.dumps({"key": f"k{i}", "image": "a.jpg", "caption": "A dog."}) + "\n" for i in range(3))
+    )
+    options = PrepareOptions(format="table", shard_rows=2, quiet=True)
+    assert cd.prepare(table, tmp_path / "p", options=options).counts["written"] == 3
+    with pytest.raises(TypeError, match="not both"):
+        cd.prepare(table, tmp_path / "p", options=options, shard_rows=3)
+    with pytest.raises(TypeError, match="options= takes a PrepareOptions"):
+        cd.prepare(table, tmp_path / "p", options=object())
+    # the flag's other spelling (stats --top) is the option's Python name too
+    assert cd.stats(tmp_path / "p", top=1).data["options"]["top_phrases"] == 1

@@ -38,23 +38,48 @@ LONG = {"prepare", "curate", "pack", "stats", "train", "eval", "probe", "demo", 
 NO_OVERWRITE = {"stats", "probe", "demo", "eval", "train"}
 # Names an output folder or file may not go by: it is --out.
 OLD_OUTPUT_NAMES = {"--output", "--to", "--report", "--output-dir", "--out-dir", "--dest", "--save"}
-# The options class each command reads its defaults and help from: {command: (class, {param: field})}.
+# The options class each command builds from its parsed flags (one field per flag, named as the parameter).
 OPTION_CLASSES = {
-    "prepare": ("caption_debias.prepare.options:PrepareOptions", {}),
-    "curate": ("caption_debias.curate.options:CurateOptions", {}),
-    "pack": ("caption_debias.pack.options:PackOptions", {}),
-    "stats": ("caption_debias.stats.options:StatsOptions", {"top": "top_phrases"}),
-    "train": ("caption_debias.train.config:TrainConfig", {}),
-    "score": ("caption_debias.score.options:ScoreOptions", {}),
-    "eval": ("caption_debias.evaluate.options:EvalOptions", {}),
-    "probe": ("caption_debias.evaluate.options:ProbeOptions", {}),
-    "urls": ("caption_debias.export.options:UrlsOptions", {}),
-    "export-captions": ("caption_debias.export.options:ExportCaptionsOptions", {"fmt": "format"}),
-    "export": ("caption_debias.model.options:ExportOptions", {}),
-    "synth": ("caption_debias.synth.options:SynthOptions", {}),
-    "view": ("caption_debias.view.options:ViewOptions", {}),
-    "demo": ("caption_debias.demo:DemoOptions", {"preset_name": "preset"}),
+    "prepare": "caption_debias.prepare.options:PrepareOptions",
+    "curate": "caption_debias.curate.options:CurateOptions",
+    "pack": "caption_debias.pack.options:PackOptions",
+    "stats": "caption_debias.stats.options:StatsOptions",
+    "train": "caption_debias.train.config:TrainConfig",
+    "score": "caption_debias.score.options:ScoreOptions",
+    "eval": "caption_debias.evaluate.options:EvalOptions",
+    "probe": "caption_debias.evaluate.options:ProbeOptions",
+    "urls": "caption_debias.export.options:UrlsOptions",
+    "export-captions": "caption_debias.export.options:ExportCaptionsOptions",
+    "export": "caption_debias.model.options:ExportOptions",
+    "synth": "caption_debias.synth.options:SynthOptions",
+    "view": "caption_debias.view.options:ViewOptions",
+    "demo": "caption_debias.demo:DemoOptions",
 }
+# Parameters that are a command's own, not options: its positional inputs, --out, --config, and
+# train's hidden older spelling of --report-to.
+CLI_ONLY = {"out", "config", "no_tensorboard"}
+# The flags most commands share come from one base each (caption_debias/options.py), worded once.
+SHARED = {
+    "quiet": "QuietOptions",
+    "log_interval": "ProgressOptions",
+    "overwrite": "OverwriteOptions",
+    "image_root": "ImageRootOptions",
+    "workers": "EngineOptions",
+    "engine": "EngineOptions",
+    "ray_address": "EngineOptions",
+}
+# Flags spelled as a shared one that mean something else, and why.
+NOT_SHARED = {
+    ("train", "workers"),  # DataLoader workers: default 0, not a stage's worker processes
+    ("export-captions", "image_root"),  # a text prefix written before relative paths, never read from
+}
+
+
+def _options_class(name: str) -> type:
+    import importlib
+
+    module, cls = OPTION_CLASSES[name].split(":")
+    return getattr(importlib.import_module(module), cls)
 
 
 def _commands() -> dict:
@@ -92,8 +117,8 @@ def _dialect_problems(name: str, command) -> list[str]:
         problems.append("a long command without --log-interval")
     if "--log-interval" in opts and opts["--log-interval"].default != 30.0:
         problems.append("--log-interval default is not 30 s")
-    if "--image-root" in opts and "Path" not in str(opts["--image-root"].type_descriptor.annotation):
-        problems.append("--image-root is not a path")
+    if "--image-root" in opts and "Path" in str(opts["--image-root"].type_descriptor.annotation):
+        problems.append("--image-root is a Path (s3://b/x would reach the library as s3:/b/x): type it str")
     if "--workers" in opts and "-j" not in opts["--workers"].opts:
         problems.append("--workers without -j")
     if "--ray-address" in opts and "--engine" not in opts:
@@ -145,32 +170,70 @@ def test_every_command_reads_its_options_from_an_options_class():
 
 
 @pytest.mark.parametrize("name", sorted(OPTION_CLASSES))
-def test_cli_defaults_and_help_are_the_options_class_fields(name):
-    import dataclasses
-    import importlib
+def test_one_field_per_flag(name):
+    """Every option of a command is one field of its options class, under the field's name: its
+    flags, default and help are the field's (declared once, read by cli/common.py from_field)."""
+    from caption_debias.cli.common import help_text
+    from caption_debias.options import field_default, fields_of, flags_of, is_required
 
-    from caption_debias.options import field_default, is_required
-
-    where, renamed = OPTION_CLASSES[name]
-    module, cls = where.split(":")
-    fields = {f.name: f for f in dataclasses.fields(getattr(importlib.import_module(module), cls))}
-    params = [p for p in _commands()[name].params if p.param_type_name == "option" and not p.hidden]
-    checked = 0
-    for p in params:
-        field = fields.get(renamed.get(p.name, p.name))
-        if field is None:
+    fields = fields_of(_options_class(name))
+    params = [p for p in _commands()[name].params if not getattr(p, "hidden", False)]
+    options = [p for p in params if p.param_type_name == "option"]
+    own = {p.name for p in options} - set(fields)
+    assert own <= CLI_ONLY, f"{name}: options that are not fields of its class: {own}"
+    for p in options:
+        if p.name in CLI_ONLY:
             continue
-        checked += 1
+        field = fields[p.name]
+        declared = {flag for spelling in flags_of(field) for flag in spelling.split("/")}
+        assert set(p.opts) | set(p.secondary_opts) == declared, (name, p.name)
         if is_required(field):
             assert p.required, (name, p.name)
         else:
-            default = p.default.value if hasattr(p.default, "value") else p.default  # an Enum choice
-            assert default == field_default(field), (name, p.name)
-        assert p.help == field.metadata["help"], (name, p.name)
-    # positional arguments, --out and --config are the command's own; every other option is a field
-    cli_only = {p.name for p in params} - set(fields) - set(renamed)
-    assert cli_only <= {"out", "config", "no_tensorboard"}, cli_only
-    assert checked >= min(5, len(fields))
+            assert p.default == field_default(field), (name, p.name)
+        assert p.help == help_text(_options_class(name), p.name), (name, p.name)  # the field's help, and its bounds
+    # a positional argument that is an option too (train's DATA) is the field's
+    for p in params:
+        if p.param_type_name == "argument" and p.name in fields:
+            assert p.help == fields[p.name].metadata["help"], (name, p.name)
+
+
+@pytest.mark.parametrize("name", sorted(OPTION_CLASSES))
+def test_shared_flags_come_from_the_shared_bases(name):
+    """--quiet, --log-interval, --overwrite, --image-root, --workers, --engine and --ray-address are
+    each one field of one base class: the same flag, default, limits and help in every command."""
+    from caption_debias import options as base
+
+    cls = _options_class(name)
+    fields = base.fields_of(cls)
+    visible = _options(_commands()[name])
+    for field_name, base_name in SHARED.items():
+        if (name, field_name) in NOT_SHARED or (
+            field_name not in fields and f"--{field_name.replace('_', '-')}" not in visible
+        ):
+            continue
+        shared_base = getattr(base, base_name)
+        assert issubclass(cls, shared_base), f"{name}: {field_name} is not {base_name}'s"
+        assert fields[field_name].metadata == base.fields_of(shared_base)[field_name].metadata, (name, field_name)
+        assert fields[field_name].default == base.fields_of(shared_base)[field_name].default, (name, field_name)
+
+
+def test_the_shared_bases_word_each_flag_once():
+    from caption_debias import options as base
+    from caption_debias.progress import DEFAULT_INTERVAL
+
+    declared = {}
+    for cls in (
+        base.QuietOptions,
+        base.ProgressOptions,
+        base.OverwriteOptions,
+        base.ImageRootOptions,
+        base.EngineOptions,
+    ):
+        for name in cls.__dataclass_fields__:
+            declared.setdefault(name, set()).add(base.fields_of(cls)[name].metadata["help"])
+    assert all(len(helps) == 1 for helps in declared.values()), declared
+    assert base.fields_of(base.ProgressOptions)["log_interval"].default == DEFAULT_INTERVAL
 
 
 # ---- --config --------------------------------------------------------------------------------------

@@ -84,3 +84,88 @@ def test_shipped_vocabulary_is_open_clips():
         pytest.skip("open_clip is not installed")
     theirs = Path(next(iter(spec.submodule_search_locations))) / VOCAB_FILE
     assert Path(find_vocab_path()).read_bytes() == theirs.read_bytes()
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pyproject() -> dict:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
+
+
+def test_every_importable_folder_of_the_package_is_a_configured_package():
+    """setuptools warns (40 lines at install) about a folder Python could import, such as
+    caption_debias/view/assets, that the `packages` list leaves out; each one is listed, and each
+    listed package's data files are named in package-data."""
+    cfg = _pyproject()["tool"]["setuptools"]
+    listed = set(cfg["packages"])
+    found = set()
+    for folder in [ROOT / "caption_debias", *(ROOT / "caption_debias").rglob("*")]:
+        if not folder.is_dir() or folder.name == "__pycache__" or not folder.name.isidentifier():
+            continue
+        if any(f.is_file() for f in folder.iterdir()):
+            found.add(".".join(folder.relative_to(ROOT).parts))
+    assert found - listed == set()
+    data = cfg["package-data"]["caption_debias.view.assets"]
+    served = {f.name for f in (ROOT / "caption_debias" / "view" / "assets").iterdir() if f.is_file()}
+    assert served and all(any(Path(name).match(pattern) for pattern in data) for name in served)
+
+
+def test_the_make_targets_the_test_markers_name_exist():
+    import re
+
+    targets = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text("utf-8"), flags=re.M))
+    for marker in _pyproject()["tool"]["pytest"]["ini_options"]["markers"]:
+        for target in re.findall(r"make ([\w-]+)", marker):
+            assert target in targets, f"{marker!r} names `make {target}`, which the Makefile lacks"
+
+
+# A bad flag or a missing input is answered before torch loads (seconds, not the 20 s of a torch
+# import under load): with torch blocked, each of these still says what is wrong with the command.
+BEFORE_TORCH = [
+    (["eval", "tiny", "--data", "{tmp}/nope"], "{tmp}/nope: no such folder"),
+    (["eval", "tiny", "--data", "{p}", "--recall-rule", "bogus"], "unknown --recall-rule 'bogus'"),
+    (["eval", "tiny", "--data", "{p}", "--device", "gpu"], "--device 'gpu': use auto, cpu, cuda, cuda:N or mps"),
+    (["probe", "tiny", "--data", "{tmp}/nope", "--out", "{tmp}/r"], "{tmp}/nope: no such folder"),
+    (["train", "{tmp}/nope", "--out", "{tmp}/r"], "{tmp}/nope: no such folder"),
+    (["train", "{p}", "--out", "{tmp}/r", "--lr", "nan"], "--lr must be a finite number (got nan)"),
+    (["train", "{p}", "--out", "{tmp}/r", "--precision", "fp8"], "unknown --precision 'fp8'"),
+    (["score", "{tmp}/nope", "--out", "{tmp}/s", "--model", "tiny"], "{tmp}/nope: no such folder"),
+    (["score", "{p}", "--out", "{tmp}/s", "--model", "tiny", "--batch-size", "0"], "--batch-size must be at least 1"),
+    (["curate", "{p}", "--out", "{tmp}/c", "--score-model", "tiny", "--keep-top-alignment", "0"], "(0, 100]"),
+]
+
+
+@pytest.mark.parametrize(("args", "error"), BEFORE_TORCH)
+def test_flags_and_inputs_are_checked_before_torch_loads(args, error, tmp_path):
+    table = tmp_path / "t.jsonl"
+    table.write_text(json.dumps({"key": "a", "image": "a.jpg", "caption": "A dog. It runs."}) + "\n", encoding="utf-8")
+    got, _ = _cli(["prepare", str(table), "--out", str(tmp_path / "p"), "--format", "table", "-q"], blocked=OPTIONAL)
+    assert got["code"] == 0
+    given = [a.format(tmp=tmp_path, p=tmp_path / "p") for a in args]
+    got, err = _cli(given, blocked=("torch", "open_clip"))
+    assert got["code"] == 2 and got["imported"] == [], (given, err)
+    (line,) = err.strip().splitlines()
+    assert error.format(tmp=tmp_path) in line, line
+
+
+def test_yaml_config_files_need_no_extra(tmp_path):
+    """pyyaml is a core dependency: a data-only install reads `prepare --config x.yaml` (it once said: install [train])."""
+    import tomllib
+
+    from caption_debias.extras import install_hint
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text("utf-8"))["project"]
+    assert any(d.startswith("pyyaml") for d in project["dependencies"])
+    assert not any(d.startswith("pyyaml") for extra in project["optional-dependencies"].values() for d in extra)
+    assert install_hint("yaml") is None
+    table = tmp_path / "t.jsonl"
+    table.write_text(json.dumps({"key": "a", "image": "a.jpg", "caption": "A dog."}) + "\n", encoding="utf-8")
+    (tmp_path / "c.yaml").write_text("format: table\nshard-rows: 1\nquiet: true\n")
+    got, err = _cli(
+        ["prepare", str(table), "--out", str(tmp_path / "p"), "--config", str(tmp_path / "c.yaml")], OPTIONAL
+    )
+    assert got == {"code": 0, "imported": []}, err
+    assert json.loads((tmp_path / "p" / "manifest.json").read_text())["options"]["shard_rows"] == 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -138,6 +139,35 @@ def test_drop_ungrounded_marks_sentences_and_removes_captions_left_with_none(sco
         == read_rows(scored["prepared"], ["key", "sentences"])["sentences"][:UNGROUNDED]
         + read_rows(scored["prepared"], ["sentences"])["sentences"][UNGROUNDED + 1 :]
     )
+
+
+def test_drop_ungrounded_counts_what_it_masked_in_the_manifest_and_the_summary(scored, tmp_path, capsys):
+    """The manifest's curation.sentence_keep and the summary say how many sentences and rows were masked."""
+    from caption_debias.schema import manifest_schema
+
+    out = tmp_path / "g"
+    m = curate([scored["folder"]], out, CurateOptions(drop_ungrounded=THRESHOLD, log_interval=3600))
+    got = read_rows(out, ["sentence_keep"])["sentence_keep"]
+    want = {
+        "threshold": THRESHOLD,
+        "rows": len(got),
+        "rows_masked": sum(1 for k in got if not all(k)),
+        "sentences": sum(len(k) for k in got),
+        "sentences_masked": sum(k.count(False) for k in got),
+        "rows_removed": 1,
+    }
+    assert m["curation"]["sentence_keep"] == want and want["sentences_masked"] > 10
+    jsonschema.validate(m, manifest_schema())
+    err = capsys.readouterr().err
+    assert (
+        f"sentences masked (--drop-ungrounded {THRESHOLD:g}): {want['sentences_masked']} of {want['sentences']} in "
+        f"{want['rows_masked']} of {want['rows']} rows"
+    ) in " ".join(err.split())
+    assert "1 rows removed as ungrounded_caption" in " ".join(err.split())
+    # curated again without the flag: the input's mask is carried, and counted as such
+    again = _run(out, tmp_path / "again")
+    assert again["curation"]["sentence_keep"] == {**want, "threshold": None, "rows_removed": 0}
+    assert "sentence_keep" not in _run(scored["prepared"], tmp_path / "plain")["curation"]  # no mask: no entry
 
 
 def test_sentence_keep_batched_equals_specification():
@@ -352,3 +382,48 @@ def test_score_model_scores_then_curates_and_counts_reconcile(tmp_path):
     assert reasons["table/gone"] == "image_missing"
     for line in _removed(out):
         jsonschema.validate(line, removed_schema())
+
+
+@pytest.mark.slow
+def test_score_model_progress_coverage_and_summary_count_the_rows_scoring_removed(tmp_path, capsys):
+    """curate --score-model: a row whose image is missing and one that is unreadable are removed by the
+    scoring; the write progress ends at rows read (not past 100%), the coverage table counts them as the
+    funnel does, and the summary's rate is not rounded to 0."""
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+
+    root = tmp_path / "img"
+    (root / "pics").mkdir(parents=True)
+    rng = random.Random(6)
+    rows = []
+    for i in range(6):
+        scene(800 + i).save(root / "pics" / f"{i}.png")
+        rows.append({"key": f"k{i}", "image": f"pics/{i}.png", "caption": caption(rng, 3)})
+    (root / "pics" / "junk.png").write_bytes(b"not a picture")
+    rows.append({"key": "junk", "image": "pics/junk.png", "caption": caption(rng, 3)})
+    rows.append({"key": "gone", "image": "pics/gone.png", "caption": caption(rng, 3)})
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    prepare([tmp_path / "t.jsonl"], tmp_path / "p", PrepareOptions(format="table", quiet=True))
+    capsys.readouterr()
+    m = curate(
+        [tmp_path / "p"],
+        tmp_path / "c",
+        CurateOptions(image_root=str(root), score_model="tiny", log_interval=3600),
+    )
+    err = " ".join(capsys.readouterr().err.split())
+    assert m["counts"]["removed_by_reason"]["image_missing"] == 1
+    assert m["counts"]["removed_by_reason"]["image_unreadable"] == 1
+    coverage = m["curation"]["image_coverage"]["pics/"]
+    assert (coverage["present"], coverage["missing"], coverage["unreadable"]) == (6, 1, 1)
+    assert coverage["examples"] == {"missing": ["pics/gone.png"], "unreadable": ["pics/junk.png"]}
+    assert "caption-debias curate write: 8 / 8 rows (100.0%)" in err
+    assert "/ 6 rows" not in err.split("curate write")[1]
+    assert "pics/ 6 1 1" in err  # the summary's coverage table
+    rate = re.search(r"shards 1, ([\d.]+) s, ([\d.]+) rows/s", err)
+    assert rate and float(rate.group(2)) > 0  # a slow run's rate is not rounded to 0
+
+
+def test_summary_rate_keeps_two_digits_below_ten():
+    from caption_debias.runner import rate_text
+
+    assert [rate_text(r) for r in (0.0, 0.333, 1.25, 9.4, 12.6, 12345.0)] == ["0", "0.33", "1.2", "9.4", "13", "12,345"]

@@ -190,7 +190,10 @@ def test_cli_preset_errors_are_one_line(tmp_path):
     import sys
 
     exe = [sys.executable, "-m", "caption_debias.cli.main", "demo", "--out", str(tmp_path / "d"), "--quiet"]
-    for extra, needle in ((["--preset", "huge"], "unknown demo preset"), (["--quick", "--preset", "v1"], "--quick")):
+    for extra, needle in (
+        (["--preset", "huge"], "unknown --preset 'huge'"),
+        (["--quick", "--preset", "v1"], "--quick"),
+    ):
         bad = subprocess.run([*exe, *extra], capture_output=True, text=True)
         assert bad.returncode != 0
         assert bad.stderr.strip().count("\n") == 0 and needle in bad.stderr, bad.stderr

@@ -217,3 +217,35 @@ def test_unreadable_image_is_one_line_even_from_a_worker(tmp_path, workers):
     with pytest.raises(UserError) as err:
         encode_images(load_model("tiny"), [tmp_path / r for r, _ in rows], batch_size=1, workers=workers)
     assert str(err.value).startswith(str(tmp_path / rows[1][0]) + ": unreadable image") and "\n" not in str(err.value)
+
+
+def test_eval_table_shows_every_recall_whatever_the_model_names_are_called(world, tmp_path):
+    """Two models with long names on an 80-column terminal: every figure of every model is on screen
+    (a side-by-side table squeezed to the width used to cut them, and the names, to nothing)."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from caption_debias.cli.main import app
+    from caption_debias.demo import shipped_start
+
+    root, prepared = world
+    specs = []
+    for arm in ("longclip", "debias"):
+        folder = tmp_path / f"runs-of-the-objects-world-seed-0-{arm}-300-steps-exported"
+        shutil.copytree(shipped_start(), folder)
+        specs.append(f"local-dir:{folder}")
+    out = tmp_path / "two.json"
+    args = ["eval", *specs, "--data", str(prepared), "--image-root", str(root), "--variants", "keep,remove"]
+    r = CliRunner(env={"COLUMNS": "80"}).invoke(app, [*args, "--out", str(out), "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    screen = r.output
+    assert max(len(line) for line in screen.splitlines()) <= 80 and "…" not in screen
+    results = json.loads(out.read_text())
+    assert set(results) == set(specs)
+    for spec in specs:
+        assert spec in "".join(screen.split())  # the whole label, whichever way it wrapped
+        for variant in ("keep", "remove"):
+            for way in ("t2i", "i2t"):
+                figures = " / ".join(f"{results[spec]['prepared'][variant][way][k]:.1f}" for k in ("r1", "r5", "r10"))
+                assert figures in screen

@@ -122,6 +122,17 @@ def test_the_module_scan_finds_a_cycle_inside_a_package():
     raise AssertionError("a planted cycle between two stats modules was not found")
 
 
+def test_the_shared_plotting_helper_sits_at_the_root():
+    """legend_outside is caption_debias/plotting.py's: evaluate draws its probe plots without importing stats."""
+    from caption_debias.plotting import legend_outside
+
+    assert "stats" not in unit_graph()["evaluate"]
+    assert "caption_debias.plotting" in module_graph()["caption_debias.stats.plots"]
+    import caption_debias.stats.plots as plots
+
+    assert plots.legend_outside is legend_outside
+
+
 # -- stages: siblings through their public modules only ---------------------------------------
 # A stage package (one command's code) may use another stage only through the modules that stage
 # offers others (docs/architecture.md, "Floors, no cycles"): its options class, its front door
@@ -135,7 +146,6 @@ ALSO_PUBLIC = {
     "evaluate": {"benchmarks", "retrieval"},  # public eval sets as read (curate's decontaminate, train's --val-data)
     "pack": {"folder"},  # a packed folder read back by index (train)
     "view": {"data", "files", "thumbs"},  # rows, the file gate and thumbnails (stats' Samples section)
-    "stats": {"plots"},  # legend_outside (evaluate's report plots)
 }
 CLOSED = {"prepare"}  # no other stage imports any module of it
 

@@ -87,7 +87,7 @@ def test_ray_engine_matches_local_engine_and_resumes(tmp_path, ray_runtime):
 
 def test_unknown_engine_is_a_user_error(tmp_path):
     data = write_table(tmp_path / "t.jsonl", n=3)
-    with pytest.raises(UserError, match="unknown engine 'spark'"):
+    with pytest.raises(UserError, match="unknown --engine 'spark'"):
         prepare([data], tmp_path / "o", PrepareOptions(format="table", engine="spark"))
 
 
@@ -123,7 +123,7 @@ def test_cli_engine_ray_starts_and_stops_its_own_runtime(tmp_path):
     assert snapshot(tmp_path / "cli") == snapshot(tmp_path / "local")
     assert local["counts"]["read"] == 7
     bad = subprocess.run([*cmd[:-3], "--engine", "spark"], capture_output=True, text=True, env=env)
-    assert bad.returncode != 0 and "unknown engine 'spark'" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode != 0 and "unknown --engine 'spark'" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_read_ahead_keeps_order_and_raises_reader_errors_in_the_caller():

@@ -87,6 +87,18 @@ def test_sharegpt4v_bad_records_become_rejects(tmp_path):
     assert not any(j.fatal for j in rejects)
 
 
+def test_sharegpt4v_split_field_is_the_records_split(tmp_path):
+    """An element's `split` (synth writes one) is the record's split, not meta; --split names the split
+    of elements without one (as for DOCCI)."""
+    path = tmp_path / "s.json"
+    elements = [sharegpt_element(0, split="val", group="g0"), sharegpt_element(1), sharegpt_element(2, split=3)]
+    path.write_text(json.dumps(elements))
+    records, rejects = read_all("sharegpt4v", path)
+    assert [(r.split, r.meta) for r in records] == [("val", {"group": "g0"}), (None, {}), (None, {"split": 3})]
+    records, _ = read_all("sharegpt4v", path, split="train")
+    assert [r.split for r in records] == ["val", "train", "train"] and not rejects
+
+
 @pytest.mark.parametrize("cut", [0.5, 0.999])
 def test_sharegpt4v_cut_off_keeps_complete_records_and_names_offset(tmp_path, cut):
     elements = [sharegpt_element(i) for i in range(10)]

@@ -126,3 +126,75 @@ def test_export_captions_leaves_dropped_sentences_out(masked, tmp_path, strip, a
             for d in _dropped(rows, i):
                 assert d not in text
     assert any(_dropped(rows, i) for i in range(N))
+
+
+@pytest.fixture(scope="module")
+def curated_packed(masked, tmp_path_factory):
+    """`curate --drop-ungrounded` on a folder with grounding (the mask is curate's own), then `pack`."""
+    from caption_debias.curate.options import CurateOptions
+    from caption_debias.curate.run import curate
+    from caption_debias.pack.options import PackOptions
+    from caption_debias.pack.run import pack
+
+    root = tmp_path_factory.mktemp("packmask")
+    base = read_rows(masked["root"] / "prepared", ["summary_mask"])
+    rng = np.random.default_rng(5)
+    grounding = [[float(g) for g in rng.normal(0.5, 1.0, len(mask))] for mask in base["summary_mask"]]
+    scored = with_scores(masked["root"] / "prepared", root / "scored", {"sentence_grounding": grounding})
+    curate([scored], root / "curated", CurateOptions(drop_ungrounded=0.0, quiet=True))
+    pack(root / "curated", root / "packed", PackOptions(image_root=str(masked["root"]), image_size=32, quiet=True))
+    rows = read_rows(root / "curated", ["key", "caption", "sentences", "sentence_keep"])
+    assert sum(k.count(False) for k in rows["sentence_keep"] if k) >= 3  # curate masked something
+    manifest = json.loads((root / "packed" / "manifest.json").read_text("utf-8"))
+    return {"rows": rows, "pattern": str(root / "packed" / manifest["train_data"])}
+
+
+def _masked_sentences(rows) -> set[str]:
+    return {s for i in range(len(rows["key"])) for s in _dropped(rows, i)}
+
+
+def test_packed_text_webdataset_reads_holds_no_masked_sentence(curated_packed):
+    import webdataset as wds
+
+    rows = curated_packed["rows"]
+    by_key = {k: i for i, k in enumerate(rows["key"])}
+    masked = _masked_sentences(rows)
+    samples = list(wds.WebDataset(curated_packed["pattern"], shardshuffle=False))
+    assert len(samples) == len(rows["key"])
+    for s in samples:
+        text = s["txt"].decode("utf-8")
+        assert not any(m in text for m in masked), text
+        i = by_key[json.loads(s["json"])["key"]]
+        assert text == augment.kept_caption(rows["caption"][i], rows["sentences"][i], rows["sentence_keep"][i])
+        if rows["sentence_keep"][i] is None or all(rows["sentence_keep"][i]):
+            assert text == rows["caption"][i]  # nothing dropped: the caption verbatim
+
+
+def test_open_clip_train_reads_no_masked_sentence_from_the_pack(curated_packed):
+    import argparse
+
+    import open_clip
+    from open_clip_train.data import get_wds_dataset
+
+    rows = curated_packed["rows"]
+    tokenizer = open_clip.get_tokenizer("ViT-B-32")
+    args = argparse.Namespace(
+        train_data=curated_packed["pattern"],
+        val_data=curated_packed["pattern"],
+        train_num_samples=None,
+        val_num_samples=None,
+        dataset_resampled=False,
+        train_data_upsampling_factors=None,
+        seed=0,
+        workers=0,
+        world_size=1,
+        batch_size=4,
+    )
+    val = get_wds_dataset(args, open_clip.image_transform(32, is_train=False), is_train=False, tokenizer=tokenizer)
+    seen = [t.tolist() for _, texts in val.dataloader for t in texts]
+    kept = [augment.kept_caption(c, s, k) for c, s, k in zip(rows["caption"], rows["sentences"], rows["sentence_keep"])]
+    assert sorted(seen) == sorted(tokenizer(kept).tolist())  # open_clip_train's texts are the kept captions
+    for m in _masked_sentences(rows):  # and no masked sentence's ids appear in any of them
+        body = [t for t in tokenizer([m])[0].tolist() if t not in (0, augment.SOT, augment.EOT)]
+        for ids in seen:
+            assert not any(ids[j : j + len(body)] == body for j in range(len(ids) - len(body) + 1))

@@ -10,6 +10,7 @@ import pytest
 import typer
 
 from caption_debias.cli import train_cmd
+from caption_debias.cli.common import help_text
 from caption_debias.cli.main import app
 from caption_debias.train.config import TrainConfig
 
@@ -29,7 +30,7 @@ def test_every_field_is_an_option_with_its_default_and_help():
     for name, f in config.items():
         p = params[name]
         assert f.default is not MISSING and p.default == f.default, name
-        assert p.help == f.metadata["help"] and p.help, name
+        assert p.help == help_text(TrainConfig, name) and p.help, name  # the field's help, then its bounds
         assert p.required is False, name
         # the CLI takes folders as Path; TrainConfig keeps them as str (it is written to config.json)
         cli_type = typing.Optional[str] if cli_types[name] == typing.Optional[Path] else cli_types[name]
@@ -41,11 +42,13 @@ def test_a_flag_left_out_resolves_to_the_config_default(name, tmp_path, monkeypa
     """What the command hands the library when nothing is given: TrainConfig()'s values."""
     seen = {}
 
-    def fake_train(cfg):  # stops before any model is loaded: only the resolved options matter here
-        seen.update(cfg.to_dict())
-        return Path(cfg.out)
+    def fake_train(options):  # the front door, stopped before anything runs: only the options matter here
+        from caption_debias.api import Result
 
-    monkeypatch.setattr("caption_debias.train.loop.train", fake_train)
+        seen.update(options.to_dict())
+        return Result("train", Path(options.out))
+
+    monkeypatch.setattr("caption_debias.train.api.train", fake_train)
     from typer.testing import CliRunner
 
     res = CliRunner().invoke(app, ["train", str(tmp_path), "--out", str(tmp_path / "run")])

@@ -194,11 +194,13 @@ def _resolved_cli(args: list[str], monkeypatch) -> dict:
 
     seen = {}
 
-    def fake_train(cfg):  # only the resolved options matter here: stop before any model is loaded
-        seen.update(cfg.to_dict())
-        return Path(cfg.out or cfg.logs)
+    def fake_train(options):  # the front door, stopped before anything runs: only the resolved options matter here
+        from caption_debias.api import Result
 
-    monkeypatch.setattr("caption_debias.train.loop.train", fake_train)
+        seen.update(options.to_dict())
+        return Result("train", Path(options.out or options.logs))
+
+    monkeypatch.setattr("caption_debias.train.api.train", fake_train)
     res = CliRunner().invoke(app, ["train", "DATA", *args])
     assert res.exit_code == 0, res.output
     return seen

@@ -21,7 +21,7 @@ import numpy as np
 from caption_debias.curate import images as img
 from caption_debias.curate import minhash, quality
 from caption_debias.curate.options import REASONS, CurateOptions
-from caption_debias.curate.signals import band_name
+from caption_debias.curate.signals import band_name, problem_column
 
 CODE = {r: i for i, r in enumerate(REASONS)}
 KEPT = -1
@@ -141,12 +141,19 @@ class SignalTable:
 
         return storage.scan_parquet(self.files)
 
+    def collect(self, frame):
+        """frame.collect(), a signals file that cannot be decoded named in one line."""
+        from caption_debias import storage
+
+        with storage.reading(self.files):
+            return frame.collect()
+
     def column(self, name: str):
         import polars as pl
 
         if not self.files:
             return pl.Series(name, [])
-        s = self.scan().select(name).collect().to_series()
+        s = self.collect(self.scan().select(name)).to_series()
         assert len(s) == self.n, (name, len(s), self.n)
         return s
 
@@ -157,7 +164,7 @@ class SignalTable:
         if len(orders) == 0 or not self.files:
             return None
         wanted = pl.Series("order", np.unique(orders).astype(np.int64))
-        return self.scan().filter(pl.col("order").is_in(wanted.implode())).select(["order", *columns]).collect()
+        return self.collect(self.scan().filter(pl.col("order").is_in(wanted.implode())).select(["order", *columns]))
 
     def signatures(self, orders: np.ndarray) -> dict[int, np.ndarray]:
         df = self.rows_where(orders, ["signature"])
@@ -187,11 +194,10 @@ def local_shared_keys(table: "SignalTable", columns: list[str]) -> dict:
     out = {}
     for i in range(0, len(columns), SHARED_COLUMNS_PER_SCAN):
         group = columns[i : i + SHARED_COLUMNS_PER_SCAN]
-        flagged = (
+        flagged = table.collect(
             table.scan()
             .select("order", *[pl.when(pl.col(c).is_duplicated()).then(pl.col(c)).alias(c) for c in group])
             .filter(pl.any_horizontal([pl.col(c).is_not_null() for c in group]))
-            .collect()
         )
         for c in group:
             out[c] = flagged.select("order", pl.col(c).alias("key")).drop_nulls("key")
@@ -212,11 +218,15 @@ def _buckets(shared, alive_mask: np.ndarray, family: int):
 # ---------------------------------------------------------------- the decisions
 
 
-def low_alignment(clip: np.ndarray, min_score: float | None, keep_top: float | None) -> tuple[np.ndarray, dict]:
+def low_alignment(
+    clip: np.ndarray, min_score: float | None, keep_top: float | None, counted: np.ndarray | None = None
+) -> tuple[np.ndarray, dict]:
     """Rows removed as low_alignment (NaN = no score: removed when a rule is on) and the run-wide facts.
 
     --keep-top-alignment P keeps the ceil(P% of all rows) best scores over the whole input
-    (DataComp's rule, before any other reason), ties broken by input order.
+    (DataComp's rule, before any other reason), ties broken by input order. Rows outside
+    `counted` (an invalid clip_score: invalid_signal) are neither ranked nor counted in "all rows",
+    so such a row never moves the cut-off of another.
     """
     n = len(clip)
     low = np.zeros(n, bool)
@@ -225,8 +235,10 @@ def low_alignment(clip: np.ndarray, min_score: float | None, keep_top: float | N
         low |= ~(clip >= min_score)
         facts["min_clip_score"] = min_score
     if keep_top is not None:
-        keep = int(np.ceil(keep_top * n / 100 - 1e-9))
-        rank = np.lexsort((np.arange(n), np.where(np.isnan(clip), np.inf, -clip.astype(np.float64))))
+        rows = np.arange(n) if counted is None else np.flatnonzero(counted)
+        scores = clip[rows]
+        keep = int(np.ceil(keep_top * len(rows) / 100 - 1e-9))
+        rank = rows[np.lexsort((rows, np.where(np.isnan(scores), np.inf, -scores.astype(np.float64))))]
         top = np.zeros(n, bool)
         top[rank[:keep]] = True
         low |= ~top
@@ -235,6 +247,38 @@ def low_alignment(clip: np.ndarray, min_score: float | None, keep_top: float | N
         if keep:
             facts["cutoff"] = round(float(clip[rank[keep - 1]]), 6)
     return low, facts
+
+
+def signal_columns(options: CurateOptions, embeddings: bool) -> list[str]:
+    """The score columns this run's flags read (curate checks only those: docs/curation.md)."""
+    columns = []
+    if options.min_clip_score is not None or options.keep_top_alignment is not None:
+        columns.append("clip_score")
+    if options.drop_ungrounded is not None:
+        columns.append("sentence_grounding")
+    if options.semantic_duplicate_threshold is not None and embeddings:
+        columns.append("image_embedding")
+    return columns
+
+
+def invalid_signals(table: SignalTable, columns: list[str]) -> dict[int, dict[str, str]]:
+    """order -> {column, problem} of every row whose value in one of `columns` cannot be used (the
+    first such column): its own problem from the signals step, and for image_embedding a length
+    other than the one most embeddings of the input have (the model's width; on a tie, the shorter)."""
+    found: dict[int, dict[str, str]] = {}
+    for column in columns:
+        problems = table.column(problem_column(column))
+        for o in np.flatnonzero(_np(problems.is_not_null(), bool)).tolist():
+            found.setdefault(o, {"column": column, "problem": problems[o]})
+        if column == "image_embedding":
+            dim = _np(table.column("embedding_dim"), np.int64, -1)
+            usable = (dim >= 0) & _np(problems.is_null(), bool)
+            if usable.any():
+                values, counts = np.unique(dim[usable], return_counts=True)
+                width = int(values[np.argmax(counts)])
+                for o in np.flatnonzero(usable & (dim != width)).tolist():
+                    found.setdefault(o, {"column": column, "problem": f"{dim[o]} values, the input's others {width}"})
+    return found
 
 
 def decide(
@@ -279,9 +323,15 @@ def decide(
     )
     del rep, rsent, loop
     remove(_np(table.column("caption_truncated"), bool), "truncated_caption")
+    invalid = invalid_signals(table, signal_columns(options, embeddings is not None))
+    for o, detail in invalid.items():  # row-local: the value is then seen by no other step
+        if reason[o] == KEPT:
+            reason[o] = CODE["invalid_signal"]
+            d.detail[o] = detail
     if options.min_clip_score is not None or options.keep_top_alignment is not None:
         clip = _np(table.column("clip_score"), np.float32, float("nan"))
-        low, d.alignment = low_alignment(clip, options.min_clip_score, options.keep_top_alignment)
+        counted = _np(table.column(problem_column("clip_score")).is_null(), bool)
+        low, d.alignment = low_alignment(clip, options.min_clip_score, options.keep_top_alignment, counted)
         remove(low, "low_alignment")
         del clip, low
     if options.drop_ungrounded is not None:

@@ -21,6 +21,19 @@ def funnel(read: int, reasons: Counter) -> list[dict[str, Any]]:
     return steps
 
 
+def sentence_masks(parts: list[dict[str, int] | None], options: CurateOptions, reasons: Counter) -> dict | None:
+    """What the written rows' sentence_keep masks drop, summed over the shards; None when no row has a mask."""
+    found = [p for p in parts if p]
+    if not found and options.drop_ungrounded is None:
+        return None
+    totals = {k: sum(p[k] for p in found) for k in ("rows", "rows_masked", "sentences", "sentences_masked")}
+    return {
+        "threshold": options.drop_ungrounded,  # null: the input's mask, carried
+        **totals,
+        "rows_removed": reasons.get("ungrounded_caption", 0),
+    }
+
+
 def build(
     *,
     tally: Tally,
@@ -28,9 +41,12 @@ def build(
     coverage: dict[str, Any] | None,
     eval_sets: list[dict[str, Any]],
     elapsed_s: float,
+    masks: list[dict[str, int] | None] = (),
+    alignment: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`tally`: the write step's sidecars, with any rows removed ahead of the input folders (by --score-model)."""
     tally.reconcile("curate")
+    masked = sentence_masks(list(masks), options, tally.reasons)
     first = tally.inputs.manifests[0] if tally.inputs.manifests else {}
     return {
         **tally.manifest_head(REASONS, options.to_dict()),
@@ -39,6 +55,8 @@ def build(
             "funnel": funnel(tally.read, tally.reasons),
             "decontaminate": eval_sets,
             "image_coverage": coverage,
+            **({"sentence_keep": masked} if masked is not None else {}),
+            **({"low_alignment": alignment} if alignment else {}),  # where --keep-top-alignment cut
         },
         **carried(tally.inputs),
         **({"scoring": first["scoring"]} if first.get("scoring") else {}),  # the model behind the score columns

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from caption_debias.options import LOG_INTERVAL_HELP, QUIET_HELP, field_default, option
+from caption_debias.errors import UserError
+from caption_debias.options import StageOptions, field_default, option
 
 # Funnel order: a row removed for an earlier reason is never tested for a later one, and
 # "an earlier kept row" of the duplicate reasons means a row that passed every reason before.
@@ -17,6 +18,7 @@ REASONS = (
     "eval_overlap",
     "repetitive_caption",
     "truncated_caption",
+    "invalid_signal",  # a score column this run reads holds what score never writes (NaN, inf, 1e30, ...)
     "low_alignment",  # model scores (a scored folder, docs/curation.md): row-local, so before the duplicates
     "ungrounded_caption",
     "duplicate_image",
@@ -25,7 +27,7 @@ REASONS = (
     "semantic_duplicate",  # last: an exact or near-exact duplicate is reported as such, not as a semantic one
 )
 # Reasons that read the columns `caption-debias score` writes.
-MODEL_REASONS = ("low_alignment", "ungrounded_caption", "semantic_duplicate")
+MODEL_REASONS = ("invalid_signal", "low_alignment", "ungrounded_caption", "semantic_duplicate")
 
 # Thresholds that are not flags; all recorded in the manifest (docs/curation.md, measured in
 # docs/benchmarks.md). Changing one changes the output, so they are part of the run's shape.
@@ -38,7 +40,6 @@ REPEATED_SENTENCE_MIN_TOKENS = 3  # shorter sentences ("Yes.") may repeat legiti
 # (a generator stuck until its length limit; a longer span is a sentence, counted above)
 TAIL_LOOP_MIN_COPIES = 3
 TAIL_LOOP_MAX_PERIOD = 32
-ENGINES = ("local", "ray")
 
 
 def lsh_params(threshold: float) -> tuple[int, int]:
@@ -57,21 +58,6 @@ def lsh_params(threshold: float) -> tuple[int, int]:
     return NUM_PERM, 1
 
 
-RUNTIME_ONLY = frozenset(
-    {
-        "workers",
-        "overwrite",
-        "quiet",
-        "engine",
-        "ray_address",
-        "max_in_flight",
-        "image_threads",
-        "score_device",
-        "log_interval",
-    }
-)
-
-
 # A perceptual-hash match between two small or flat images needs a second signal (docs/curation.md):
 # such pictures collide in a 64-bit DCT hash although they differ (icons, charts, synthetic scenes).
 SMALL_IMAGE_SIDE = 128  # shorter side below this (pixels): small
@@ -88,26 +74,25 @@ SEMDEDUP_PROBES = 2  # clusters a row is looked up in: its home and the next nea
 
 
 @dataclass
-class CurateOptions:
+class CurateOptions(StageOptions):
     """Every option of `caption-debias curate` (the CLI reads defaults and --help from here)."""
 
-    image_root: str | None = option(
-        None,
-        "Folder the rows' image paths are relative to: images are opened, checked, hashed and compared "
-        "(default: the one the input was prepared with).",
-    )
     decontaminate: list[str] = option(
         [],
         "NAME=PATH of an eval set (any `eval --benchmark` name and its layout); repeatable. "
         "Its images and captions are removed from the output.",
     )
     near_duplicate_threshold: float = option(
-        0.8, "Estimated Jaccard similarity of caption n-gram sets that makes a near-duplicate."
+        0.8,
+        "Estimated Jaccard similarity of caption n-gram sets that makes a near-duplicate.",
+        min=0.0,
+        max=1.0,
+        min_open=True,
     )
     keep_duplicate_images: bool = option(
         False, "Keep every caption of a repeated image (identical image-caption pairs still go)."
     )
-    min_image_side: int = option(32, "Remove images whose shorter side is below this (pixels).")
+    min_image_side: int = option(32, "Remove images whose shorter side is below this (pixels).", min=0)
     embed_images: bool = option(
         False, "Also store each kept image's bytes in the shards (image_bytes); needs --image-root."
     )
@@ -115,12 +100,18 @@ class CurateOptions:
         4,
         "Perceptual-hash Hamming distance (of 64 bits) at or below which two images are one picture "
         "(two small or flat images also need matching 8 x 8 thumbnails).",
+        min=0,
+        max=63,
     )
     repetition_max: float = option(
-        0.5, "repetitive_caption when more than this fraction of the caption's tokens sit in repeated 4-grams."
+        0.5,
+        "repetitive_caption when more than this fraction of the caption's tokens sit in repeated 4-grams.",
+        min=0.0,
+        max=1.0,
+        min_open=True,
     )
     repeated_sentences_max: int = option(
-        0, "repetitive_caption when more sentences (of 3+ tokens) than this repeat an earlier one."
+        0, "repetitive_caption when more sentences (of 3+ tokens) than this repeat an earlier one.", min=0
     )
     min_clip_score: float | None = option(
         None, "low_alignment below this clip_score (a scored folder: `caption-debias score`)."
@@ -128,6 +119,9 @@ class CurateOptions:
     keep_top_alignment: float | None = option(
         None,
         "low_alignment outside the top P percent of clip_score over the whole input (DataComp's rule; ties by input order).",
+        min=0.0,
+        max=100.0,
+        min_open=True,
     )
     drop_ungrounded: float | None = option(
         None,
@@ -140,53 +134,29 @@ class CurateOptions:
         "that: the model flags then need no scored folder.",
     )
     score_pretrained: str | None = option(None, "With --score-model: its pretrained tag or checkpoint file.")
-    score_device: str = option("cpu", "With --score-model: cpu or cuda.")
+    score_device: str = option("cpu", "With --score-model: cpu or cuda.", choices=("cpu", "cuda"), runtime=True)
     semantic_duplicate_threshold: float | None = option(
         None,
         "semantic_duplicate at image-embedding cosine at or above this with an earlier kept row "
         "(SemDeDup; needs `score --keep-embeddings`).",
+        min=0.0,
+        max=1.0,
+        min_open=True,
     )
     semantic_duplicate_center: bool = option(
         True,
         "Compare image embeddings centred (less their mean over the compared rows, renormalised), so the "
         "threshold means the same for a fine-tuned model whose embeddings crowd into a cone; "
         "--no-semantic-duplicate-center: raw cosine, as SemDeDup published.",
+        flags=("--semantic-duplicate-center/--no-semantic-duplicate-center",),
     )
-    workers: int = option(1, "Worker processes (output is identical for any value).")
-    engine: str = option("local", "local (process pool) or ray (Ray Data; same output).")
-    ray_address: str | None = option(None, "Ray cluster to join with --engine ray.")
-    overwrite: bool = option(False, "Delete an earlier run in --out and start over (default: resume it).")
-    quiet: bool = option(False, QUIET_HELP)
-    log_interval: float = option(30.0, LOG_INTERVAL_HELP)
-    max_in_flight: int = option(2, "Shards queued or in work per worker.")
-    image_threads: int = option(4, "File reads in flight per worker (image I/O overlaps decoding).")
+    max_in_flight: int = option(2, "Shards queued or in work per worker.", min=1, runtime=True)
+    image_threads: int = option(
+        4, "File reads in flight per worker (image I/O overlaps decoding).", min=1, runtime=True
+    )
 
-    def validate(self) -> None:
-        from caption_debias.errors import UserError
-
-        if not 0.0 < self.near_duplicate_threshold <= 1.0:
-            raise UserError(f"--near-duplicate-threshold must be in (0, 1] (got {self.near_duplicate_threshold})")
-        if self.min_image_side < 0:
-            raise UserError(f"--min-image-side must be at least 0 (got {self.min_image_side})")
-        if self.workers < 1:
-            raise UserError(f"--workers must be at least 1 (got {self.workers})")
-        if self.log_interval <= 0:
-            raise UserError(f"--log-interval must be > 0 seconds (got {self.log_interval})")
-        if not 0 <= self.duplicate_image_distance <= 63:
-            raise UserError(f"--duplicate-image-distance must be in 0..63 (got {self.duplicate_image_distance})")
-        if not 0.0 < self.repetition_max <= 1.0:
-            raise UserError(f"--repetition-max must be in (0, 1] (got {self.repetition_max})")
-        if self.repeated_sentences_max < 0:
-            raise UserError(f"--repeated-sentences-max must be at least 0 (got {self.repeated_sentences_max})")
-        if self.keep_top_alignment is not None and not 0.0 < self.keep_top_alignment <= 100.0:
-            raise UserError(f"--keep-top-alignment must be a percentage in (0, 100] (got {self.keep_top_alignment})")
-        t = self.semantic_duplicate_threshold
-        if t is not None and not 0.0 < t <= 1.0:
-            raise UserError(f"--semantic-duplicate-threshold must be in (0, 1] (got {t})")
-        if self.engine not in ENGINES:
-            raise UserError(f"unknown engine {self.engine!r} (choose from {', '.join(ENGINES)})")
-        if self.image_root is not None and not Path(self.image_root).is_dir():
-            raise UserError(f"--image-root {self.image_root}: no such folder")
+    def check(self) -> None:
+        self.check_image_root()
         if self.embed_images and self.image_root is None:
             raise UserError("--embed-images needs --image-root")
         for spec in self.decontaminate:
@@ -263,11 +233,8 @@ class CurateOptions:
             },
         }
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     def output_shaping(self) -> dict[str, Any]:
-        shaping = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in RUNTIME_ONLY}
+        shaping = super().output_shaping()
         shaping["thresholds"] = self.thresholds()
         return shaping
 

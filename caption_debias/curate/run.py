@@ -105,13 +105,15 @@ def _run_signals(folder: StageFolder, inputs: Inputs, options: CurateOptions) ->
 
 def _run_writes(
     folder: StageFolder, inputs: Inputs, options: CurateOptions, decisions: dict, sig_sides: list, scored_removed: list
-) -> tuple[Tally, int]:
-    """The write step over every input shard, removed.jsonl in input order: (what the sidecars add up to, reused)."""
+) -> tuple[Tally, list, int]:
+    """The write step over every input shard, removed.jsonl in input order: (what the sidecars add up to, each
+    shard's sentence_keep counts, how many were reused)."""
     params = writer.WriteParams(
         options.image_root, options.embed_images, decisions["alignment"], options.drop_ungrounded
     )
-    tally = Tally(inputs)
-    progress = StageProgress("curate write", "rows", inputs.rows, quiet=options.quiet, interval=options.log_interval)
+    tally, masks = Tally(inputs), []
+    total = inputs.rows + len(scored_removed)  # the rows read: those scoring removed too
+    progress = StageProgress("curate write", "rows", total, quiet=options.quiet, interval=options.log_interval)
     with folder.partial_lines(REMOVED) as removed_out:  # removed.jsonl appears whole or not at all
         # rows the scoring could not encode (their image): read and removed
         tally.add_removed_before(inputs.folders[0]["path"], scored_removed)
@@ -119,13 +121,14 @@ def _run_writes(
 
         def on_side(task: Task, side: dict[str, Any]) -> None:
             tally.add(task.work.shard, side)
+            masks.append(side.get("sentence_keep"))
             removed_out.write_all(side["removed"])
             progress.update(tally.read, extra=f"{len(tally.shards)} shards")
 
         fn = partial(writer.write, params=params)
         tasks = _write_tasks(inputs, folder.out, decisions, sig_sides, params)
         reused = run_tasks(folder, tasks, fn, engines.mapper(options), on_side, progress)
-    return tally, reused
+    return tally, masks, reused
 
 
 def _decide(inputs: Inputs, out: Path, options: CurateOptions, ev) -> tuple[dict, dedup.Decisions]:
@@ -275,11 +278,22 @@ def _scored(path) -> bool:
     return col.null_count < len(col)
 
 
-def _merge_coverage(sides: list[dict]) -> dict[str, Any] | None:
-    if all(s.get("coverage") is None for s in sides):
+def _merge_coverage(sides: list[dict], scored_removed: list[dict[str, Any]] = ()) -> dict[str, Any] | None:
+    """Image coverage per top folder: the signal step's, plus the rows --score-model's scoring
+    found missing or unreadable (curate never sees them, but read them all the same)."""
+    from caption_debias.curate.images import top_folder
+
+    before = {"image_missing": "missing", "image_unreadable": "unreadable"}
+    lost: dict[str, dict[str, Any]] = {}
+    for line in scored_removed:
+        if line["reason"] in before:
+            g = lost.setdefault(top_folder(line["image"]), {"counts": Counter(), "examples": {}})
+            g["counts"][before[line["reason"]]] += 1
+            g["examples"].setdefault(before[line["reason"]], []).append(line["image"])
+    if all(s.get("coverage") is None for s in sides):  # no --image-root: not checked
         return None
     merged: dict[str, dict[str, Any]] = {}
-    for side in sides:
+    for side in [*sides, {"coverage": lost}]:
         for folder, cov in (side.get("coverage") or {}).items():
             m = merged.setdefault(
                 folder, {"present": 0, "missing": 0, "unreadable": 0, "not_checked": 0, "examples": {}}
@@ -302,6 +316,7 @@ def curate(inputs: list[str | Path], out: str | Path, options: CurateOptions | N
     options.validate()
     out = storage.as_path(out)
     storage.require_shared(out, options.workers, options.engine, "--out")
+    storage.refuse_overlap(inputs, out)
     folder = stage_folder(out)
     folder.check_not_a_file()
     with folder.locked(), engines.runtime(options):
@@ -339,7 +354,7 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
     reused: Counter = Counter()
     sig_sides, reused["signals"] = _run_signals(folder, inputs, options)
     decisions, _ = _decide(inputs, out, options, ev)
-    tally, reused["shards"] = _run_writes(folder, inputs, options, decisions, sig_sides, scored_removed)
+    tally, masks, reused["shards"] = _run_writes(folder, inputs, options, decisions, sig_sides, scored_removed)
     n = len(inputs.shards)
     folder.prune(
         {
@@ -352,8 +367,10 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
     manifest = manifest_mod.build(
         tally=tally,
         options=options,
-        coverage=_merge_coverage(sig_sides),
+        coverage=_merge_coverage(sig_sides, scored_removed),
         eval_sets=ev.sets if ev is not None else [],
+        masks=masks,
+        alignment=decisions["alignment"],
         elapsed_s=time.monotonic() - started,
     )
     if options.score_model is not None:

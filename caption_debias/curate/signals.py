@@ -8,6 +8,7 @@ any order on any worker.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,11 +22,17 @@ from caption_debias.curate import images as img
 from caption_debias.curate import minhash, quality
 from caption_debias.curate.options import NUM_PERM
 from caption_debias.runner import Task, write_json, write_shard
+from caption_debias.score.options import GROUNDING_EPS
 
-SIGNALS_VERSION = 4  # bump when a signal's definition changes: old signal files are then redone
+SIGNALS_VERSION = 5  # bump when a signal's definition changes: old signal files are then redone
 SIGNALS_DIR = ".curate/signals"
 INPUT_COLUMNS = ["key", "image", "caption", "sentence_tokens"]
-SCORE_COLUMNS = ["clip_score", "sentence_grounding", "summary_mask"]  # read when the shard has them
+SCORE_COLUMNS = ["clip_score", "sentence_grounding", "summary_mask", "image_embedding"]  # read when present
+# What `caption-debias score` can write (docs/curation.md, "Invalid model signals"); anything else in a
+# score column is an invalid signal: its row goes as invalid_signal and no other row sees the value.
+CLIP_SCORE_MAX = 1.01  # clip_score is a cosine, |s| <= 1; the margin covers bf16 rounding
+GROUNDING_MAX = 2.02 / GROUNDING_EPS  # (own - mean) / (std + eps): |own - mean| <= 2 bounds |g| by 2 / eps
+EMBEDDING_NORM_TOLERANCE = 0.01  # image_embedding is L2-normalised (float16: norms within about 1e-3 of 1)
 EXAMPLES = 3  # example paths per coverage group and status
 
 
@@ -145,28 +152,155 @@ def image_signals(images: list[str], image_root: str, threads: int) -> tuple[lis
     return facts, _coverage(images, facts)
 
 
+def _value(x: float) -> str:
+    return "NaN" if math.isnan(x) else f"{x:g}"
+
+
+def clip_score_problem(value: float | None) -> str | None:
+    """Specification: why a row's clip_score cannot be used, or None (null: not scored, no problem)."""
+    if value is None:
+        return None
+    if not math.isfinite(value) or abs(value) > CLIP_SCORE_MAX:
+        return f"{_value(value)} is not a cosine (outside [-1, 1])"
+    return None
+
+
+def grounding_problem(grounding: list[float | None] | None, sentences: int) -> str | None:
+    """Specification: why a row's sentence_grounding cannot be used, or None (null: not grounded).
+    One value per sentence, each finite and within what the grounding rule can give; a null value
+    is a sentence without grounding (kept, as before)."""
+    if grounding is None:
+        return None
+    if len(grounding) != sentences:
+        return f"{len(grounding)} values for {sentences} sentences"
+    for i, g in enumerate(grounding):
+        if g is not None and (not math.isfinite(g) or abs(g) > GROUNDING_MAX):
+            return f"{_value(g)} at sentence {i + 1} (a grounding is a finite number within +-{GROUNDING_MAX:.3g})"
+    return None
+
+
+def embedding_problem(embedding: list[float | None] | None) -> str | None:
+    """Specification: why a row's image_embedding cannot be used, or None (null: none kept).
+    Every value finite and the vector of unit length (score writes L2-normalised embeddings)."""
+    if embedding is None:
+        return None
+    for i, x in enumerate(embedding):
+        if x is None or not math.isfinite(x):
+            return f"{'null' if x is None else _value(x)} at value {i + 1}"
+    norm = math.sqrt(sum(float(x) * float(x) for x in embedding))
+    if abs(norm - 1.0) > EMBEDDING_NORM_TOLERANCE:
+        return f"length {norm:.4g}, not 1 (score writes unit-length embeddings)"
+    return None
+
+
+def _bad_values(values: pa.Array, limit: float) -> np.ndarray:
+    """Per flat value: NaN, infinite or beyond +-limit (nulls are not bad)."""
+    x = values.to_numpy(zero_copy_only=False).astype(np.float64)  # nulls become NaN ...
+    bad = ~(np.abs(x) <= limit)
+    return bad & _valid(values)  # ... and are not bad
+
+
+def _rows_with(flat_bad: np.ndarray, lists: pa.Array) -> np.ndarray:
+    """Per row of a list array: does any of its values have `flat_bad` set? (flat over the non-null lists)"""
+    ends = np.cumsum(_lengths(lists))
+    counts = np.diff(np.concatenate([[0], np.cumsum(flat_bad)])[np.concatenate([[0], ends])])
+    return counts > 0
+
+
+def score_problems(table: pa.Table, n: int) -> dict[str, list[str | None]]:
+    """Batched: each score column's problem per row (`clip_score_problem`, `grounding_problem`,
+    `embedding_problem`), None for a valid row. Vectorised tests find the rows; the one-row rule
+    words the (rare) problem."""
+    import pyarrow.compute as pc
+
+    names = table.column_names
+    out: dict[str, list[str | None]] = {}
+    if "clip_score" in names:
+        clip = table.column("clip_score").combine_chunks()
+        bad = _bad_values(clip, CLIP_SCORE_MAX)
+        out["clip_score"] = [clip_score_problem(clip[i].as_py()) if b else None for i, b in enumerate(bad)]
+    if "sentence_grounding" in names:
+        g = table.column("sentence_grounding").combine_chunks()
+        sentences = _lengths(table.column("sentence_tokens").combine_chunks())
+        bad = _rows_with(_bad_values(pc.list_flatten(g), GROUNDING_MAX), g)
+        bad |= _valid(g) & (_lengths(g) != sentences)
+        out["sentence_grounding"] = [
+            grounding_problem(g[i].as_py(), int(sentences[i])) if b else None for i, b in enumerate(bad)
+        ]
+    if "image_embedding" in names:
+        e = table.column("image_embedding").combine_chunks()
+        bad = _bad_embeddings(e)
+        out["image_embedding"] = [embedding_problem(e[i].as_py()) if b else None for i, b in enumerate(bad)]
+    return out
+
+
+def _valid(values: pa.Array) -> np.ndarray:
+    return values.is_valid().to_numpy(zero_copy_only=False)
+
+
+def _lengths(lists: pa.Array) -> np.ndarray:
+    """Per row of a list array: its length (0 for a null list)."""
+    import pyarrow.compute as pc
+
+    return pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+
+
+def _bad_embeddings(e: pa.Array) -> np.ndarray:
+    """Per row: an embedding with a null, NaN or infinite value, or not of unit length (sums of
+    squares per row from one cumulative sum over the flat values)."""
+    import pyarrow.compute as pc
+
+    flat = pc.list_flatten(e)
+    x = flat.to_numpy(zero_copy_only=False).astype(np.float64)
+    bad = _rows_with(~np.isfinite(x) | ~_valid(flat), e)
+    bounds = np.concatenate([[0], np.cumsum(_lengths(e))])
+    squares = np.concatenate([[0.0], np.cumsum(np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0) ** 2)])
+    norms = np.sqrt(np.diff(squares[bounds]))
+    return bad | (_valid(e) & ~(np.abs(norms - 1.0) <= EMBEDDING_NORM_TOLERANCE))
+
+
 def score_signals(table: pa.Table, n: int) -> dict[str, pa.Array]:
     """The model-score signals of every row (null where the shard is not scored).
 
     `detail_grounding_max`: the highest sentence_grounding among the row's non-summary
     sentences, so `ungrounded_caption` (every non-summary sentence below T) is one comparison
-    for any T; null when the row has no non-summary sentence or no grounding.
+    for any T; null when the row has no non-summary sentence, no grounding or an invalid one.
+    `<column>_problem`: why a row's clip_score, sentence_grounding or image_embedding cannot be
+    used (score_problems), null when it can; `embedding_dim`: the image_embedding's length.
     """
     names = table.column_names
     clip = table.column("clip_score").combine_chunks().cast(pa.float32()) if "clip_score" in names else None
+    problems = score_problems(table, n)
     best = np.full(n, np.nan, np.float32)
     if "sentence_grounding" in names and "summary_mask" in names:
         g = table.column("sentence_grounding").combine_chunks()
         m = table.column("summary_mask").combine_chunks()
+        invalid = problems["sentence_grounding"]
         for i, (gs, ms) in enumerate(zip(g.to_pylist(), m.to_pylist())):
-            if gs:
-                detail = [x for x, s in zip(gs, ms or [False] * len(gs)) if not s]
+            if gs and invalid[i] is None:
+                detail = [x for x, s in zip(gs, ms or [False] * len(gs)) if not s and x is not None]
                 if detail:
                     best[i] = max(detail)
-    return {
+    out = {
         "clip_score": clip if clip is not None else pa.nulls(n, pa.float32()),
         "detail_grounding_max": pa.array(best, pa.float32(), mask=np.isnan(best)),
     }
+    for column in PROBLEM_COLUMNS:
+        out[problem_column(column)] = pa.array(problems.get(column, [None] * n), pa.string())
+    if "image_embedding" in names:
+        import pyarrow.compute as pc
+
+        out["embedding_dim"] = pc.list_value_length(table.column("image_embedding").combine_chunks()).cast(pa.int32())
+    else:
+        out["embedding_dim"] = pa.nulls(n, pa.int32())
+    return out
+
+
+PROBLEM_COLUMNS = ("clip_score", "sentence_grounding", "image_embedding")  # the score columns curate reads
+
+
+def problem_column(column: str) -> str:
+    return f"{column}_problem"
 
 
 def compute(task: Task, params: SignalParams) -> dict[str, Any]:

@@ -5,6 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 
+def mask_line(m: dict[str, Any]) -> str:
+    """What --drop-ungrounded masked, in one line (the manifest's curation.sentence_keep)."""
+    how = f"--drop-ungrounded {m['threshold']:g}" if m["threshold"] is not None else "the input's mask, kept"
+    return (
+        f"  sentences masked ({how}): {m['sentences_masked']:,} of {m['sentences']:,} in {m['rows_masked']:,} of "
+        f"{m['rows']:,} rows (never trained on, packed or exported); {m['rows_removed']:,} rows removed as "
+        "ungrounded_caption (no detail sentence left)"
+    )
+
+
 def print_summary(manifest: dict[str, Any], out: str, reused: Any = None) -> None:
     from rich.table import Table
 
@@ -35,6 +45,9 @@ def print_summary(manifest: dict[str, Any], out: str, reused: Any = None) -> Non
             examples = "; ".join(p for status in ("missing", "unreadable") for p in g["examples"].get(status, []))
             cov.add_row(folder, f"{g['present']:,}", f"{g['missing']:,}", f"{g['unreadable']:,}", examples)
         notes.append(cov)
+    masked = manifest["curation"].get("sentence_keep")
+    if masked:
+        notes.append(mask_line(masked))
     for s in manifest["curation"].get("decontaminate") or []:
         notes.append(
             f"  decontaminated against {s['name']}: {s['captions']:,} captions, "

@@ -29,6 +29,7 @@ WRITE_DIR = ".curate/write"
 EMBED_ROW_GROUP = 256  # rows per Parquet row group with --embed-images (bounds worker memory)
 IMAGE_COLUMNS = ["image_width", "image_height", "image_sha256", "image_phash"]
 SIGNAL_COLUMNS = ["caption_repetition", "caption_repeated_sentences", "caption_truncated"]
+SIDECAR_VERSION = 2  # bump when the sidecar gains a field the driver reads: older sidecars are then redone
 
 
 def sidecar_name(index: int) -> str:
@@ -72,6 +73,7 @@ def fingerprint(work: ShardWrite, params: WriteParams) -> str:
             "embed": params.embed,
             "alignment": params.alignment,
             "drop_ungrounded": params.drop_ungrounded,
+            "sidecar": SIDECAR_VERSION,
         }
     )
 
@@ -143,6 +145,26 @@ def sentence_keep(table: pa.Table, threshold: float) -> pa.Array:
     lengths = pc.fill_null(pc.list_value_length(g), 0).to_numpy(zero_copy_only=False)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
     return pa.ListArray.from_arrays(pa.array(offsets), flat, mask=g.is_null())
+
+
+def mask_counts(table: pa.Table) -> dict[str, int] | None:
+    """What the written rows' sentence_keep masks drop: rows with a mask, rows and sentences masked,
+    sentences in the rows with a mask; None when no row has one."""
+    import pyarrow.compute as pc
+
+    keep = table.column("sentence_keep").combine_chunks() if "sentence_keep" in table.column_names else None
+    if keep is None or keep.null_count == len(keep):
+        return None
+    keep = keep.filter(keep.is_valid())
+    lengths = pc.list_value_length(keep).to_numpy(zero_copy_only=False)
+    flat = pc.list_flatten(keep).to_numpy(zero_copy_only=False).astype(bool)
+    dropped = np.bincount(np.repeat(np.arange(len(keep)), lengths), weights=~flat, minlength=len(keep))
+    return {
+        "rows": len(keep),
+        "rows_masked": int((dropped > 0).sum()),
+        "sentences": int(lengths.sum()),
+        "sentences_masked": int(dropped.sum()),
+    }
 
 
 def build_table(work: ShardWrite, params: WriteParams) -> tuple[pa.Table, list[dict[str, Any]]]:
@@ -228,6 +250,7 @@ def write(task: Task, params: WriteParams) -> dict[str, Any]:
         "sha256": None,
         "bytes": None,
         "removed": lines,
+        "sentence_keep": mask_counts(table),
     }
     if table.num_rows:
         rel = shard_name(task.index)

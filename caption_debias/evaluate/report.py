@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from caption_debias import html_report
-from caption_debias.stats.plots import legend_outside
+from caption_debias.plotting import legend_outside
 
 PROBE_JSON = "probe.json"
 ATTENTION_PNG = "attention.png"
@@ -19,29 +19,83 @@ def _triple(d: dict[str, float]) -> str:
     return " / ".join(f"{d[k]:.1f}" for k in ("r1", "r5", "r10"))
 
 
-def retrieval_table(results: dict[str, dict[str, dict[str, Any]]], title: str = "Retrieval recall@1/5/10 (%)"):
-    """results: {model: {benchmark: {variant: {t2i, i2t}}}} -> one side-by-side rich Table."""
-    from rich.table import Table
-
-    table = Table(title=title)
-    table.add_column("benchmark")
-    table.add_column("variant")
-    for model in results:
-        table.add_column(f"{model}\nT2I R@1/5/10", justify="right", no_wrap=True)
-        table.add_column(f"{model}\nI2T R@1/5/10", justify="right", no_wrap=True)
+def _retrieval_rows(results: dict[str, dict[str, dict[str, Any]]]) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     for per_bench in results.values():
         for bench, per_variant in per_bench.items():
             for variant in per_variant:
                 if (bench, variant) not in rows:
                     rows.append((bench, variant))
+    return rows
+
+
+def _cells(per_bench: dict[str, dict[str, Any]], bench: str, variant: str) -> list[str]:
+    r = per_bench.get(bench, {}).get(variant)
+    return [_triple(r["t2i"]), _triple(r["i2t"])] if r else ["-", "-"]
+
+
+def _wrapped(name: str, width: int) -> str:
+    """A model label cut into lines of the figures' width: a long run path never widens its column."""
+    return "\n".join(name[i : i + width] for i in range(0, len(name), width)) or name
+
+
+def _side_by_side(results: dict[str, dict[str, dict[str, Any]]], title: str):
+    from rich.table import Table
+
+    rows = _retrieval_rows(results)
+    width = max([len("T2I R@1/5/10")] + [len(c) for m in results.values() for b, v in rows for c in _cells(m, b, v)])
+    table = Table(title=title)
+    table.add_column("benchmark", no_wrap=True)
+    table.add_column("variant", no_wrap=True)
+    for model in results:
+        table.add_column(f"{_wrapped(model, width)}\nT2I R@1/5/10", justify="right", no_wrap=True)
+        table.add_column(f"{_wrapped(model, width)}\nI2T R@1/5/10", justify="right", no_wrap=True)
     for bench, variant in rows:
-        cells = []
-        for per_bench in results.values():
-            r = per_bench.get(bench, {}).get(variant)
-            cells += [_triple(r["t2i"]), _triple(r["i2t"])] if r else ["-", "-"]
-        table.add_row(bench, variant, *cells)
+        table.add_row(bench, variant, *[c for per_bench in results.values() for c in _cells(per_bench, bench, variant)])
     return table
+
+
+def _one_per_model(results: dict[str, dict[str, dict[str, Any]]], title: str):
+    """One table per model, in the same row order, its label in the title: as wide as one model's
+    figures, whatever the model is called."""
+    from rich.console import Group
+    from rich.table import Table
+
+    rows = _retrieval_rows(results)
+    tables = []
+    for model, per_bench in results.items():
+        table = Table(title=f"{title}: {model}", title_justify="left")
+        table.add_column("benchmark", overflow="fold")
+        table.add_column("variant", overflow="fold")
+        table.add_column("T2I R@1/5/10", justify="right", no_wrap=True)
+        table.add_column("I2T R@1/5/10", justify="right", no_wrap=True)
+        for bench, variant in rows:
+            table.add_row(bench, variant, *_cells(per_bench, bench, variant))
+        tables.append(table)
+    return Group(*tables)
+
+
+class RetrievalTable:
+    """The models side by side when that fits the terminal's width, else one table per model: a
+    rich table made wider than the terminal squeezes its columns to nothing."""
+
+    def __init__(self, results: dict[str, dict[str, dict[str, Any]]], title: str) -> None:
+        self.results, self.title = results, title
+
+    def __rich_console__(self, console, options):
+        from rich.measure import Measurement
+
+        wide = _side_by_side(self.results, self.title)
+        natural = Measurement.get(console, options.update_width(1 << 16), wide).maximum  # unclamped
+        if natural <= options.max_width:
+            yield wide
+        else:
+            yield _one_per_model(self.results, self.title)
+
+
+def retrieval_table(results: dict[str, dict[str, dict[str, Any]]], title: str = "Retrieval recall@1/5/10 (%)"):
+    """results: {model: {benchmark: {variant: {t2i, i2t}}}} -> a rich renderable (RetrievalTable)."""
+    return RetrievalTable(results, title)
 
 
 def zeroshot_table(results: dict[str, dict[str, dict[str, float]]]):

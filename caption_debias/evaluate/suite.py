@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.evaluate.benchmarks import BENCHMARKS, load_benchmark
+from caption_debias.model.names import warn_random_weights
 from caption_debias.progress import DEFAULT_INTERVAL, Progress
 
 ZEROSHOT = "imagefolder"  # folder-per-class zero-shot classification
@@ -107,18 +108,18 @@ def run_eval(
     with Progress("eval", "encodings", quiet=not progress, interval=log_interval):
         return _run_eval(
             model_specs, data_specs, variants, pretrained, context_length, device, batch_size, segmenter,
-            template_set, recall_rule, log,
+            template_set, recall_rule, log, quiet=not progress,
         )  # fmt: skip
 
 
 def _run_eval(
     model_specs, data_specs, variants, pretrained, context_length, device, batch_size, segmenter, template_set,
-    recall_rule, log,
+    recall_rule, log, quiet=True,
 ) -> dict[str, dict[str, Any]]:  # fmt: skip
     from caption_debias.evaluate.metrics import RULES
     from caption_debias.evaluate.retrieval import run_retrieval
     from caption_debias.evaluate.zeroshot import zeroshot
-    from caption_debias.model.load import load_model
+    from caption_debias.model.load import load_model, no_weights_warnings
 
     if recall_rule not in RULES:
         raise UserError(f"--recall-rule {recall_rule!r}: choose from {', '.join(RULES)}")
@@ -132,7 +133,9 @@ def _run_eval(
             log(f"{ds.label}: {d.n_images} images, {len(d.captions)} captions ({d.definition})")
     results: dict[str, dict[str, Any]] = {}
     for label, spec in zip(model_labels(model_specs), model_specs):
-        loaded = load_model(spec, pretrained, context_length, device=device)
+        with no_weights_warnings():  # said in the line below
+            loaded = load_model(spec, pretrained, context_length, device=device)
+        warn_random_weights("eval", spec, pretrained, quiet)
         log(f"{label}: {loaded.name} on {device}, context {loaded.context_length}")
         results[label] = {}
         for name, d in datasets.items():
@@ -178,7 +181,7 @@ def run_probe(
 
     from caption_debias.evaluate.probe import probe
     from caption_debias.locking import folder_lock
-    from caption_debias.model.load import load_model
+    from caption_debias.model.load import load_model, no_weights_warnings
 
     if data_spec.benchmark == ZEROSHOT:
         raise UserError("probe needs captions: give a prepared folder or a retrieval benchmark, not imagefolder")
@@ -186,9 +189,12 @@ def run_probe(
     with folder_lock(report_dir, "probe") if report_dir is not None else nullcontext():
         device = resolve_device(device)
         data = load_data(data_spec, segmenter)
-        models = {
-            label: load_model(spec, pretrained, context_length, device=device)
-            for label, spec in zip(model_labels(model_specs), model_specs)
-        }
+        with no_weights_warnings():  # said in the lines below
+            models = {
+                label: load_model(spec, pretrained, context_length, device=device)
+                for label, spec in zip(model_labels(model_specs), model_specs)
+            }
+        for spec in model_specs:
+            warn_random_weights("probe", spec, pretrained, quiet=not progress)
         with Progress("probe", "encodings", quiet=not progress, interval=log_interval):
             return probe(models, data, report_dir, batch_size=batch_size)

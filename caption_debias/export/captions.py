@@ -102,12 +102,11 @@ def caption_texts(
     row: dict[str, Any], strip: str, augment: str, copies: int, seed: int, counts: dict[str, int]
 ) -> list[str]:
     """The texts export-captions writes for one prepared row (one, or `copies` with augment=debias)."""
-    from caption_debias.augment import kept_sentences
+    from caption_debias.augment import kept_caption, kept_sentences
 
     keep = row.get("sentence_keep")  # curate --drop-ungrounded: a dropped sentence is in no exported text
     sentences, mask = kept_sentences(row["sentences"], keep), kept_sentences(row["summary_mask"], keep)
-    # verbatim, paragraph breaks and all, unless a sentence was dropped
-    full = row["caption"] if keep is None or all(keep) else " ".join(sentences)
+    full = kept_caption(row["caption"], row["sentences"], keep)
     if strip == "none" and augment == "none":
         return [full]
     opts = debias_options(strip, subsample=augment == "debias")
@@ -161,6 +160,7 @@ def export_captions(
     if to.exists() and not overwrite:
         raise UserError(f"{to}: already exists (pass --overwrite to replace it)")
     data = PreparedDataset.open(prepared)
+    storage.refuse_overlap([prepared], to)
     to.parent.mkdir(parents=True, exist_ok=True)
     counts = {"images": 0, "rows": 0, "fallback_full_caption": 0}
     rows = _rows(data, strip, augment, copies, seed, image_root, counts)
@@ -179,8 +179,9 @@ def export_captions(
 
 
 def run_export_captions(prepared: str | Path, to: str | Path, options: ExportCaptionsOptions) -> dict[str, Any]:
-    """`caption-debias export-captions`: export_captions with the rows counted on the progress display
-    (it checks the options as ExportCaptionsOptions.validate does, in the order the values are read)."""
+    """`caption-debias export-captions`: the options checked (every field's limits), then export_captions
+    with the rows counted on the progress display."""
+    options.validate()
     with Progress("export-captions", "rows", quiet=options.quiet, interval=options.log_interval):
         return export_captions(
             prepared,

@@ -82,6 +82,7 @@ def write_url_list(
     check_strip(strip)
     data = PreparedDataset.open(prepared)
     to = storage.as_path(to)
+    storage.refuse_overlap([prepared], to)
     if to.suffix.lower() not in (".parquet", ".pq"):
         raise UserError(f"{to}: the URL list is written as Parquet; name it LIST.parquet")
     if to.exists() and not overwrite:

@@ -1,6 +1,7 @@
 """Every model spec -> LoadedModel (open_clip CLIP + transforms + tokenizer).
 
-Specs: an open_clip model name (incl. the shipped `tiny`) with an optional pretrained tag
+Specs: `demo-start` (the shipped small model with trained weights, model/names.py); an open_clip
+model name (incl. the shipped configs `tiny` and `demo-small`) with an optional pretrained tag
 or checkpoint file; `local-dir:DIR` / `hf-hub:ORG/REPO`; a checkpoint file path with the
 architecture name given as `pretrained`; or a training run folder (RUN/config.json +
 RUN/checkpoints/, the latest checkpoint is loaded). Files are read weights-only
@@ -23,6 +24,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from caption_debias.errors import UserError
+from caption_debias.model.names import is_shipped, shipped_folder
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +38,9 @@ class _NoWeightsWarning(logging.Filter):
 
 
 @contextmanager
-def _weights_loaded_next() -> Iterator[None]:
-    """Silence open_clip's "no weights" warnings while building a model whose weights load right after."""
+def no_weights_warnings() -> Iterator[None]:
+    """Silence open_clip's "no weights" warnings: while building a model whose weights load right after,
+    and around score, eval and probe's loads, which say "random weights" in their own line (model/names.py)."""
     quiet = _NoWeightsWarning()
     root = logging.getLogger()  # open_clip warns through logging.warning, the root logger
     root.addFilter(quiet)
@@ -164,7 +167,7 @@ def _load_file_checkpoint(arch: str, path: Path, device: str, spec: str) -> Load
     context = _context_in(state)
     longclip = LONGCLIP_RES in state
     try:
-        with _weights_loaded_next():
+        with no_weights_warnings():
             model, pre_train, pre_val = open_clip.create_model_and_transforms(arch, force_context_length=context)
         if longclip:
             model.load_state_dict(merge_longclip_positions(state), strict=True)
@@ -225,7 +228,7 @@ def _load_run(run: Path, device: str, spec: str) -> LoadedModel:
     if found is None:
         raise skipped[0]  # every checkpoint unreadable: the newest one's reason, in one line
     ckpt, payload = found
-    with _weights_loaded_next():
+    with no_weights_warnings():
         model, pre_train, pre_val = open_clip.create_model_and_transforms(f"local-dir:{run}", load_weights=False)
     model.load_state_dict(merged_state_dict(payload["model"]), strict=True)
     cfg = json.loads((run / RUN_CONFIG).read_text("utf-8")) if (run / RUN_CONFIG).is_file() else {}
@@ -243,6 +246,17 @@ def _load_run(run: Path, device: str, spec: str) -> LoadedModel:
     )
 
 
+def _load_shipped(name: str, pretrained: str | None, device: str) -> LoadedModel:
+    """A model shipped with the package (model/names.py), loaded as the open_clip local-dir: folder it is."""
+    import open_clip
+
+    if pretrained:
+        raise UserError(f"{name} is a shipped model with its own weights: drop --pretrained {pretrained}")
+    spec = f"local-dir:{shipped_folder(name)}"
+    model, pre_train, pre_val = open_clip.create_model_and_transforms(spec)
+    return _finish(model, pre_train, pre_val, spec, name, name, device, {"shipped": name})
+
+
 def load_model(
     spec: str, pretrained: str | None = None, context_length: int | None = None, device: str = "cpu"
 ) -> LoadedModel:
@@ -253,6 +267,8 @@ def load_model(
     register_shipped_configs()
     spec = str(spec)
     path = Path(spec)
+    if is_shipped(spec):
+        return _load_shipped(spec, pretrained, device)
     if spec.startswith(("local-dir:", "hf-hub:")):
         try:
             model, pre_train, pre_val = open_clip.create_model_and_transforms(spec)

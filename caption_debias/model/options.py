@@ -6,19 +6,13 @@ The CLI (cli/export_cmd.py) reads each flag's default and help text from these f
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
-from caption_debias.options import QUIET_HELP, option
+from caption_debias.options import OverwriteOptions, QuietOptions, option
 
 
 @dataclass
-class ExportOptions:
+class ExportOptions(OverwriteOptions, QuietOptions):
     """Every option of `caption-debias export` (the CLI reads defaults and --help from here)."""
 
     pretrained: str | None = option(None, "Architecture name when RUN is a bare checkpoint file.")
-    overwrite: bool = option(False, "Replace a non-empty --out folder.")
-    quiet: bool = option(False, QUIET_HELP)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from caption_debias import storage
-from caption_debias.dataset import IncompleteFolder, unfinished_by, unfinished_message
+from caption_debias.dataset import IncompleteFolder, inside, unfinished_by, unfinished_message
 from caption_debias.errors import UserError
 from caption_debias.pack.state import KIND, MANIFEST
 
@@ -48,6 +48,8 @@ class PackedFolder:
             raise UserError(f"{self.folder}: not a packed folder (no finished `caption-debias pack` manifest)")
         self.manifest: dict[str, Any] = json.loads((self.folder / MANIFEST).read_text("utf-8"))
         self.tars: list[dict[str, Any]] = self.manifest["tars"]
+        for t in self.tars:  # a listed tar never leads out of the folder
+            inside(self.folder, t.get("path") if isinstance(t, dict) else t, "tar")
         missing = [t["path"] for t in self.tars if not (self.folder / t["path"]).is_file()]
         if missing:
             raise UserError(f"{self.folder}: {len(missing)} tar(s) of the manifest are missing, first {missing[0]}")

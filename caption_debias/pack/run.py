@@ -17,12 +17,12 @@ from typing import Any, Iterator
 
 from caption_debias import engines, runner, storage
 from caption_debias.dataset import MANIFEST as PREPARED_MANIFEST
-from caption_debias.dataset import PreparedDataset, default_image_root
+from caption_debias.dataset import PreparedDataset, default_image_root, read_manifest
 from caption_debias.errors import UserError
 from caption_debias.pack import state
 from caption_debias.pack.images import resizer_version
 from caption_debias.pack.options import PackOptions
-from caption_debias.pack.tars import COLUMNS, OPTIONAL_COLUMNS, pack_tar, sidecar_name, tar_name
+from caption_debias.pack.tars import COLUMNS, OPTIONAL_COLUMNS, SAMPLE_VERSION, pack_tar, sidecar_name, tar_name
 from caption_debias.runner import (
     StageFolder,
     StageProgress,
@@ -40,6 +40,7 @@ from caption_debias.runner import (
 def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = None) -> dict[str, Any]:
     """Pack the prepared (or curated) folder `prepared` into webdataset tars in `out`; returns the manifest."""
     options = options or PackOptions()
+    read_manifest(prepared)  # a folder that is not a prepared one says so before an option that needs it does
     if not options.image_root:  # the root the input was prepared (or curated) with, when it records one
         options = dataclasses.replace(options, image_root=default_image_root(None, [prepared]) or "")
     if options.image_root:
@@ -49,8 +50,7 @@ def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = No
     ds = PreparedDataset.open(prepared)
     out = storage.as_path(out)
     storage.require_shared(out, options.workers, options.engine, "--out")
-    if storage.same_place(out, ds.folder):
-        raise UserError("--out must be another folder than the prepared input")
+    storage.refuse_overlap([ds.folder], out)
     folder = state.stage_folder(out)
     with folder.locked(), engines.runtime(options):
         try:
@@ -76,10 +76,10 @@ def _chunks(ds: PreparedDataset, options: PackOptions) -> Iterator[list[dict[str
 
 
 def _tasks(ds: PreparedDataset, options: PackOptions, out: Path, shaping: dict[str, Any]) -> Iterator[Task]:
-    """One task per chunk, fingerprinted by the options, its place and its first and last keys."""
+    """One task per chunk, fingerprinted by the options, its place, its first and last keys and the sample layout."""
     for index, rows in enumerate(_chunks(ds, options)):
         ident = {"index": index, "rows": len(rows), "first": rows[0]["key"], "last": rows[-1]["key"]}
-        fp = runner.fingerprint({"shaping": shaping, **ident})
+        fp = runner.fingerprint({"shaping": shaping, **ident, "samples": SAMPLE_VERSION})  # older layouts: redone
         yield Task(index, str(out), fp, sidecar_name(index), work=rows)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from caption_debias import storage
+from caption_debias.augment import kept_caption
 from caption_debias.pack.images import ImageFailed, ImageReader
 from caption_debias.pack.options import PackOptions
 from caption_debias.runner import Task, WriteFailed, os_error_text, sha256_file, temp_path, write_json
@@ -26,6 +27,7 @@ OPTIONAL_COLUMNS = ("sentence_keep",)  # read when the shards have them (curate 
 STATE_DIR = ".pack"
 TAR_MTIME = 0  # reproducible bytes; webdataset's default is the wall clock
 EXCERPT = 200
+SAMPLE_VERSION = 2  # bump when what a sample holds changes: a tar made under another version is redone
 
 
 def tar_name(index: int) -> str:
@@ -64,7 +66,7 @@ def sample_json(row: dict[str, Any], resized) -> bytes:
         "original_height": resized.original_height,
         "meta": meta,
     }
-    if row.get("sentence_keep") is not None:  # curate --drop-ungrounded; train applies it (packed_source)
+    if row.get("sentence_keep") is not None:  # curate --drop-ungrounded; train applies it (packed_source), KEY.txt too
         doc["sentence_keep"] = row["sentence_keep"]
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
@@ -102,7 +104,10 @@ def pack_tar(task: Task, options: PackOptions) -> dict[str, Any]:
                         {
                             "__key__": sample_name(task.index, position, options.samples_per_shard),
                             "jpg": resized.jpg,
-                            "txt": row["caption"].encode("utf-8"),
+                            # open_clip_train reads only this: a sentence curate dropped is not in it
+                            "txt": kept_caption(row["caption"], row["sentences"], row.get("sentence_keep")).encode(
+                                "utf-8"
+                            ),
                             "json": sample_json(row, resized),
                         }
                     )

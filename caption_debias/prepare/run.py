@@ -111,6 +111,7 @@ def prepare(inputs: list[str | Path], output: str | Path, options: PrepareOption
     started = time.monotonic()
     out = storage.as_path(output)
     storage.require_shared(out, options.workers, options.engine, "--out")
+    storage.refuse_overlap(inputs, out)
     resolved = _resolve_inputs(inputs, options.format)
     folder = state.stage_folder(out)
     folder.check_not_a_file()

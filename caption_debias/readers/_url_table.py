@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from caption_debias import storage
 from caption_debias.errors import UserError
-from caption_debias.readers.common import caption_problem, check_column_types, image_problem
+from caption_debias.readers.common import caption_problem, check_column_types, id_problem, image_problem
 from caption_debias.records import Record, Reject, excerpt
 
 # Read in record batches so a 1-billion-row URL list never sits in memory at once.
@@ -39,7 +39,7 @@ def url_records(
 
     key_column = getattr(options, "key_column", "key")
     try:
-        pf = storage.parquet_file(path)
+        pf = storage.parquet_file(path, named=False)
     except (OSError, pa.ArrowException) as exc:
         yield Reject(name, 0, f"truncated input: unreadable Parquet ({exc})", "", fatal=True)
         return
@@ -66,7 +66,7 @@ def url_records(
 
 def _record(row, index, name, options, source, url_column, caption_column, key_column, meta_columns, clean):
     url, caption = row.get(url_column), row.get(caption_column)
-    problem = image_problem(url) or caption_problem(caption)
+    problem = image_problem(url) or caption_problem(caption) or id_problem(row.get(key_column))
     if problem:
         yield Reject(name, index, problem, excerpt(row))
         return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -61,9 +62,17 @@ def caption_text_problem(caption: str) -> str | None:
 
 
 def id_problem(value: Any) -> str | None:
-    """Why a record's id cannot be its key (a list or an object, as some dumps hold), or None."""
-    if isinstance(value, (list, dict)):
+    """Why a record's id cannot be its key, or None (no id: the key is the record's position).
+
+    Only text and finite numbers are ids: a list or an object (as some dumps hold), a boolean
+    (`str(True)` would make the key `sharegpt4v/True`) or a NaN / infinite number is a reject.
+    """
+    if value is None or isinstance(value, str):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"id is not a string or number: {type(value).__name__}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"id is not a finite number: {value}"
     return None
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Iterator
 
 from caption_debias import storage
-from caption_debias.readers.common import caption_problem, check_column_types
+from caption_debias.readers.common import caption_problem, check_column_types, id_problem
 from caption_debias.records import Record, Reject, excerpt
 
 NAME = "img2dataset"
@@ -80,7 +80,7 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
 def _rows(shard_path: Path, name: str, caption_column: str) -> Iterator[dict]:
     import pyarrow as pa
 
-    pf = storage.parquet_file(shard_path)
+    pf = storage.parquet_file(shard_path, named=False)  # its errors: a fatal reject of the input
     names = pf.schema_arrow.names
     column = caption_column if caption_column in names else "caption"  # as _row picks it
     check_column_types(name, pf.schema_arrow, {column: "--caption-column"})
@@ -107,6 +107,7 @@ def _row(folder: Path, shard: str, row: dict, location: str, name: str, options)
     problem = caption_problem(caption)
     if problem is None and key is None:
         problem = "missing field: key"
+    problem = problem or id_problem(key)
     if problem:
         yield Reject(name, location, problem, excerpt({k: row.get(k) for k in ("key", "url", "caption")}))
         return

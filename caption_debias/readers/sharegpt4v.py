@@ -314,7 +314,11 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
             yield Reject(name, offset, problem, excerpt(element))
             continue
         source_id = element.get("id")
-        meta = {k: v for k, v in element.items() if k not in ("id", "image", "conversations")}
+        # an element's own `split` (synth writes one) wins; --split names the split of the others
+        own_split = isinstance(element.get("split"), str)
+        split = element["split"] if own_split else options.split
+        used = ("id", "image", "conversations", "split") if own_split else ("id", "image", "conversations")
+        meta = {k: v for k, v in element.items() if k not in used}  # a split that is no name stays here
         yield Record(
             source=NAME,
             input=name,
@@ -322,6 +326,6 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
             source_id=None if source_id is None else str(source_id),
             image=element["image"],
             caption=caption,
-            split=options.split,
+            split=split,
             meta=meta,
         )

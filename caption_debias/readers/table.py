@@ -86,7 +86,7 @@ def _iter_parquet(path: Path, name: str, columns: list[str]) -> Iterator[tuple[i
     import pyarrow as pa
 
     try:
-        pf = storage.parquet_file(path)
+        pf = storage.parquet_file(path, named=False)
     except (OSError, pa.ArrowException) as exc:
         yield Reject(name, 0, f"truncated input: unreadable Parquet ({exc})", "", fatal=True)
         return
@@ -107,7 +107,7 @@ def columns_of(path: Path, kind: str) -> list[str] | None:
         import pyarrow as pa
 
         try:
-            return list(storage.parquet_file(path).schema_arrow.names)
+            return list(storage.parquet_file(path, named=False).schema_arrow.names)
         except (OSError, pa.ArrowException):  # reported as a truncated input by the reader
             return None
     if kind in ("csv", "tsv"):

@@ -20,3 +20,7 @@ import os
 # so a shard's scores do not depend on --workers (each worker has cores / workers threads).
 # MKL reads it at its first call: set here, before this package runs torch.
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
+
+from caption_debias.api import make_callable  # noqa: E402  (after MKL_CBWR: it must be set first)
+
+make_callable(__name__)  # caption_debias.score(...) runs the stage: score/api.py

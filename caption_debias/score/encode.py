@@ -104,9 +104,9 @@ def load(
     digest) makes a worker refuse a model that changed under it (a run folder's new checkpoint)."""
     import torch
 
-    from caption_debias.model.load import load_model
+    from caption_debias.model.load import load_model, no_weights_warnings
 
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), no_weights_warnings():  # the driver warns in its own line
         torch.manual_seed(0)
         loaded = load_model(spec, pretrained, device=device)
     _check_tokenizer(loaded, spec)

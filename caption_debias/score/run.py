@@ -19,6 +19,7 @@ from caption_debias import engines, runner, storage
 from caption_debias.dataset import MANIFEST
 from caption_debias.errors import UserError
 from caption_debias.input_folders import Inputs, Tally, open_inputs
+from caption_debias.model.names import warn_random_weights
 from caption_debias.runner import (
     SHARDS_DIR,
     StageFolder,
@@ -213,6 +214,7 @@ def score_folder(
     options.validate()
     out = storage.as_path(out)
     storage.require_shared(out, options.workers, options.engine, "--out")
+    storage.refuse_overlap(inputs, out)
     folder = StageFolder(
         out,
         "score",
@@ -233,6 +235,7 @@ def _score(given: list[str | Path], folder: StageFolder, options: ScoreOptions) 
     inputs = open_inputs(given, out, tokenizer_rule=_clip_bpe_only, image_roots=True, image_root=options.image_root)
     _check_image_roots(inputs)
     sm = encode.cached(options.model, options.pretrained, options.device, options.precision, None)
+    warn_random_weights("score", options.model, options.pretrained, options.quiet)
     shaping = {
         "inputs": [f["path"] for f in inputs.folders],
         "input_manifests": [f["manifest_sha256"] for f in inputs.folders],

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from caption_debias import lineage, storage
 from caption_debias.dataset import PreparedDataset, dataset_names
 from caption_debias.errors import UserError
 from caption_debias.stats.curation import curation_stats
 from caption_debias.stats.options import StatsOptions
-from caption_debias.stats.scores import score_stats
+from caption_debias.stats.scores import score_stats, threshold_marks
 
-BY_FIELDS = ("source", "split")
 CLIP_CONTEXT = 77  # CLIP's text context, start and end tokens included
 LONGCLIP_CONTEXT = 248  # Long-CLIP's stretched context
 TOKEN_BIN = 8  # width of the stored token-count histogram bins
@@ -141,7 +141,8 @@ def _collect_dists(
         frames = [_row_measures(lf, name, phrase_words) for name, lf in part]
         queries = value_count_queries(pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0], keys)
         try:
-            results = pl.collect_all(list(queries.values()), engine="streaming")
+            with storage.reading([p for _, ds in datasets for p in ds.shard_paths]):  # a damaged shard: named
+                results = pl.collect_all(list(queries.values()), engine="streaming")
         except (
             pl.exceptions.ComputeError,
             pl.exceptions.SchemaError,
@@ -275,11 +276,7 @@ def compute_stats(
     manifests, `datasets` (one entry per folder, always present) and, with `by`, the same
     figures per source or split (`by.groups`, and inside each dataset entry too).
     """
-    options = options or StatsOptions()
-    if options.by is not None and options.by not in BY_FIELDS:
-        raise UserError(f"--by must be one of {', '.join(BY_FIELDS)}, not {options.by!r}")
-    if options.top_phrases < 1 or options.phrase_words < 1:
-        raise UserError("--top and --phrase-words must be at least 1")
+    options = (options or StatsOptions()).validate()
     if not folders:
         raise UserError("give at least one prepared folder")
     names = dataset_names(folders)
@@ -305,9 +302,10 @@ def compute_stats(
         curation = curation_stats(ds)  # curated folders only: funnel, image coverage, image sizes
         if curation is not None:
             entry["curation"] = curation
+        entry["lineage"] = lineage.passes(ds.folder)  # prepare -> curate -> score -> ...: every pass, oldest first
         scores = score_stats(ds)  # scored folders only: clip_score histogram, grounding by sentence position
         if scores is not None:
-            entry["scores"] = scores
+            entry["scores"] = {**scores, **threshold_marks(entry["lineage"])}
         entry["prepared_with"] = {
             "segmenter": (ds.manifest.get("segmenter") or {}).get("name"),
             "summary": (ds.manifest.get("summary") or {}).get("mode"),

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from caption_debias import storage
 from caption_debias.dataset import PreparedDataset
 
 SIDE_BINS = [0, 32, 64, 128, 224, 336, 512, 768, 1024, 1536, 2048, 4096]  # shorter-side histogram edges (px)
 FIGURE_TITLES = {
-    "curation_funnel": "Removal funnel: rows left after each reason",
+    "curation_funnel": "Removal funnel: rows left after each pass and reason",
     "image_coverage": "Image coverage per image folder",
     "image_sizes": "Shorter image side (kept rows)",
 }
@@ -37,14 +38,15 @@ def image_sizes(ds: PreparedDataset) -> dict[str, Any] | None:
     lf = ds.scan()
     if "image_width" not in lf.collect_schema().names():
         return None
-    sides = (
-        lf.select(
-            pl.min_horizontal("image_width", "image_height").alias("short"),
-            pl.max_horizontal("image_width", "image_height").alias("long"),
+    with storage.reading(ds.shard_paths):  # a damaged shard: one line naming it
+        sides = (
+            lf.select(
+                pl.min_horizontal("image_width", "image_height").alias("short"),
+                pl.max_horizontal("image_width", "image_height").alias("long"),
+            )
+            .drop_nulls()
+            .collect()
         )
-        .drop_nulls()
-        .collect()
-    )
     if sides.height == 0:
         return None
 
@@ -76,7 +78,32 @@ def curation_stats(ds: PreparedDataset) -> dict[str, Any] | None:
         "funnel": cur.get("funnel") or [],
         "image_coverage": cur.get("image_coverage"),
         "image_sizes": image_sizes(ds),
+        **({"sentence_keep": cur["sentence_keep"]} if cur.get("sentence_keep") else {}),
     }
+
+
+def lineage_funnel(passes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The funnel over every pass of a lineage: each pass's rows read, then each reason that removed
+    rows in it (rows removed, rows left), then the rows the last pass wrote."""
+    steps: list[dict[str, Any]] = []
+    for i, p in enumerate(passes, 1):
+        left = p.get("read") or 0
+        steps.append({"step": f"{i} {p['stage']} {p['folder']}: read", "rows": left, "pass": i})
+        for reason, n in p["steps"].items():
+            left -= n
+            steps.append({"step": reason, "removed": n, "left": left, "pass": i})
+    if passes:
+        steps.append({"step": "written", "rows": passes[-1].get("written") or 0, "pass": len(passes)})
+    return steps
+
+
+def lineage_groups(stats: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """(folder name, lineage) of every folder made by more than one pass, or curated."""
+    return [
+        (d["name"], d["lineage"])
+        for d in stats.get("datasets", [])
+        if len(d.get("lineage") or []) > 1 or (d.get("lineage") and d.get("curation"))
+    ]
 
 
 def curated_groups(stats: dict[str, Any]) -> list[tuple[str, dict]]:

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from caption_debias.options import LOG_INTERVAL_HELP, QUIET_HELP, option
+from caption_debias.options import ImageRootOptions, ProgressOptions, option
+
+BY_FIELDS = ("source", "split")
 
 
 @dataclass
-class StatsOptions:
-    """Every option of `caption-debias stats` (the CLI reads defaults and --help from here)."""
+class StatsOptions(ImageRootOptions, ProgressOptions):
+    """Every option of `caption-debias stats` (the CLI reads defaults and --help from here).
+    quiet and log_interval are display only: the figures do not depend on them."""
 
-    by: str | None = option(None, "Also give every figure per source reader or per split.")
-    top_phrases: int = option(15, "How many of the most common opening phrases to keep per group.")
-    phrase_words: int = option(3, "Opening phrase = this many lowercased words of the first sentence.")
-    quiet: bool = option(False, QUIET_HELP)  # display only: the figures do not depend on it
-    log_interval: float = option(30.0, LOG_INTERVAL_HELP)
-    image_root: str | None = option(
-        None, "--out: images of the Samples section are read under this folder (default: the one curate used)."
+    by: str | None = option(None, "Also give every figure per source reader or per split.", choices=BY_FIELDS)
+    top_phrases: int = option(
+        15, "How many of the most common opening phrases to keep per group.", flags=("--top",), min=1
     )
+    phrase_words: int = option(3, "Opening phrase = this many lowercased words of the first sentence.", min=1)
+
+    def check(self) -> None:
+        self.check_image_root()

@@ -9,9 +9,10 @@ from __future__ import annotations
 import io
 from typing import Any, Sequence
 
+from caption_debias.plotting import legend_outside
 from caption_debias.stats.compute import CLIP_CONTEXT, LONGCLIP_CONTEXT, SUMMARY_POSITIONS
 from caption_debias.stats.curation import FIGURE_TITLES as CURATION_TITLES
-from caption_debias.stats.curation import curated_groups
+from caption_debias.stats.curation import curated_groups, lineage_funnel, lineage_groups
 from caption_debias.stats.scores import FIGURE_TITLES as SCORE_TITLES
 from caption_debias.stats.scores import scored_groups
 
@@ -68,13 +69,6 @@ def _percent_axis(ax, axis: str = "y") -> None:
     from matplotlib.ticker import PercentFormatter
 
     (ax.yaxis if axis == "y" else ax.xaxis).set_major_formatter(PercentFormatter(1.0, decimals=0))
-
-
-def legend_outside(ax) -> None:
-    """The legend to the right of the axes, where it cannot cover the data (the stats, probe
-    and demo plots all use it)."""
-    if ax.get_legend_handles_labels()[0]:  # an empty dataset draws nothing to label
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False, fontsize="small")
 
 
 def _fractions(hist: dict[str, int]) -> dict[int, float]:
@@ -249,29 +243,35 @@ def all_figures(groups: Groups) -> dict[str, bytes]:
 # ---------------------------------------------------------------- curated folders
 
 
-def _funnel_figure(curated: list[tuple[str, dict]]) -> bytes:
-    plt = _pyplot()
-    steps = [s["step"] for s in curated[0][1]["funnel"]]
-    fig, ax = plt.subplots(figsize=(7.5, 0.35 * len(steps) + 1.2))
-    height = 0.8 / len(curated)
-    for i, (label, c) in enumerate(curated):
-        left = [s.get("rows", s.get("left", 0)) for s in c["funnel"]]
-        read = max(left[0], 1)
-        ys = [j + i * height for j in range(len(steps))]
-        ax.barh(ys, [v / read for v in left], height=height, color=_color(i), label=label)
-        for y, s in zip(ys, c["funnel"]):
-            if s.get("removed"):
-                ax.text(0.005, y, f" -{s['removed']:,}", va="center", fontsize=8, color="white")
-    ax.set_yticks([j + (len(curated) - 1) * height / 2 for j in range(len(steps))], steps)
+def _funnel_panel(ax, steps: list[dict[str, Any]], color: str, title: str) -> None:
+    """Rows left after each step of a lineage: a full bar where a pass starts reading (and for the
+    rows written), a lighter one after each reason, its removals written on it."""
+    left = [s.get("rows", s.get("left", 0)) for s in steps]
+    top = max(left + [1])
+    for y, s in enumerate(steps):
+        boundary = "rows" in s
+        ax.barh(y, left[y] / top, color=color, alpha=1.0 if boundary else 0.55, height=0.8)
+        text = f" {left[y]:,}" if boundary else f" -{s['removed']:,} -> {left[y]:,}"
+        ax.text(min(left[y] / top, 0.82), y, text, va="center", fontsize=8, color=INK)
+    ax.set_yticks(range(len(steps)), [s["step"] if "rows" in s else f"    {s['step']}" for s in steps], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
-    from matplotlib.ticker import PercentFormatter
+    _percent_axis(ax, "x")
+    ax.set_title(title, fontsize=10)
 
-    ax.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
-    ax.set_xlabel("rows left, share of rows read")
-    ax.set_title(CURATION_TITLES["curation_funnel"])
-    if len(curated) > 1:
-        legend_outside(ax)
+
+def _funnel_figure(lineages: list[tuple[str, list[dict[str, Any]]]]) -> bytes:
+    """One panel per folder: every pass of its lineage (prepare -> curate -> score -> curate ...)."""
+    plt = _pyplot()
+    funnels = [lineage_funnel(passes) for _, passes in lineages]
+    heights = [0.32 * len(f) + 0.7 for f in funnels]
+    fig, axes = plt.subplots(len(funnels), 1, figsize=(7.5, sum(heights) + 0.6), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})  # fmt: skip
+    for i, ((label, _), steps) in enumerate(zip(lineages, funnels)):
+        _funnel_panel(axes[i][0], steps, _color(i), label)
+    axes[-1][0].set_xlabel("rows left, share of the most rows read")
+    fig.suptitle(CURATION_TITLES["curation_funnel"], fontweight="bold", color=INK)
+    fig.tight_layout()
     return _png(fig)
 
 
@@ -330,9 +330,9 @@ def curation_figures(stats: dict[str, Any]) -> dict[str, bytes]:
     """The curation pictures (only those with data): funnel, coverage, image sizes."""
     curated = curated_groups(stats)
     out: dict[str, bytes] = {}
-    if not curated:
-        return out
-    out["curation_funnel"] = _funnel_figure(curated)
+    lineages = lineage_groups(stats)
+    if lineages:
+        out["curation_funnel"] = _funnel_figure(lineages)
     with_cov = [(n, c) for n, c in curated if c.get("image_coverage")]
     if with_cov:
         out["image_coverage"] = _coverage_figure(with_cov)
@@ -363,15 +363,40 @@ def _score_hist_figure(scored, key: str, xlabel: str) -> bytes:
         for name, style in (("p5", ":"), ("p50", "--"), ("p95", ":")):
             if name in s[key]:
                 ax.axvline(s[key][name], color=_color(i), linestyle=style, linewidth=1)
+    for label, s in scored:
+        _mark_thresholds(ax, key, s.get("thresholds") or {}, label if len(scored) > 1 else None)
     from matplotlib.ticker import PercentFormatter
 
     ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
-    ax.set_xlabel(xlabel + " (dashed: median; dotted: 5% and 95%)")
+    ax.set_xlabel(xlabel + " (dashed: median; dotted: 5% and 95%; red: curate's thresholds)")
     ax.set_ylabel("share")
     ax.set_title(SCORE_TITLES[key])
     if len(scored) > 1:
         legend_outside(ax)
     return _png(fig)
+
+
+THRESHOLD_INK = "#c0392b"
+THRESHOLD_LINES = {  # histogram -> (threshold key, line style, how the legend names it)
+    "clip_score": [
+        ("min_clip_score", "-", "--min-clip-score {v:g}"),
+        ("keep_top_alignment_cutoff", "-.", "--keep-top-alignment {top:g}: cut at {v:.3f}"),
+    ],
+    "grounding": [("drop_ungrounded", "-", "--drop-ungrounded {v:g}")],
+}
+
+
+def _mark_thresholds(ax, key: str, thresholds: dict[str, Any], label: str | None) -> None:
+    """The thresholds the last curate of a folder's lineage used: red lines, each named along itself."""
+    for name, style, text in THRESHOLD_LINES.get(key, []):
+        value = thresholds.get(name)
+        if value is None:
+            continue
+        words = text.format(v=value, top=thresholds.get("keep_top_alignment") or 0)
+        ax.axvline(value, color=THRESHOLD_INK, linestyle=style, linewidth=2.0)
+        ax.text(value, 0.97, f"{label}: {words}" if label else words, transform=ax.get_xaxis_transform(),
+                rotation=90, va="top", ha="right", fontsize=8, color=THRESHOLD_INK,
+                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1.0})  # fmt: skip
 
 
 def _grounding_position_figure(scored) -> bytes:

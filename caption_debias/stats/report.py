@@ -291,6 +291,7 @@ def write_report(
     from caption_debias.locking import folder_lock
 
     out = storage.as_path(report_dir)
+    storage.refuse_overlap(stats.get("folders") or [], out)
     with folder_lock(out, "stats"):
         try:
             (out / "plots").mkdir(parents=True, exist_ok=True)
@@ -365,21 +366,63 @@ def _coverage_rows(c: dict) -> list[list[str]]:
 
 
 COVERAGE_HEADER = ["image folder", "present", "missing", "unreadable", "not checked", "examples"]
+LINEAGE_HEADER = ["pass", "command", "folder", "read", "removed", "written", "what it did"]
+FLAGS = {  # a curate pass's thresholds (lineage.curate_thresholds) as the flags that set them
+    "min_clip_score": "--min-clip-score",
+    "keep_top_alignment": "--keep-top-alignment",
+    "drop_ungrounded": "--drop-ungrounded",
+    "semantic_duplicate": "--semantic-duplicate-threshold",
+}
+
+
+def _pass_what(p: dict) -> str:
+    """A pass's removals by reason, and the model or the model-score thresholds it used."""
+    parts = [f"{reason} {n:,}" for reason, n in p["steps"].items()]
+    if p.get("model"):
+        parts.append(f"model {p['model']}")
+    given = (p.get("thresholds") or {}).items()
+    parts += [f"{FLAGS[k]} {v:g}" for k, v in given if v is not None and k in FLAGS]
+    parts += [f"{n['path']} not followed: {n['why']}" for n in p.get("not_followed") or []]
+    return "; ".join(parts) or "nothing removed"
+
+
+def _lineage_rows(passes: list[dict]) -> list[list[str]]:
+    return [
+        [str(i), p["stage"], p["folder"], _num(p["read"]), _num(p["removed"]), _num(p["written"]), _pass_what(p)]
+        for i, p in enumerate(passes, 1)
+    ]
+
+
+def _mask_note(c: dict) -> str | None:
+    m = c.get("sentence_keep")
+    if not m:
+        return None
+    how = f"--drop-ungrounded {m['threshold']:g}" if m.get("threshold") is not None else "the input's mask, kept"
+    return (
+        f"Sentences masked ({how}): {m['sentences_masked']:,} of {m['sentences']:,} in {m['rows_masked']:,} of "
+        f"{m['rows']:,} rows; {m['rows_removed']:,} rows removed as ungrounded_caption."
+    )
 
 
 def curation_html_section(stats: dict[str, Any], figs: dict[str, bytes]) -> str:
     from caption_debias import html_report as hr
 
     curated = curation.curated_groups(stats)
-    if not curated:
+    lineages = curation.lineage_groups(stats)
+    if not curated and not lineages:
         return ""
     parts = [
         "<h2>Curation</h2>",
         hr.figures(hr.figure(png, curation.FIGURE_TITLES[name]) for name, png in figs.items()),
     ]
+    for name, passes in lineages:
+        parts.append(f"<h3>{hr.esc(name)}: every pass, oldest first</h3>")
+        parts.append(hr.table(LINEAGE_HEADER, _lineage_rows(passes), align_left=True))
     for name, c in curated:
         parts.append(f"<h3>{hr.esc(name)}: removal funnel</h3>")
         parts.append(hr.table(["step", "removed", "rows left"], _funnel_rows(c)))
+        if _mask_note(c):
+            parts.append(hr.note(_mask_note(c)))
         if c.get("image_coverage"):
             parts.append(f"<h3>{hr.esc(name)}: image coverage</h3>")
             parts.append(hr.table(COVERAGE_HEADER, _coverage_rows(c)))
@@ -400,11 +443,16 @@ def curation_html_section(stats: dict[str, Any], figs: dict[str, bytes]) -> str:
 
 def curation_markdown_section(stats: dict[str, Any], figure_files: dict[str, str]) -> list[str]:
     curated = curation.curated_groups(stats)
-    if not curated:
+    lineages = curation.lineage_groups(stats)
+    if not curated and not lineages:
         return []
     parts = ["## Curation", ""]
+    for name, passes in lineages:
+        parts += [f"### {name}: every pass, oldest first", "", _md_table(LINEAGE_HEADER, _lineage_rows(passes)), ""]
     for name, c in curated:
         parts += [f"### {name}: removal funnel", "", _md_table(["step", "removed", "rows left"], _funnel_rows(c)), ""]
+        if _mask_note(c):
+            parts += [_mask_note(c), ""]
         if c.get("image_coverage"):
             parts += [f"### {name}: image coverage", "", _md_table(COVERAGE_HEADER, _coverage_rows(c)), ""]
     for fig, path in figure_files.items():
@@ -428,6 +476,8 @@ def scores_html_section(stats: dict[str, Any], figs: dict[str, bytes]) -> str:
         parts.append(hr.table(scores.POSITION_HEADER, scores.position_rows(s)))
         if s.get("sentences_dropped") is not None:
             parts.append(hr.note(f"{s['sentences_dropped']:,} sentences marked not kept (sentence_keep)."))
+        if s.get("thresholds"):
+            parts.append(hr.note(hr.esc(scores.thresholds_line(s["thresholds"]))))
         if s.get("model"):
             parts.append(hr.note(f"Scored with {hr.esc(scores.model_line(s['model']))}."))
     parts.append(hr.note(scores.NOTE))
@@ -451,6 +501,8 @@ def scores_markdown_section(stats: dict[str, Any], figure_files: dict[str, str])
             _md_table(scores.POSITION_HEADER, scores.position_rows(s)),
             "",
         ]
+        if s.get("thresholds"):
+            parts += [scores.thresholds_line(s["thresholds"]), ""]
     for fig, path in figure_files.items():
         parts += [f"![{scores.FIGURE_TITLES[fig]}]({path})", ""]
     parts += [scores.NOTE, ""]

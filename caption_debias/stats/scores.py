@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from caption_debias import storage
 from caption_debias.dataset import PreparedDataset
 
 CLIP_BIN = 0.02  # clip_score histogram bin width (cosine)
@@ -56,7 +57,8 @@ def score_stats(ds: PreparedDataset) -> dict[str, Any] | None:
     cols = ["clip_score", "sentence_grounding", "summary_mask"] + (
         ["sentence_keep"] if "sentence_keep" in ds.columns() else []
     )
-    frame = ds.scan().select(cols).collect()
+    with storage.reading(ds.shard_paths):  # a damaged shard: one line naming it
+        frame = ds.scan().select(cols).collect()
     clip = frame["clip_score"].cast(pl.Float64)
     if clip.null_count() == len(clip):
         return None
@@ -106,6 +108,34 @@ def score_stats(ds: PreparedDataset) -> dict[str, Any] | None:
     if "sentence_keep" in cols:
         out["sentences_dropped"] = int(frame["sentence_keep"].list.eval(~pl.element()).list.sum().fill_null(0).sum())
     return out
+
+
+THRESHOLD_KEYS = ("min_clip_score", "keep_top_alignment", "keep_top_alignment_cutoff", "drop_ungrounded")
+
+
+def threshold_marks(passes: list[dict[str, Any]]) -> dict[str, Any]:
+    """{"thresholds": {...}} of the last curate pass in a folder's lineage that set a model-score
+    threshold (where the histograms mark them), with the folder it curated; {} when none did."""
+    for p in reversed(passes):
+        given = {k: v for k, v in (p.get("thresholds") or {}).items() if k in THRESHOLD_KEYS and v is not None}
+        if given:
+            return {"thresholds": {**given, "curated": p["folder"]}}
+    return {}
+
+
+def thresholds_line(t: dict[str, Any]) -> str:
+    """Which thresholds the histograms mark (red lines), and which curate used them."""
+    given = []
+    if t.get("min_clip_score") is not None:
+        given.append(f"--min-clip-score {t['min_clip_score']:g}")
+    if t.get("keep_top_alignment") is not None:
+        cut = t.get("keep_top_alignment_cutoff")
+        given.append(
+            f"--keep-top-alignment {t['keep_top_alignment']:g}" + (f" (cut at {cut:.3f})" if cut is not None else "")
+        )
+    if t.get("drop_ungrounded") is not None:
+        given.append(f"--drop-ungrounded {t['drop_ungrounded']:g}")
+    return f"Red lines in the histograms: {', '.join(given)}, as curate used them for {t['curated']}."
 
 
 def _mean(series) -> float | None:

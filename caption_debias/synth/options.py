@@ -6,28 +6,30 @@ The CLI (cli/synth_cmd.py) reads each flag's default and help text from these fi
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from caption_debias.errors import UserError
-from caption_debias.options import QUIET_HELP, option, required
+from caption_debias.options import OverwriteOptions, QuietOptions, option, required
 from caption_debias.synth.plant import KINDS, PlantSpec
+
+WORLDS = ("objects", "layouts")
+FRACTION = {"min": 0.0, "max": 1.0, "max_open": True}  # a --plant-KIND fraction: in [0, 1)
 
 
 @dataclass
-class SynthOptions:
+class SynthOptions(OverwriteOptions, QuietOptions):
     """Every option of `caption-debias synth` (the CLI reads defaults and --help from here)."""
 
-    n: int = required("Number of images (scenes) to write.")
+    n: int = required("Number of images (scenes) to write.", min=1)
     seed: int = option(0, "Random seed; the same seed gives byte-identical output.")
-    image_size: int = option(64, "Side of the square images in pixels.")
+    image_size: int = option(64, "Side of the square images in pixels.", min=16)
     split: str = option("train", "Split name stored in each record's id and extra fields.")
-    group_size: int = option(4, "Scenes per hard-negative group (they share their summary); 1 = no groups.")
+    group_size: int = option(4, "Scenes per hard-negative group (they share their summary); 1 = no groups.", min=1)
     world: str = option(
         "objects",
         "objects (group members differ in which colours and shapes appear) | layouts (only in where they sit).",
+        choices=WORLDS,
     )
-    overwrite: bool = option(False, "Replace an existing OUT/sharegpt4v.json.")
     plant: bool = option(
         False,
         "Plant faults (a swapped-in detail sentence of another scene, another image's caption, a re-drawn copy "
@@ -35,15 +37,14 @@ class SynthOptions:
     )
     # None: PlantSpec's default fraction (named in the help), so a fraction given without --plant is seen
     plant_hallucinated: float | None = option(
-        None, "With --plant (0.20): fraction of captions with one detail sentence swapped."
+        None, "With --plant (0.20): fraction of captions with one detail sentence swapped.", **FRACTION
     )
     plant_mismatched: float | None = option(
-        None, "With --plant (0.05): fraction of rows given the caption of another image."
+        None, "With --plant (0.05): fraction of rows given the caption of another image.", **FRACTION
     )
     plant_redrawn: float | None = option(
-        None, "With --plant (0.05): fraction of rows that are a re-drawn copy of an earlier scene."
+        None, "With --plant (0.05): fraction of rows that are a re-drawn copy of an earlier scene.", **FRACTION
     )
-    quiet: bool = option(False, QUIET_HELP)
 
     def fractions(self) -> dict[str, float]:
         """The --plant-KIND fractions given, by kind."""
@@ -54,11 +55,7 @@ class SynthOptions:
         """What to plant (None without --plant)."""
         return PlantSpec(**self.fractions()) if self.plant else None
 
-    def validate(self) -> "SynthOptions":
+    def check(self) -> None:
         given = self.fractions()
         if given and not self.plant:
             raise UserError(f"--plant-{next(iter(given))} goes with --plant")
-        return self
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)

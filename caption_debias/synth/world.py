@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from caption_debias.errors import UserError
-from caption_debias.synth.options import SynthOptions
+from caption_debias.synth.options import WORLDS, SynthOptions
 from caption_debias.synth.plant import PLANTED_FILE, PlantSpec, RowText, plant_plan
 
 SHAPES = ("circle", "square", "triangle", "diamond", "cross")
@@ -82,7 +82,6 @@ CLOSING_TEMPLATES = (
     "Overall, the {bg} background makes the shapes stand out clearly.",
     "Overall, the composition is simple and uncluttered.",
 )
-WORLDS = ("objects", "layouts")
 # `objects` world: the summary names the background, the count and the large salient object only.
 SALIENT_SUMMARY_TEMPLATES = (
     "The image shows {count} shapes on a {bg} background, the largest of them {salient}.",

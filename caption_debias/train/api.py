@@ -1,28 +1,44 @@
-"""`caption_debias.train(...)`: the Python form of `caption-debias train` (docs/api.md)."""
+"""`caption_debias.train(...)`: the Python form of `caption-debias train`, and its one front door (docs/api.md)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from caption_debias.api import Result, options_from
+from caption_debias.api import Result, options_from, quiet_logs
+
+if TYPE_CHECKING:
+    from caption_debias.train.config import TrainConfig
 
 
-def train(data: str | Path, out: str | Path | None = None, *, quiet: bool = True, **options: Any) -> Result:
+def train(
+    data: str | Path | None = None,
+    out: str | Path | None = None,
+    *,
+    options: TrainConfig | None = None,
+    **kwargs: Any,
+) -> Result:
     """Train (or resume, with resume="latest") on a prepared or packed folder; the options are
-    train's flags (TrainConfig: model, recipe, max_steps, batch_size, lr, ...).
+    train's flags (TrainConfig: model, recipe, max_steps, batch_size, lr, ...), as keyword arguments
+    (`quiet` defaults to True) or as one TrainConfig in `options` (which holds data and out).
 
     Returns the run folder as `out`; counts: steps, train_rows; paths: config, metrics, checkpoint
     (the last one); `data`: config.json and the last metrics line.
     """
-    from caption_debias.model.load import latest_checkpoint
     from caption_debias.train.config import TrainConfig
+
+    if options is None:
+        kwargs = {**({"data": str(data)} if data is not None else {}), **kwargs}
+        kwargs.update({"out": str(out)} if out is not None else {})
+    elif data is not None or out is not None:
+        raise TypeError("train(): give the options as one TrainConfig or as keyword arguments, not both")
+    cfg = options_from(TrainConfig, kwargs, "train", options).validate()  # flags and DATA before torch loads
+    from caption_debias.model.load import latest_checkpoint
     from caption_debias.train.loop import train as run
 
-    given = {"data": str(data), **({"out": str(out)} if out is not None else {}), **options}
-    cfg = options_from(TrainConfig, given, "train", quiet=quiet)
-    folder = Path(run(cfg))
+    with quiet_logs(cfg.quiet):
+        folder = Path(run(cfg))
     config = json.loads((folder / "config.json").read_text("utf-8"))
     metrics_file = folder / "metrics.jsonl"
     lines = [ln for ln in metrics_file.read_text("utf-8").splitlines() if ln.strip()] if metrics_file.is_file() else []

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from caption_debias import storage
+from caption_debias import lineage, storage
 from caption_debias.dataset import PreparedDataset, dataset_names
 from caption_debias.errors import UserError
 
@@ -84,10 +84,7 @@ class Folder:
 def _image_root(ds: PreparedDataset, given: str | None) -> Path | None:
     if given is not None:
         return Path(given)
-    root = (ds.manifest.get("options") or {}).get("image_root")
-    if isinstance(root, str) and not storage.is_url(root) and Path(root).is_dir():
-        return Path(root)
-    return None
+    return lineage.image_root(ds.folder, ds.manifest)  # the one the manifests record, back through the lineage
 
 
 def _line_starts(path: Path) -> Any:
@@ -265,7 +262,9 @@ class ViewData:
                 numeric = [c.name for c in f.schema if _numeric(c.type)]
                 cols = ["key", "source", "summary_mask"] + [c for c in numeric if c not in ("key", "source")]
                 for s, path in enumerate(f.ds.shard_paths):
-                    t = pq.ParquetFile(path).read(columns=cols)  # not read_table: it imports pyarrow.dataset (a second)
+                    t = storage.parquet_file(path).read(
+                        columns=cols
+                    )  # not read_table: it imports pyarrow.dataset (a second)
                     lengths = pc.list_value_length(t.column("summary_mask")).cast(pa.int32())
                     t = t.drop_columns(["summary_mask"]).append_column("num_sentences", lengths)
                     df = pl.from_arrow(t).with_columns(
@@ -403,7 +402,7 @@ class ViewData:
                     return found, done
                 for f, s, g, n in groups[state["groups"] : state["groups"] + step]:
                     col = (
-                        pq.ParquetFile(self.folders[f].ds.shard_paths[s])
+                        storage.parquet_file(self.folders[f].ds.shard_paths[s])
                         .read_row_group(g, columns=["caption"])
                         .column(0)
                     )
@@ -495,7 +494,7 @@ class ViewData:
         found: dict[str, list[tuple[int, int, int]]] = {}
         for f in self.folders:
             for s, path in enumerate(f.ds.shard_paths):
-                sources = pq.ParquetFile(path).read(columns=["source"]).column(0).to_pylist()
+                sources = storage.parquet_file(path).read(columns=["source"]).column(0).to_pylist()
                 for r, source in enumerate(sources):
                     rows = found.setdefault(source, [])
                     if len(rows) < n:
@@ -526,13 +525,13 @@ class ViewData:
         return [c for c in dict.fromkeys(want) if c in names]
 
     def _read_group(self, f: Folder, shard: int, group: int, detail: bool) -> pa.Table:
-        return pq.ParquetFile(f.ds.shard_paths[shard]).read_row_group(
+        return storage.parquet_file(f.ds.shard_paths[shard]).read_row_group(
             group, columns=self._columns(f, detail), use_threads=False
         )
 
     def _read_head(self, f: Folder, shard: int, group: int, rows: int) -> pa.Table:
         """The first `rows` rows of a row group, decoding its pages only that far (half the work on average)."""
-        pf = pq.ParquetFile(f.ds.shard_paths[shard], pre_buffer=False, buffer_size=1 << 16)
+        pf = storage.parquet_file(f.ds.shard_paths[shard], pre_buffer=False, buffer_size=1 << 16)
         batches, got = [], 0
         for batch in pf.iter_batches(
             batch_size=HEAD_BATCH, row_groups=[group], columns=self._columns(f, False), use_threads=False
@@ -722,7 +721,13 @@ class ViewData:
         if ds is None or not ds.shard_paths or not keys:
             return {}
         cols = [c for c in ROW_COLUMNS + SENTENCE_COLUMNS if c in pq.read_schema(ds.shard_paths[0]).names]
-        df = pl.scan_parquet([str(p) for p in ds.shard_paths]).filter(pl.col("key").is_in(keys)).select(cols).collect()
+        with storage.reading(ds.shard_paths):  # a damaged shard: one line naming it
+            df = (
+                pl.scan_parquet([str(p) for p in ds.shard_paths])
+                .filter(pl.col("key").is_in(keys))
+                .select(cols)
+                .collect()
+            )
         return {r["key"]: r for r in df.iter_rows(named=True)}
 
     def removed_rows(self, items: list[tuple[int, int]]) -> list[dict[str, Any]]:
@@ -782,7 +787,11 @@ class ViewData:
                 with self._lock:
                     col = self._image_column[1] if self._image_column[0] == key else None
                 if col is None:  # one row group's images kept: a page's thumbnails ask for them together
-                    col = pq.ParquetFile(f.ds.shard_paths[shard]).read_row_group(g, columns=["image_bytes"]).column(0)
+                    col = (
+                        storage.parquet_file(f.ds.shard_paths[shard])
+                        .read_row_group(g, columns=["image_bytes"])
+                        .column(0)
+                    )
                     with self._lock:
                         self._image_column = (key, col)
                 data = col[r].as_py()
@@ -801,7 +810,7 @@ def _heavy_summary(f: Folder, shard: int, row: int, fld: pa.Field, data: ViewDat
     """A short description of a column too large to show whole (bytes, token ids, embeddings)."""
     if fld.name == "sentence_tokens":
         g, r = data._locate(f, shard, row)
-        col = pq.ParquetFile(f.ds.shard_paths[shard]).read_row_group(g, columns=[fld.name]).column(0)
+        col = storage.parquet_file(f.ds.shard_paths[shard]).read_row_group(g, columns=[fld.name]).column(0)
         return col[r].as_py()
     t = fld.type
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
@@ -816,7 +825,7 @@ def filled_columns(f: "Folder") -> set[str]:
     column, null where its stage did not fill it (no scores, no mask). From the Parquet footers only."""
     filled: set[str] = set()
     for path in f.ds.shard_paths:
-        meta = pq.ParquetFile(path).metadata
+        meta = storage.parquet_file(path).metadata
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
             for i in range(group.num_columns):

@@ -6,38 +6,24 @@ The CLI (cli/view_cmd.py) reads each flag's default and help text from these fie
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
-from caption_debias.errors import UserError
-from caption_debias.options import option
+from caption_debias.options import ImageRootOptions, QuietOptions, option
 
 
 @dataclass
-class ViewOptions:
-    """Every option of `caption-debias view` (the CLI reads defaults and --help from here)."""
+class ViewOptions(ImageRootOptions, QuietOptions):
+    """Every option of `caption-debias view` (the CLI reads defaults and --help from here).
+    With --quiet it still prints the address (or the snapshot's path): what the command is for."""
 
-    image_root: str | None = option(
-        None, "Folder the `image` paths are relative to (default: the one curate used, when it is there)."
-    )
     host: str = option("127.0.0.1", "Address to listen on (loopback by default: only this machine).")
-    port: int = option(8765, "Port to listen on (0: any free port).")
+    port: int = option(8765, "Port to listen on (0: any free port).", min=0, max=65535)
     static: str | None = option(
         None, "Write a self-contained snapshot to this .html file (or folder/index.html) and exit."
     )
-    sample: int = option(200, "--static: how many kept rows to sample.")
-    per_reason: int = option(6, "--static: removed rows per removal reason.")
+    sample: int = option(200, "--static: how many kept rows to sample.", min=0)
+    per_reason: int = option(6, "--static: removed rows per removal reason.", min=0)
     seed: int = option(0, "--static: seed of the sample.")
-    quiet: bool = option(False, "Print only the address (or the snapshot's path).")
 
-    def validate(self) -> "ViewOptions":
-        if not 0 <= self.port <= 65535:
-            raise UserError(f"--port must be in 0..65535 (got {self.port})")
-        if self.sample < 0:
-            raise UserError(f"--sample must be at least 0 (got {self.sample})")
-        if self.per_reason < 0:
-            raise UserError(f"--per-reason must be at least 0 (got {self.per_reason})")
-        return self
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def check(self) -> None:
+        self.check_image_root()
