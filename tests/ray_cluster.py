@@ -181,17 +181,19 @@ def _carrying_mark(mark: str) -> list:
 
 
 def stop_cluster(cluster: RayCluster) -> None:
-    """Stop the nodes (workers first, the head last), then kill whatever this cluster started and still runs."""
+    """Stop the nodes, then kill whatever this cluster started and still runs."""
     import psutil
 
-    for proc in reversed(cluster.nodes):
+    for proc in reversed(cluster.nodes):  # all at once: each drains its own node
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)  # `ray start --block` stops its node's processes on SIGTERM
-            try:
-                proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    for proc in cluster.nodes:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
     left = _carrying_mark(cluster.mark)
     for proc in left:
         try:
@@ -223,3 +225,4 @@ def two_node_cluster() -> Iterator[RayCluster]:
     pytest.importorskip("psutil")
     with ray_cluster(nodes=2, cpus=1) as cluster:
         yield cluster
+    assert cluster_processes(cluster) == [], "processes of the test cluster outlived it"
