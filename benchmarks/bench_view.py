@@ -15,6 +15,17 @@ and prints both with view/polars ratios. Thumbnails: one 1024 px JPEG made and t
 the cache, timed separately.
 
     nice .venv/bin/python benchmarks/bench_view.py --work /tmp/view-bench --reuse
+
+`--huge-thumbs` measures memory instead: one grid page (48 rows) whose pictures are 100-megapixel
+PNGs of about half a megabyte (a single RGBA one by default, `--huge-kinds 3` adds an RGB and a
+16-bit grey one), every thumbnail asked for at once, in fresh subprocesses:
+
+  view     : the real app under uvicorn on a loopback port, 48 concurrent requests; peak RSS
+  baseline : the decode view did per request before (Image.open, draft, exif_transpose, thumbnail,
+             flatten alpha), on --baseline-threads threads at once (6: a browser's connections to one
+             host), 48 decodes; peak RSS
+
+    nice .venv/bin/python benchmarks/bench_view.py --work /tmp/view-bench --huge-thumbs
 """
 
 from __future__ import annotations
@@ -99,6 +110,107 @@ elif mode == "thumbs":
 out["peak RSS MiB"] = round(peak_rss_mib())
 print(json.dumps({"wall": out, "cpu": cpu}))
 """
+
+
+HUGE = r"""
+import io, json, sys, threading, time, urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from _common import peak_rss_mib
+mode, folder, images, threads = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
+names = json.loads(sys.argv[5])
+t0 = time.perf_counter()
+if mode == "view":
+    import tempfile, uvicorn
+    from caption_debias.view.app import create_app
+    from caption_debias.view.data import ViewData
+    from caption_debias.view.server import bind
+    from caption_debias.view.thumbs import ThumbCache
+    sock = bind("127.0.0.1", 0)
+    app = create_app(ViewData([str(folder)], str(images)), ThumbCache(tempfile.mkdtemp()))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
+    threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True).start()
+    while not server.started:
+        time.sleep(0.02)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    page = json.load(urllib.request.urlopen(url + "api/page?limit=48"))
+    t0 = time.perf_counter()
+    get = lambda row: urllib.request.urlopen(url + row["thumb"], timeout=900).read()
+    with ThreadPoolExecutor(48) as pool:
+        jpegs = list(pool.map(get, page["rows"]))
+    assert all(j[:2] == b"\xff\xd8" for j in jpegs)
+else:
+    from PIL import Image, ImageOps
+    def old_thumbnail(path):  # view/thumbs.py make_thumbnail before the image gate (the baseline)
+        data = path.read_bytes()
+        with Image.open(io.BytesIO(data)) as im:
+            im.draft("RGB", (256, 256))
+            im = ImageOps.exif_transpose(im)
+            im.thumbnail((256, 256))
+            if im.mode not in ("RGB", "L"):
+                im = im.convert("RGBA")
+                flat = Image.new("RGB", im.size, (255, 255, 255))
+                flat.paste(im, mask=im.getchannel("A"))
+                im = flat
+            out = io.BytesIO()
+            im.save(out, "JPEG", quality=80, optimize=True)
+            return out.getvalue()
+    paths = [images / (names[0] if i % 16 else names[(i // 16) % len(names)]) for i in range(48)]
+    with ThreadPoolExecutor(threads) as pool:
+        jpegs = list(pool.map(old_thumbnail, paths))
+print(json.dumps({"wall s": round(time.perf_counter() - t0, 2), "peak RSS MiB": round(peak_rss_mib())}))
+"""
+
+
+def huge_pngs(folder: Path, kinds: int) -> list[str]:
+    """100-megapixel PNGs of about half a megabyte (flat, with one shape): RGBA, then RGB and 16-bit grey."""
+    import numpy as np
+    from PIL import Image, ImageDraw
+
+    folder.mkdir(parents=True, exist_ok=True)
+    names = []
+    for mode, fill, name in (("RGBA", (200, 60, 60, 140), "rgba.png"), ("RGB", (40, 90, 160), "rgb.png"))[:kinds]:
+        if not (folder / name).is_file():
+            im = Image.new(mode, (10000, 10000), fill)
+            ImageDraw.Draw(im).ellipse((2000, 2000, 8000, 8000), fill=(250, 250, 120, 255)[: len(mode)])
+            im.save(folder / name, compress_level=9)
+            del im
+        names.append(name)
+    if kinds >= 3:
+        if not (folder / "grey16.png").is_file():
+            grey = np.full((10000, 10000), 20000, np.uint16)
+            grey[3000:7000, 3000:7000] = 50000
+            Image.fromarray(grey).save(folder / "grey16.png", compress_level=9)
+        names.append("grey16.png")
+    return names
+
+
+def huge_thumbs(work: Path, kinds: int, threads: int) -> None:
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+
+    images = work / "huge-images"
+    names = huge_pngs(images, kinds)
+    rows = [
+        {"key": f"h{i}", "image": names[0] if i % 16 else names[(i // 16) % len(names)], "caption": "A big picture."}
+        for i in range(48)
+    ]
+    (work / "huge.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    prepare([work / "huge.jsonl"], work / "huge", PrepareOptions(format="table", quiet=True, overwrite=True))
+    sizes = ", ".join(f"{n} {(images / n).stat().st_size / 1e6:.2f} MB" for n in names)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
+    out = {}
+    for mode, n in (("view", 48), ("baseline", threads)):
+        args = [sys.executable, "-c", HUGE, mode, str(work / "huge"), str(images), str(n), json.dumps(names)]
+        proc = subprocess.run(args, capture_output=True, text=True, env=env)
+        if proc.returncode:
+            sys.exit(f"{mode} run failed:\n{proc.stderr}")
+        out[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(f"48 thumbnails of 100-megapixel PNGs ({sizes}); baseline on {threads} threads, view 48 requests at once")
+    print("| | view | baseline (decode per request) | baseline / view |")
+    print("|---|---|---|---|")
+    for k in ("wall s", "peak RSS MiB"):
+        print(f"| {k} | {out['view'][k]} | {out['baseline'][k]} | {out['baseline'][k] / out['view'][k]:.1f}x |")
 
 
 def add_removed(folder: Path, count: int) -> None:
@@ -196,8 +308,14 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/view-bench"))
     parser.add_argument("--reuse", action="store_true", help="reuse WORK/big when it has --rows rows")
     parser.add_argument("--browser", default=None, help="also time the page in this Chromium (e.g. /usr/bin/chromium)")
+    parser.add_argument("--huge-thumbs", action="store_true", help="peak memory of a page of 100-megapixel PNGs")
+    parser.add_argument("--huge-kinds", type=int, default=1, choices=(1, 2, 3), help="--huge-thumbs: distinct PNGs")
+    parser.add_argument("--baseline-threads", type=int, default=6, help="--huge-thumbs: the baseline's decodes at once")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
+    if args.huge_thumbs:
+        huge_thumbs(args.work, args.huge_kinds, args.baseline_threads)
+        return
     big = args.work / "big"
     manifest = big / "manifest.json"
     t0 = time.perf_counter()

@@ -10,7 +10,12 @@ column, which an edited or foreign folder may fill with anything. Here, and only
 - `open_image`: Pillow's lazy open with the one MAX_PIXELS rule (the decompression-bomb limit);
 - `decode_8bit` / `decode_rgb`: 8-bit grey or RGB (pack) and RGB (train, eval) as Pillow's own
   conversions give it, with EXIF orientation applied, high bit depth scaled (not clipped) and
-  transparency composited onto white.
+  transparency composited onto white (`to_8bit`, which curate's hashes and thumbnails use too);
+- `decode_thumbnail`: the same picture fitted into a small square (view), decoded with the least
+  memory the format allows: a JPEG at libjpeg's DCT scale, anything else reduced before it is
+  converted; `decoded_bytes` says beforehand what the full decode holds (view's memory bound).
+
+Nothing else in the toolkit calls Pillow's `Image.open` (tests/test_image_gate.py checks).
 
 The checks guard against mistakes and untrusted folders, not against someone swapping files
 under the root while a run reads it (that needs openat2's RESOLVE_BENEATH, which Python lacks).
@@ -25,6 +30,7 @@ import posixpath
 import re
 import stat
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 MISSING = "image_missing"  # no file at the path (the removal reasons of curate and pack)
@@ -50,11 +56,14 @@ class ImageProblem(OSError):
     """Why one image cannot be used: `reason` (MISSING or UNREADABLE) and a one-line `detail`.
 
     An OSError, so code that already treats an unreadable file as one bad row keeps doing so.
+    `shown` is the detail without what lies outside the image root (a symlink's target), for
+    whoever may only see inside it (view's web page).
     """
 
-    def __init__(self, reason: str, detail: str):
+    def __init__(self, reason: str, detail: str, shown: str | None = None):
         super().__init__(detail)
         self.reason, self.detail = reason, detail
+        self.shown = detail if shown is None else shown
 
     def __str__(self) -> str:
         return self.detail
@@ -101,7 +110,11 @@ class ImageRoot:
         except OSError as exc:  # ELOOP (a symlink loop), EACCES, ENAMETOOLONG, ...
             raise ImageProblem(UNREADABLE, f"{image}: {exc.strerror or exc}") from None
         if not real.is_relative_to(self.real):
-            raise ImageProblem(UNREADABLE, f"{image}: a symlink to {real}, outside the image root")
+            raise ImageProblem(
+                UNREADABLE,
+                f"{image}: a symlink to {real}, outside the image root",
+                f"{image}: a symlink to a file outside the image root",
+            )
         return real
 
     def read(self, image: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
@@ -219,18 +232,28 @@ def check_pixels(size: tuple[int, int], name: str = "image") -> None:
         )
 
 
-def open_image(data: bytes, name: str = "image"):
+def _pillow():
+    """PIL.Image, with its bomb warning silenced for the whole process: MAX_PIXELS decides here, and
+    warnings.catch_warnings around each open is not thread-safe (curate opens on several threads, and
+    one thread leaving it put the filter back while another opened a large picture). Checked at each
+    call: someone else's catch_warnings may have put the filters back since."""
+    from PIL import Image
+
+    bomb = Image.DecompressionBombWarning
+    if not any(f[0] == "ignore" and f[2] is bomb for f in warnings.filters):
+        warnings.filterwarnings("ignore", category=bomb)
+    return Image
+
+
+def open_image(data, name: str = "image"):
     """Pillow's lazy open of `data` (header read, pixels not decoded) under the MAX_PIXELS rule.
 
     Pillow's own errors propagate (the caller names them); the bomb warning is not one of them:
-    MAX_PIXELS decides.
+    MAX_PIXELS decides. `data` may also be a binary file object (read from where it stands).
     """
-    from PIL import Image
-
+    Image = _pillow()
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            im = Image.open(io.BytesIO(data))
+        im = Image.open(io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data)
     except Image.DecompressionBombError as exc:  # Pillow's own check, at MAX_PIXELS too, comes first
         raise ImageProblem(UNREADABLE, f"{name}: more than the maximum {MAX_PIXELS:,} pixels ({exc})") from None
     try:
@@ -251,8 +274,10 @@ def to_8bit_grey(im):
     import numpy as np
     from PIL import Image
 
-    a = np.asarray(im).astype(np.int64) >> 8
-    return Image.fromarray(np.clip(a, 0, 255).astype(np.uint8), "L")
+    a = np.asarray(im)
+    if a.dtype.kind == "u" and a.dtype.itemsize == 2:  # 16-bit: the high byte, 1 byte a pixel more, not 8
+        return Image.fromarray((a >> 8).astype(np.uint8), "L")
+    return Image.fromarray(np.clip(a.astype(np.int64) >> 8, 0, 255).astype(np.uint8), "L")
 
 
 def to_8bit(im):
@@ -282,21 +307,30 @@ def to_rgb(im):
     return im if im.mode == "RGB" else im.convert("RGB")
 
 
-def decode_8bit(data: bytes, name: str = "image"):
-    """The decoded picture of an image file's bytes as to_8bit gives it ('L' or 'RGB');
-    ImageProblem(UNREADABLE) when it is not an image."""
+@contextmanager
+def decoding(name: str | None):
+    """Pillow's many error types on a file that is not a picture, as one ImageProblem(UNREADABLE)
+    whose detail starts with `name` (when given)."""
     from PIL import UnidentifiedImageError
 
+    prefix = f"{name}: " if name else ""
     try:
-        im = open_image(data, name)
-        im.load()  # every byte decoded: a truncated or corrupt file fails here, not later
-        return to_8bit(im)
+        yield
     except ImageProblem:
         raise
     except UnidentifiedImageError:
-        raise ImageProblem(UNREADABLE, f"{name}: not an image Pillow can identify") from None
+        raise ImageProblem(UNREADABLE, f"{prefix}not an image Pillow can identify") from None
     except Exception as exc:  # noqa: BLE001  Pillow's plugins raise many types on corrupt input
-        raise ImageProblem(UNREADABLE, f"{name}: {type(exc).__name__}: {exc}") from None
+        raise ImageProblem(UNREADABLE, f"{prefix}{type(exc).__name__}: {exc}") from None
+
+
+def decode_8bit(data: bytes, name: str = "image"):
+    """The decoded picture of an image file's bytes as to_8bit gives it ('L' or 'RGB');
+    ImageProblem(UNREADABLE) when it is not an image."""
+    with decoding(name):
+        im = open_image(data, name)
+        im.load()  # every byte decoded: a truncated or corrupt file fails here, not later
+        return to_8bit(im)
 
 
 def decode_rgb(data: bytes, name: str = "image"):
@@ -304,3 +338,43 @@ def decode_rgb(data: bytes, name: str = "image"):
     when it is not an image."""
     im = decode_8bit(data, name)
     return im if im.mode == "RGB" else im.convert("RGB")
+
+
+# Modes Image.reduce averages correctly (not palette indices, not 1-bit, which it refuses, nor 16-bit).
+REDUCIBLE = {"L", "LA", "La", "RGB", "RGBA", "RGBa", "RGBX", "CMYK", "YCbCr", "I", "F"}
+_BYTES_PER_PIXEL = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16L": 2, "I;16B": 2, "I;16N": 2}  # others: 4
+
+
+def decoded_bytes(im) -> int:
+    """Memory a full decode of the lazily opened `im` holds at once, about: Pillow's own buffer
+    (4 bytes a pixel for every multi-band mode) and one converted copy of it."""
+    width, height = im.size
+    return 2 * width * height * _BYTES_PER_PIXEL.get(im.mode, 4)
+
+
+def draft(im, side: int):
+    """A lazily opened JPEG set to decode at the smallest DCT scale whose sides are still at least
+    `side` (libjpeg's scaling: 1/2 to 1/8 of each side; `im.size` says the decoded size); others as they are."""
+    if im.format == "JPEG":
+        im.draft("RGB", (side, side))  # scales only; keeps the mode; a second call changes nothing
+    return im
+
+
+def thumbnail_of(im, side: int):
+    """The lazily opened `im` as to_8bit gives it, fitted into side x side: a JPEG decoded at draft
+    scale, any other picture reduced by whole factors before its conversion (a 100-megapixel RGBA
+    PNG is converted at its thumbnail's size, not its own)."""
+    draft(im, side)
+    im.load()
+    if im.mode in REDUCIBLE:
+        im.thumbnail((side, side))  # in place: Image.reduce, then a resampling; EXIF kept for to_8bit
+    im = to_8bit(im)
+    im.thumbnail((side, side))  # the modes converted first (palette, 1-bit, 16-bit grey)
+    return im
+
+
+def decode_thumbnail(data: bytes, side: int, name: str = "image"):
+    """thumbnail_of the picture in an image file's bytes ('L' or 'RGB', at most side x side);
+    ImageProblem(UNREADABLE) when it is not an image."""
+    with decoding(name):
+        return thumbnail_of(open_image(data, name), side)  # not closed: the result may be `im` itself

@@ -22,6 +22,7 @@ def view(
     image_root: Optional[str] = from_field(ViewOptions, "image_root"),
     host: str = from_field(ViewOptions, "host"),
     port: int = from_field(ViewOptions, "port"),
+    allowed_host: List[str] = from_field(ViewOptions, "allowed_host"),
     static: Optional[str] = from_field(ViewOptions, "static"),
     sample: int = from_field(ViewOptions, "sample"),
     per_reason: int = from_field(ViewOptions, "per_reason"),
@@ -31,6 +32,6 @@ def view(
 ) -> None:
     """Samples, sentences by role, removals beside what they matched, scores: a local web page
     (read-only; serves until Ctrl-C) or, with --static, one HTML file that opens without a server."""
-    from caption_debias.view.app import run_view
+    from caption_debias.view.server import run_view
 
     run_view(list(folders), options_from_params(ViewOptions, ctx), announce=typer.echo)

@@ -18,7 +18,8 @@ pytest.importorskip("uvicorn")
 from view_fixtures import curated_world, escaping_folder, mtimes, scored_copy  # noqa: E402
 
 from caption_debias.errors import UserError  # noqa: E402
-from caption_debias.view.data import Query, ViewData, sentence_roles  # noqa: E402
+from caption_debias.view.cards import sentence_roles  # noqa: E402
+from caption_debias.view.data import Query, ViewData  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,7 @@ def client_for(tmp_path):
 
     def make(folders, image_root=None):
         data = ViewData([str(f) for f in folders], None if image_root is None else str(image_root))
-        return TestClient(create_app(data, ThumbCache(tmp_path / "thumbs")))
+        return TestClient(create_app(data, ThumbCache(tmp_path / "thumbs")), base_url="http://127.0.0.1")
 
     return make
 
@@ -368,6 +369,8 @@ def test_an_empty_folder_and_two_folders_together(world, tmp_path):
     prepare([tmp_path / "t.jsonl"], tmp_path / "empty", PrepareOptions(format="table", quiet=True))
     empty = ViewData([str(tmp_path / "empty")])
     for q in [Query(), Query(sort="num_tokens"), Query(text="x"), Query(ranges=(("num_tokens", 1, None),))]:
+        assert empty.page(q) == {"total": 0, "offset": 0, "rows": []}
+    for q in [Query(view="removed"), Query(view="removed", sort="similarity")]:  # a prepared folder removed nothing
         assert empty.page(q) == {"total": 0, "offset": 0, "rows": []}
     both = ViewData([str(world["curated"]), str(world["prepared"])])
     assert both.total_rows == 13 + 28 and [f.kind for f in both.folders] == ["curated", "prepared"]

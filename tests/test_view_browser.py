@@ -61,7 +61,9 @@ def served(world):
 
 @pytest.fixture()
 def page(browser):
-    context = browser.new_context(viewport={"width": 1360, "height": 900})
+    # Playwright evaluates wait_for_function's predicates with eval, which the page's Content-Security-Policy
+    # refuses; tests/test_view_security.py drives the page and the snapshot with their policies in force
+    context = browser.new_context(viewport={"width": 1360, "height": 900}, bypass_csp=True)
     pg = context.new_page()
     errors = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
@@ -211,7 +213,7 @@ def test_search_range_and_sort(served, page, world):
 
 def test_scored_folder_shading_and_dropped_sentences(browser, world):
     with Server([world["scored"]], thumbs_dir=world["thumbs"]) as server:
-        page = browser.new_page(viewport={"width": 1360, "height": 900})
+        page = browser.new_page(viewport={"width": 1360, "height": 900}, bypass_csp=True)
         page.goto(server.url)
         page.wait_for_selector(".card")
         assert images_loaded(page, ".card img") == 13  # from image_bytes: the folder names no image root
@@ -241,7 +243,7 @@ def test_static_snapshot_opens_from_a_file_url_without_a_server(browser, world, 
     out = write_static(
         data, tmp_path / "share" / "snap.html", sample=8, per_reason=2, seed=1, thumbs_dir=world["thumbs"]
     )
-    page = browser.new_page(viewport={"width": 1360, "height": 900})
+    page = browser.new_page(viewport={"width": 1360, "height": 900}, bypass_csp=True)
     fetched = []
     page.on("request", lambda r: fetched.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
     page.goto(out.as_uri())

@@ -116,8 +116,9 @@ class Server:
     def __init__(self, folders, image_root=None, thumbs_dir=None):
         import uvicorn
 
-        from caption_debias.view.app import bind, create_app
+        from caption_debias.view.app import create_app
         from caption_debias.view.data import ViewData
+        from caption_debias.view.server import bind
         from caption_debias.view.thumbs import ThumbCache
 
         self.data = ViewData([str(f) for f in folders], None if image_root is None else str(image_root))
@@ -138,3 +139,123 @@ class Server:
         self.server.should_exit = True
         self.thread.join(timeout=10)
         self.sock.close()
+
+
+PWNED = "pwned"  # what a hostile script would set the page's title to
+HOSTILE_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" onload="document.title=\'pwned\'" width="10" height="10">'
+    "<script>document.title = 'pwned'; fetch('/api/meta').then(r => r.text()).then(t => document.title = 'pwned')</script>"
+    "</svg>"
+)
+
+
+def _rewrite_shards(folder: Path, edit) -> None:
+    """Apply edit(table) -> table to every shard, keeping the manifest's digests true (readers check them)."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for entry in manifest["shards"]:
+        path = folder / entry["path"]
+        pq.write_table(edit(pq.read_table(path)), path, compression="zstd")
+        data = path.read_bytes()
+        entry.update(
+            {k: v for k, v in (("sha256", hashlib.sha256(data).hexdigest()), ("bytes", len(data))) if k in entry}
+        )
+    (folder / "manifest.json").write_text(json.dumps(manifest), "utf-8")
+
+
+def hostile_folder(root: Path) -> dict:
+    """A prepared folder made curated by a removed.jsonl, holding what a dataset may hold: markup, `</script>`,
+    `<!--<script>`, U+2028 and lone surrogates in captions, keys, paths, reasons and details; NaN and infinite
+    scores; `javascript:` and `data:` image "URLs"; an SVG with a script stored in the image root."""
+    from curate_fixtures import scene
+
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+
+    images = root / "images"
+    images.mkdir(parents=True)
+    (images / "evil.svg").write_text(HOSTILE_SVG, "utf-8")
+    (images / "svg_named.png").write_text(HOSTILE_SVG, "utf-8")  # an SVG whose name says PNG
+    scene(5).save(images / "real.png")
+    hostile = "<img src=x onerror=\"document.title='pwned'\">"
+    rows = [
+        {
+            "key": '"><svg onload="document.title=\'pwned\'">',
+            "image": "real.png",
+            "caption": "<!--<script> A red kite flies. It is high.",
+        },
+        {
+            "key": "closer",
+            "image": "evil.svg",
+            "caption": "</script><script>document.title='pwned'</script> A boat. It floats.",
+        },
+        {
+            "key": "lines",
+            "image": "javascript://%0Adocument.title='pwned'",
+            "caption": "Line\u2028sep\u2029para. A cat. " + hostile,
+        },
+        {
+            "key": "data_url",
+            "image": "data:text/html,<script>document.title='pwned'</script>",
+            "caption": "A lamp. It glows.",
+        },
+        {"key": "named", "image": "svg_named.png", "caption": "A dog runs. It is fast. ]]> --> <![CDATA["},
+        {"key": "plain", "image": "real.png", "caption": "A plain caption. It has two sentences."},
+    ]
+    (root / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    folder = root / "hostile"
+    prepare([root / "t.jsonl"], folder, PrepareOptions(format="table", quiet=True))
+    scores = [float("nan"), float("inf"), float("-inf"), 0.5, 0.25, 0.75]
+
+    def with_scores(t):
+        column = pa.array(scores[: t.num_rows], pa.float32())
+        at = t.schema.get_field_index("clip_score")
+        return t.set_column(at, "clip_score", column) if at >= 0 else t.append_column("clip_score", column)
+
+    _rewrite_shards(folder, with_scores)
+    removed = [
+        {
+            "key": "table/r_reason",
+            "reason": "</option><script>document.title='pwned'</script>" + hostile,
+            "detail": {"match": "table/plain", "by": hostile, "similarity": 0.9, "note": "\ud800 lone surrogate"},
+            "image": "evil.svg",
+            "caption": "<!--<script> removed",
+            "input": "",
+        },
+        {
+            "key": "table/r_plain",
+            "reason": "duplicate_image",
+            "detail": {"match": "table/closer", "by": "image sha256", "similarity": 1.0},
+            "image": "../outside.png",
+            "caption": "\u2028</script>",
+            "input": "",
+        },
+    ]
+    with open(folder / "removed.jsonl", "w", encoding="utf-8") as fh:
+        for line in removed:
+            fh.write(json.dumps(line) + "\n")  # ensure_ascii: the lone surrogate as its \\ud800 escape
+    return {"folder": folder, "images": images, "rows": len(rows), "removed": len(removed)}
+
+
+def many_rows_folder(root: Path, n: int = 240) -> Path:
+    """A prepared folder of n rows in shards of 8 rows (many row groups: searches stop early, pages
+    prefetch), with a few real images."""
+    import random
+
+    from curate_fixtures import caption, scene
+
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+
+    images = root / "images"
+    images.mkdir(parents=True)
+    for i in range(6):
+        scene(700 + i).save(images / f"m{i}.jpg", quality=85)
+    rng = random.Random(11)
+    rows = [{"key": f"m{i}", "image": f"m{i % 6}.jpg", "caption": caption(rng, 3 + i % 5)} for i in range(n)]
+    (root / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    prepare(
+        [root / "t.jsonl"],
+        root / "many",
+        PrepareOptions(format="table", quiet=True, shard_rows=8, image_root=str(images)),
+    )
+    return root / "many"

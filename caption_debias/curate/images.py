@@ -5,6 +5,10 @@ files on a few threads (file reads and Pillow's decoders release the GIL, so rea
 file overlaps decoding this one). Speed comes from decoding little: the size is read from
 the header, and a JPEG is decoded with libjpeg's DCT scaling (Pillow's draft mode, 1/2 to 1/8
 of each side) straight to greyscale, which is all a 32 x 32 perceptual hash needs.
+
+Every file is read and decoded through `caption_debias.image_files` (bounded reads, the pixel rule,
+one conversion to 8-bit): the hash and the thumbnails see the picture every other stage sees (a
+16-bit grey is its high byte, not white; transparency lies on white; EXIF orientation applied).
 """
 
 from __future__ import annotations
@@ -65,12 +69,13 @@ def is_flat(grey) -> bool:
 
 
 def thumb_of(image) -> bytes:
-    """THUMB_SIDE x THUMB_SIDE RGB box-filtered thumbnail (area averages: a re-encoded copy moves a few levels)."""
+    """THUMB_SIDE x THUMB_SIDE RGB box-filtered thumbnail (area averages: a re-encoded copy moves a few levels)
+    of an 8-bit picture (image_files.to_8bit: 'L' or 'RGB'); a grey one is resized before it is made RGB."""
     from PIL import Image
 
     from caption_debias.curate.options import THUMB_SIDE
 
-    return image.convert("RGB").resize((THUMB_SIDE, THUMB_SIDE), Image.Resampling.BOX).tobytes()
+    return image.resize((THUMB_SIDE, THUMB_SIDE), Image.Resampling.BOX).convert("RGB").tobytes()
 
 
 def thumbs_match(a: bytes, b: bytes) -> bool:
@@ -88,29 +93,36 @@ LATER = b""  # a large flat picture: its thumbnail is made when needed (a second
 
 def thumb_file(path: Path) -> bytes:
     """thumb_of the file, decoded in colour (a JPEG at draft scale): colour matters here, a red and
-    a blue square are one grey."""
-    from PIL import Image
-
-    with Image.open(path) as im:
+    a blue square are one grey. Read and decoded as every stage does (image_files); ImageProblem
+    (an OSError) when it cannot be."""
+    data = image_files.read_regular(path)
+    with image_files.decoding(path.name):
+        im = image_files.open_image(data, path.name)
         if im.format == "JPEG":
             im.draft("RGB", (DRAFT_SIDE, DRAFT_SIDE))
-        return thumb_of(im)
+        return thumb_of(image_files.to_8bit(im))
 
 
-def _thumb_if_small_or_flat(data: bytes, im, width: int, height: int) -> bytes | None:
+def thumb_under(root: image_files.ImageRoot, image: str) -> bytes:
+    """thumb_file of `image`, a path relative to the image root that must stay inside it."""
+    return thumb_file(root.resolve(image))
+
+
+def _thumb_if_small_or_flat(data: bytes, im, pixels, width: int, height: int) -> bytes | None:
+    """The thumbnail of a small picture, LATER for a large flat one, None otherwise; `pixels` is
+    `im` as to_8bit gives it (grey when `im` was draft-decoded as a grey JPEG)."""
     from caption_debias.curate.options import SMALL_IMAGE_SIDE
 
     if min(width, height) >= SMALL_IMAGE_SIDE:
-        return LATER if is_flat(im.convert("L")) else None
+        return LATER if is_flat(pixels if pixels.mode == "L" else pixels.convert("L")) else None
     if im.format == "JPEG":  # draft-decoded to grey: decode this small file again in colour
-        with image_files.open_image(data) as full:
-            return thumb_of(full)
-    return thumb_of(im)
+        return thumb_of(image_files.decode_8bit(data))
+    return thumb_of(pixels)
 
 
 def image_facts(path: Path) -> ImageFacts:
     """Specification: the facts of one image file (read bounded and never blocking: image_files.read_regular)."""
-    from PIL import ImageFile, UnidentifiedImageError
+    from PIL import ImageFile
 
     try:
         data = image_files.read_regular(path)
@@ -118,21 +130,18 @@ def image_facts(path: Path) -> ImageFacts:
         return ImageFacts(MISSING if exc.reason == image_files.MISSING else UNREADABLE, error=exc.detail)
     digest = hashlib.sha256(data).digest()
     try:
-        with image_files.open_image(data, path.name) as im:
+        with image_files.decoding(None), image_files.open_image(data, path.name) as im:
             width, height = im.size
             if im.format == "JPEG":
                 im.draft("L", (DRAFT_SIDE, DRAFT_SIDE))
             # the decoder gets the whole file in one call, not in 64 KiB pieces (it backtracks at each)
             im.decodermaxblock = max(len(data), ImageFile.MAXBLOCK)
             im.load()  # decodes every byte: a truncated or corrupt file fails here
-            phash = phash_of(image_files.to_8bit_grey(im) if im.mode in image_files.SIXTEEN_BIT else im)
-            thumb = _thumb_if_small_or_flat(data, im, width, height)
-    except image_files.ImageProblem as exc:  # beyond the MAX_PIXELS rule
+            pixels = image_files.to_8bit(im)
+            phash = phash_of(pixels)
+            thumb = _thumb_if_small_or_flat(data, im, pixels, width, height)
+    except image_files.ImageProblem as exc:  # beyond the MAX_PIXELS rule, or not a picture
         return ImageFacts(UNREADABLE, sha256=digest, error=exc.detail)
-    except UnidentifiedImageError:
-        return ImageFacts(UNREADABLE, sha256=digest, error="not an image Pillow can identify")
-    except Exception as exc:  # noqa: BLE001  Pillow's plugins raise many types on corrupt input
-        return ImageFacts(UNREADABLE, sha256=digest, error=f"{type(exc).__name__}: {exc}")
     return ImageFacts(OK, width, height, digest, phash, thumb=thumb)
 
 

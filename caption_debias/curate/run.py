@@ -19,7 +19,7 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
-from caption_debias import engines, storage
+from caption_debias import engines, image_files, storage
 from caption_debias.curate import dedup, signals, writer
 from caption_debias.curate.options import CurateOptions
 from caption_debias.dataset import MANIFEST, default_image_root
@@ -207,7 +207,7 @@ def image_thumbs(inputs: Inputs, image_root: str, orders: np.ndarray) -> dict[in
     """The thumbnails (images.thumb_file) of these rows' images, read again from --image-root."""
     from caption_debias.curate import images as img
 
-    out = {}
+    out, root = {}, image_files.ImageRoot(image_root)
     for s in inputs.shards:
         local = orders[(orders >= s.start) & (orders < s.start + s.rows)] - s.start
         if len(local) == 0:
@@ -215,7 +215,7 @@ def image_thumbs(inputs: Inputs, image_root: str, orders: np.ndarray) -> dict[in
         paths = storage.read_table(s.path, columns=["image"]).column("image").take(pa.array(local)).to_pylist()
         for o, image in zip((local + s.start).tolist(), paths):
             try:
-                out[o] = img.thumb_file(Path(image_root) / image)
+                out[o] = img.thumb_under(root, image)
             except (OSError, ValueError, SyntaxError):
                 pass  # changed since its signals were taken: the phash alone decides
     return out

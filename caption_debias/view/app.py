@@ -1,200 +1,211 @@
-"""The web app: a Starlette application over `ViewData`, served by uvicorn on a loopback port.
+"""The web app: a Starlette application over `ViewData` (served by view/server.py).
 
 Routes: `/` (the page), `/assets/*` (its JS and CSS, shipped in the package), `/api/meta`,
 `/api/page`, `/api/row`, `/api/pair`, `/api/thumb` (JSON and thumbnails), and
 `/image/{folder}/{path}` (an original image, only from inside that folder's image root).
 Everything is read-only: the app never writes to the folders or the image root.
+
+Answers: 400 for a malformed request, 404 for a row or file that is not there (a negative or
+huge number too), 503 with one line while a folder rewritten on disk is not whole, and never a
+traceback. Every response carries the headers of view/security.py. Thumbnails and originals
+are made on a few threads of their own (THUMB_THREADS), so pages never wait behind decodes.
 """
 
 from __future__ import annotations
 
-import socket
-import threading
+import sys
 from pathlib import Path
-from typing import Any, Callable
+from urllib.parse import quote
 
 from caption_debias.errors import UserError
-from caption_debias.view.data import Query, ViewData
-from caption_debias.view.files import Refused, read_inside
-from caption_debias.view.options import ViewOptions
+from caption_debias.view import cards, json_text
+from caption_debias.view.data import FolderChanged, Generation, ViewData
+from caption_debias.view.files import Refused
+from caption_debias.view.images import ImageSource, RootFile, source_for
+from caption_debias.view.query import parse_query
+from caption_debias.view.security import INLINE_FORMATS, allowed_hosts, wrap
 from caption_debias.view.thumbs import ThumbCache, placeholder_svg
 
 ASSETS = Path(__file__).parent / "assets"
-INDEX_DELAY_S = 3.0
+THUMB_THREADS = 4  # thumbnail and image requests at once (the rest wait): pages keep the other threads
+CHUNK = 1 << 16
 
 
-def parse_query(params) -> Query:
-    def num(v: str | None) -> float | None:
-        return None if v in (None, "") else float(v)
-
-    ranges = []
-    for spec in params.getlist("range"):
-        col, _, rest = spec.partition(":")
-        lo, _, hi = rest.partition(":")
-        ranges.append((col, num(lo), num(hi)))
-    return Query(
-        view="removed" if params.get("view") == "removed" else "kept",
-        reason=params.get("reason") or None,
-        sources=tuple(s for s in params.getlist("source") if s),
-        text=(params.get("q") or "").strip(),
-        ranges=tuple(ranges),
-        sort=params.get("sort") or None,
-        descending=params.get("desc") in ("1", "true"),
-        offset=max(0, int(params.get("offset") or 0)),
-        limit=int(params.get("limit") or 48),
-    )
+def _number(params, name: str) -> int:
+    """A row or folder number from the URL (KeyError when missing or not a number: the 404 of a row
+    that is not there; whether it is in range, negative ones included, the data layer says)."""
+    try:
+        return int(params[name])
+    except ValueError:
+        raise KeyError(name) from None
 
 
-def create_app(data: ViewData, thumbs: ThumbCache | None = None):
+def _json(body, status: int = 200):
+    from starlette.responses import Response
+
+    return Response(json_text.dumps(body).encode("ascii"), status_code=status, media_type="application/json")
+
+
+def _error(msg: str, status: int = 400):
+    return _json({"error": msg}, status)
+
+
+def _failed(exc: Exception):
+    """A fault not foreseen here: one line on stderr and in the answer, never a traceback."""
+    print(f"caption-debias view: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return _error(f"internal error: {type(exc).__name__}", 500)
+
+
+def _image_response(source: ImageSource, name: str):
+    """The original file as a picture when Pillow reads it as a raster format browsers show, else a
+    download; streamed from one open file (never read whole into memory)."""
+    from starlette.responses import StreamingResponse
+
+    from caption_debias.image_files import ImageProblem, decoding, open_image
+
+    fh = source.open()
+    try:
+        with decoding(None):
+            fmt = open_image(fh).format  # the header only
+    except ImageProblem:
+        fmt = None
+    fh.seek(0)
+    kind = INLINE_FORMATS.get(fmt or "")
+    disposition = "inline" if kind else f"attachment; filename*=UTF-8''{quote(Path(name).name)}"
+
+    def chunks():
+        with fh:
+            while block := fh.read(CHUNK):
+                yield block
+
+    headers = {"Content-Disposition": disposition}
+    return StreamingResponse(chunks(), media_type=kind or "application/octet-stream", headers=headers)
+
+
+class Routes:
+    """The app's answers over one ViewData and one ThumbCache."""
+
+    def __init__(self, data: ViewData, thumbs: ThumbCache):
+        import anyio
+
+        self.data, self.thumbs = data, thumbs
+        self.limiter = anyio.CapacityLimiter(THUMB_THREADS)
+
+    def answer(self, fn, generation: bool = False):
+        """JSON of fn(a reading of the folders), or the one-line error that says why not."""
+        try:
+            gen, body = self.data.consistent(lambda g: (g, fn(g)))
+        except FolderChanged as exc:
+            return _error(str(exc), 503)
+        except (KeyError, IndexError):
+            return _error("no such row", 404)
+        except (ValueError, UserError) as exc:
+            return _error(str(exc))
+        except Exception as exc:  # noqa: BLE001
+            return _failed(exc)
+        if generation:
+            body["generation"] = gen.number
+        return _json(body)
+
+    async def index(self, request):
+        from starlette.responses import FileResponse
+
+        return FileResponse(ASSETS / "index.html", headers={"Cache-Control": "no-store"})
+
+    def meta(self, request):
+        def with_index(g: Generation):
+            g.index.index()  # the page asks once its first page is shown: build the index now
+            return g.meta()
+
+        return self.answer(with_index)
+
+    def page(self, request):
+        return self.answer(lambda g: g.page(parse_query(request.query_params)), generation=True)
+
+    def row(self, request):
+        p = request.query_params
+        if "removed" in p:
+            return self.answer(lambda g: g.removals.row(_number(p, "f"), _number(p, "removed")))
+        return self.answer(lambda g: cards.detail(g.store, _number(p, "f"), _number(p, "s"), _number(p, "r")))
+
+    def pair(self, request):
+        p = request.query_params
+        return self.answer(lambda g: g.removals.pair(_number(p, "f"), _number(p, "removed")))
+
+    @staticmethod
+    def _thumb_source(g: Generation, p) -> ImageSource:
+        if "removed" in p:
+            return g.image_source(_number(p, "f"), None, None, _number(p, "removed"))
+        return g.image_source(_number(p, "f"), _number(p, "s"), _number(p, "r"), None)
+
+    def _thumb(self, p):
+        from starlette.responses import Response
+
+        try:
+            source = self.data.consistent(lambda g: self._thumb_source(g, p))
+            headers = {"Cache-Control": "max-age=3600"}
+            try:
+                return Response(self.thumbs.for_source(source), media_type="image/jpeg", headers=headers)
+            except Refused as why:
+                headers["X-Thumb"] = f"placeholder: {why}"
+                return Response(placeholder_svg(str(why)), media_type="image/svg+xml", headers=headers)
+        except FolderChanged as exc:
+            return _error(str(exc), 503)
+        except (KeyError, ValueError, IndexError):
+            return _error("no such row", 404)
+        except Exception as exc:  # noqa: BLE001
+            return _failed(exc)
+
+    async def thumb(self, request):
+        import anyio
+
+        return await anyio.to_thread.run_sync(self._thumb, request.query_params, limiter=self.limiter)
+
+    def _original(self, folder: int, path: str):
+        try:
+            f = self.data.current().store.folder(folder)
+            if f.image_root is None:
+                return _error("no image root for this folder", 404)
+            source = source_for(f.image_root, path, None)
+            if not isinstance(source, RootFile):
+                return _error("not a file under the image root", 404)
+            return _image_response(source, path)
+        except FolderChanged as exc:
+            return _error(str(exc), 503)
+        except KeyError:
+            return _error("no such folder", 404)
+        except Refused as why:
+            text = str(why)
+            return _error(
+                f"refused: {text}", 403 if any(w in text for w in ("outside", "absolute", "escapes")) else 404
+            )
+        except Exception as exc:  # noqa: BLE001
+            return _failed(exc)
+
+    async def image(self, request):
+        import anyio
+
+        folder, path = request.path_params["folder"], request.path_params["path"]
+        return await anyio.to_thread.run_sync(self._original, folder, path, limiter=self.limiter)
+
+
+def create_app(data: ViewData, thumbs: ThumbCache | None = None, hosts: list[str] | None = None):
+    """The app; `hosts`: the Host header values it answers (security.allowed_hosts; default loopback only)."""
     from starlette.applications import Starlette
-    from starlette.responses import FileResponse, JSONResponse, Response
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
-    thumbs = thumbs or ThumbCache()
-
-    def bad(msg: str, status: int = 400) -> JSONResponse:
-        return JSONResponse({"error": msg}, status_code=status)
-
-    def ints(request, *names: str) -> list[int]:
-        return [int(request.query_params[n]) for n in names]
-
-    async def index(request):
-        return FileResponse(ASSETS / "index.html", headers={"Cache-Control": "no-store"})
-
-    def meta(request):
-        data.index()
-        return JSONResponse(data.meta())
-
-    def page(request):
-        try:
-            return JSONResponse(data.page(parse_query(request.query_params)))
-        except (ValueError, UserError) as exc:
-            return bad(str(exc))
-
-    def row(request):
-        try:
-            if "removed" in request.query_params:
-                f, i = ints(request, "f", "removed")
-                return JSONResponse(data.removed_row(f, i))
-            return JSONResponse(data.detail(*ints(request, "f", "s", "r")))
-        except (KeyError, ValueError, IndexError):
-            return bad("no such row", 404)
-
-    def pair(request):
-        try:
-            return JSONResponse(data.pair(*ints(request, "f", "removed")))
-        except (KeyError, ValueError, IndexError):
-            return bad("no such row", 404)
-
-    def thumb(request):
-        p = request.query_params
-        try:
-            f = int(p["f"])
-            source = (
-                data.image_source(f, None, None, int(p["removed"]))
-                if "removed" in p
-                else data.image_source(f, int(p["s"]), int(p["r"]), None)
-            )
-        except (KeyError, ValueError, IndexError):
-            return bad("no such row", 404)
-        headers = {"Cache-Control": "max-age=3600"}
-        try:
-            jpeg = thumbs.for_source(source)
-        except Refused as why:
-            headers["X-Thumb"] = f"placeholder: {why}"
-            return Response(placeholder_svg(str(why)), media_type="image/svg+xml", headers=headers)
-        return Response(jpeg, media_type="image/jpeg", headers=headers)
-
-    def image(request):
-        try:
-            folder = data.folders[int(request.path_params["folder"])]
-        except (ValueError, IndexError):
-            return bad("no such folder", 404)
-        if folder.image_root is None:
-            return bad("no image root for this folder", 404)
-        try:
-            blob = read_inside(folder.image_root, request.path_params["path"])
-        except Refused as why:
-            return bad(f"refused: {why}", 403 if "outside" in str(why) or "absolute" in str(why) else 404)
-        import mimetypes
-
-        kind = mimetypes.guess_type(request.path_params["path"])[0] or "application/octet-stream"
-        if not kind.startswith("image/"):
-            kind = "application/octet-stream"
-        return Response(blob, media_type=kind, headers={"Content-Disposition": "inline"})
-
-    return Starlette(
+    r = Routes(data, thumbs or ThumbCache())
+    app = Starlette(
         routes=[
-            Route("/", index),
-            Route("/api/meta", meta),
-            Route("/api/page", page),
-            Route("/api/row", row),
-            Route("/api/pair", pair),
-            Route("/api/thumb", thumb),
-            Route("/image/{folder:int}/{path:path}", image),
+            Route("/", r.index),
+            Route("/api/meta", r.meta),
+            Route("/api/page", r.page),
+            Route("/api/row", r.row),
+            Route("/api/pair", r.pair),
+            Route("/api/thumb", r.thumb),
+            Route("/image/{folder:int}/{path:path}", r.image),
             Mount("/assets", StaticFiles(directory=ASSETS), name="assets"),
         ]
     )
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """A listening socket, or one clear line when the address is taken or not ours to bind."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        if exc.errno in (98, 48, 10048):  # EADDRINUSE on Linux, macOS, Windows
-            raise UserError(f"port {port} on {host} is in use; pick another with --port") from None
-        raise UserError(f"cannot listen on {host}:{port} ({exc.strerror or exc})") from None
-    sock.listen(128)
-    sock.set_inheritable(True)
-    return sock
-
-
-def serve(data: ViewData, host: str = "127.0.0.1", port: int = 8765, announce=print, thumbs_dir=None) -> None:
-    """Serve until Ctrl-C; the first page is served before the index exists."""
-    import uvicorn
-
-    sock = bind(host, port)
-    # the index is built on the page's first /api/meta (sent once the first page is shown), or a moment
-    # after start when no page asks: the first page does not share the CPU with it
-    index = threading.Timer(INDEX_DELAY_S, data.index)
-    index.daemon = True
-    index.start()
-    app = create_app(data, ThumbCache(thumbs_dir))
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        announce(f"warning: listening on {host}: whoever reaches it sees every row and image (no authentication)")
-    shown = f"[{host}]" if ":" in host else host
-    announce(f"caption-debias view: http://{shown}:{sock.getsockname()[1]}/ (Ctrl-C to stop)")
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-    uvicorn.Server(config).run(sockets=[sock])
-
-
-def run_view(folders: list[str], options: ViewOptions, announce: Callable[[str], None] = print) -> None:
-    """`caption-debias view`: describe the folders (unless quiet), then write the --static snapshot or serve."""
-    options.validate()
-    data = ViewData(folders, options.image_root)
-    if not options.quiet:
-        for line in describe(data):
-            announce(line)
-    if options.static is not None:
-        from caption_debias.view.static import write_static
-
-        path = write_static(
-            data, options.static, sample=options.sample, per_reason=options.per_reason, seed=options.seed
-        )
-        announce(f"snapshot: {path}")
-        return
-    serve(data, host=options.host, port=options.port, announce=announce)
-
-
-def describe(data: ViewData) -> list[str]:
-    lines: list[Any] = []
-    for f in data.folders:
-        extra = f", {f.removed.height:,} removed" if f.removed is not None else ""
-        root = f"images under {f.image_root}" if f.image_root else "no image root (thumbnails from image_bytes only)"
-        lines.append(f"{f.name}: {f.kind}, {f.ds.rows:,} rows{extra}; {root}")
-    return lines
+    return wrap(app, hosts if hosts is not None else allowed_hosts("127.0.0.1"))

@@ -1,14 +1,19 @@
 """ViewOptions: every option of `caption-debias view`, the one source of defaults and help.
 
 The CLI (cli/view_cmd.py) reads each flag's default and help text from these fields, as
-`train` reads TrainConfig's; view/app.py `run_view` serves the page or writes the snapshot.
+`train` reads TrainConfig's; view/server.py `run_view` serves the page or writes the snapshot.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+from caption_debias.errors import UserError
 from caption_debias.options import ImageRootOptions, QuietOptions, option
+
+# what Starlette's host check compares (no port, no scheme): a name, '*.' + a name, an IPv4 or a [IPv6]
+_HOST = re.compile(r"\*|(\*\.)?[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\]")
 
 
 @dataclass
@@ -18,6 +23,11 @@ class ViewOptions(ImageRootOptions, QuietOptions):
 
     host: str = option("127.0.0.1", "Address to listen on (loopback by default: only this machine).")
     port: int = option(8765, "Port to listen on (0: any free port).", min=0, max=65535)
+    allowed_host: list[str] = option(
+        [],
+        "Also answer requests naming this host (repeatable; the listening address and localhost always are; "
+        "'*' answers any: no guard against DNS rebinding).",
+    )
     static: str | None = option(
         None, "Write a self-contained snapshot to this .html file (or folder/index.html) and exit."
     )
@@ -27,3 +37,8 @@ class ViewOptions(ImageRootOptions, QuietOptions):
 
     def check(self) -> None:
         self.check_image_root()
+        for name in self.allowed_host:
+            if not isinstance(name, str) or not _HOST.fullmatch(name):
+                raise UserError(
+                    f"--allowed-host {name!r}: a host name or address (example.org, *.example.org, 10.0.0.5, [::1]) or '*'"
+                )

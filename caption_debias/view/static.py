@@ -3,19 +3,26 @@
 A seeded sample of kept rows and up to N removed rows per reason, each duplicate with the kept
 row it matched; every thumbnail a data: URL, the script and stylesheet inline, so the file opens
 from disk (file://) with no server and nothing fetched.
+
+The file stays inert and whole whatever the rows hold: the rows are JSON in a data block written
+by json_text.dumps (nothing in it can end the element or start a comment), and a
+Content-Security-Policy in the page lets only its own two scripts run (by their sha256).
 """
 
 from __future__ import annotations
 
 import base64
-import json
+import hashlib
 from pathlib import Path
 from typing import Any
 
 from caption_debias.errors import UserError
+from caption_debias.view import json_text
 from caption_debias.view.data import ViewData
 from caption_debias.view.files import Refused
 from caption_debias.view.thumbs import ThumbCache, placeholder_svg
+
+BOOT = "window.CAPTION_DEBIAS_SNAPSHOT = JSON.parse(document.getElementById('snapshot').textContent);"
 
 ASSETS = Path(__file__).parent / "assets"
 
@@ -79,16 +86,24 @@ def snapshot(data: ViewData, sample: int, per_reason: int, seed: int, thumbs: Th
     return {"meta": meta, "kept": kept, "removed": removed, "details": details, "pairs": pairs, "note": note}
 
 
+def _policy(scripts: list[str]) -> str:
+    """The snapshot's Content-Security-Policy: these inline scripts (by hash), inline styles, data: images."""
+    hashes = " ".join(
+        "'sha256-" + base64.b64encode(hashlib.sha256(s.encode("utf-8")).digest()).decode("ascii") + "'" for s in scripts
+    )
+    return f"default-src 'none'; script-src {hashes}; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+
+
 def render(snap: dict[str, Any]) -> str:
     page = (ASSETS / "index.html").read_text("utf-8")
     css = (ASSETS / "view.css").read_text("utf-8")
-    js = (ASSETS / "view.js").read_text("utf-8")
-    js = js.replace("</script", "<\\/script")
-    blob = json.dumps(snap, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    js = (ASSETS / "view.js").read_text("utf-8").replace("</script", "<\\/script")
     page = page.replace('<link rel="stylesheet" href="assets/view.css">', f"<style>{css}</style>")
+    policy = f'<meta http-equiv="Content-Security-Policy" content="{_policy([BOOT, js])}">'
+    page = page.replace('<meta charset="utf-8">', f'<meta charset="utf-8">\n{policy}', 1)
     boot = (
-        f'<script id="snapshot" type="application/json">{blob}</script>\n'
-        "<script>window.CAPTION_DEBIAS_SNAPSHOT = JSON.parse(document.getElementById('snapshot').textContent);</script>\n"
+        f'<script id="snapshot" type="application/json">{json_text.dumps(snap)}</script>\n'
+        f"<script>{BOOT}</script>\n"
         f"<script>{js}</script>"
     )
     return page.replace('<script src="assets/view.js"></script>', boot)

@@ -1,22 +1,34 @@
 """Thumbnails: a small JPEG per image, made once on demand and cached outside the user's folders.
 
 The cache lives under $XDG_CACHE_HOME/caption-debias/thumbs (~/.cache/...) unless a folder is
-given; a file's entry is named by its resolved path, size and mtime, an embedded image's by its
-sha1, so an edited image gets a new thumbnail and nothing is ever written next to the data.
+given; an entry is named by its source's `cache_name` (a file's resolved path, size and mtime, an
+embedded image's sha1), so an edited image gets a new thumbnail and nothing is ever written next
+to the data.
+
+Memory: a thumbnail is decoded as image_files.thumbnail_of decodes it (a JPEG at draft scale,
+anything else reduced before it is converted), one decode per image at a time (a page of 48 rows
+that share one picture decodes it once; the other requests wait for it), and every decode holds a
+share of one `DecodeBudget` for the whole server: what the decode will hold (image_files.
+decoded_bytes, from the header) is reserved before it starts, and a decode waits while the others
+hold the budget. A picture larger than the whole budget is decoded when no other decode runs.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import tempfile
+import threading
+from concurrent.futures import Future
+from contextlib import contextmanager
 from pathlib import Path
 
-from caption_debias.view.files import Refused, read_bounded, resolve_inside
+from caption_debias.view.files import Refused
+from caption_debias.view.images import Embedded, ImageSource, RootFile
 
 SIZE = 256  # longer side in pixels
 QUALITY = 80
+DECODE_BUDGET = 640 * 1024 * 1024  # bytes all thumbnail decodes of a server may hold at once
 
 
 def default_cache_dir() -> Path:
@@ -24,24 +36,46 @@ def default_cache_dir() -> Path:
     return Path(base) / "caption-debias" / "thumbs"
 
 
-def make_thumbnail(data: bytes, size: int = SIZE) -> bytes:
-    """JPEG bytes of `data` scaled to fit size x size (draft decoding for JPEGs: a fraction of the work)."""
-    from PIL import Image, ImageOps
+class DecodeBudget:
+    """A semaphore counted in bytes: `hold(n)` waits until n more bytes fit (or nothing else is held)."""
+
+    def __init__(self, limit: int = DECODE_BUDGET):
+        self.limit, self.held, self.peak = limit, 0, 0
+        self._cond = threading.Condition()
+
+    @contextmanager
+    def hold(self, n: int):
+        with self._cond:
+            self._cond.wait_for(lambda: self.held == 0 or self.held + n <= self.limit)
+            self.held += n
+            self.peak = max(self.peak, self.held)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.held -= n
+                self._cond.notify_all()
+
+
+def _jpeg(im) -> bytes:
+    out = io.BytesIO()
+    im.save(out, "JPEG", quality=QUALITY, optimize=True)
+    return out.getvalue()
+
+
+def _thumbnail(source: ImageSource, budget: DecodeBudget, size: int = SIZE) -> bytes:
+    """JPEG bytes of a source's picture fitted into size x size, decoded as every stage decodes it
+    (image_files.thumbnail_of: 16-bit scaled, transparency on white), read from its file object (a
+    file is not read into memory whole) within the budget: the header says what the decode will hold
+    before any pixel is decoded."""
+    from caption_debias.image_files import ImageProblem, decoded_bytes, decoding, draft, open_image, thumbnail_of
 
     try:
-        with Image.open(io.BytesIO(data)) as im:
-            im.draft("RGB", (size, size))
-            im = ImageOps.exif_transpose(im)
-            im.thumbnail((size, size))
-            if im.mode not in ("RGB", "L"):
-                im = im.convert("RGBA")
-                flat = Image.new("RGB", im.size, (255, 255, 255))
-                flat.paste(im, mask=im.getchannel("A"))
-                im = flat
-            out = io.BytesIO()
-            im.save(out, "JPEG", quality=QUALITY, optimize=True)
-            return out.getvalue()
-    except Exception as exc:  # any decoder error: shown as a placeholder, never a crash
+        with source.open() as fh, decoding(None):
+            im = draft(open_image(fh), size)
+            with budget.hold(decoded_bytes(im)):
+                return _jpeg(thumbnail_of(im, size))
+    except ImageProblem as exc:
         raise Refused("not a readable image") from exc
 
 
@@ -66,19 +100,16 @@ def placeholder_svg(why: str) -> bytes:
 
 
 class ThumbCache:
-    def __init__(self, folder: str | Path | None = None):
+    def __init__(self, folder: str | Path | None = None, budget: DecodeBudget | None = None):
         self.folder = Path(folder) if folder else default_cache_dir()
+        self.budget = budget or DecodeBudget()
+        self._lock = threading.Lock()
+        self._making: dict[str, Future] = {}  # cache name -> the decode in progress
 
     def _path(self, name: str) -> Path:
         return self.folder / name[:2] / f"{name}.jpg"
 
-    def _get_or_make(self, name: str, load) -> bytes:
-        path = self._path(name)
-        try:
-            return path.read_bytes()
-        except OSError:
-            pass
-        jpeg = make_thumbnail(load())
+    def _store(self, path: Path, jpeg: bytes) -> None:
         try:  # write-then-rename: a reader never sees half a file
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
@@ -87,25 +118,37 @@ class ThumbCache:
             os.replace(tmp, path)
         except OSError:
             pass  # a read-only cache only costs speed
-        return jpeg
+
+    def for_source(self, source: ImageSource) -> bytes:
+        """The thumbnail of an image source (view/images.py); Refused when there is no picture to show.
+        Concurrent requests for one picture share one decode."""
+        name = source.cache_name()
+        path = self._path(name)
+        try:
+            return path.read_bytes()
+        except OSError:
+            pass
+        with self._lock:
+            making = self._making.get(name)
+            mine = making is None
+            if mine:
+                making = self._making[name] = Future()
+        if not mine:
+            return making.result()  # the decode's thumbnail, or its Refused
+        try:
+            jpeg = _thumbnail(source, self.budget)
+            self._store(path, jpeg)
+            making.set_result(jpeg)
+            return jpeg
+        except BaseException as exc:
+            making.set_exception(exc)
+            raise
+        finally:
+            with self._lock:
+                del self._making[name]
 
     def for_file(self, root: str | Path, relative: str) -> bytes:
-        target = resolve_inside(root, relative)
-        try:
-            st = target.stat()
-        except OSError:
-            raise Refused("image not found") from None
-        name = hashlib.sha1(f"{target}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
-        return self._get_or_make(name, lambda: read_bounded(target))
-
-    def for_source(self, source: tuple) -> bytes:
-        """The thumbnail of a ViewData.image_source: ("bytes", data), ("file", root, path) or
-        ("none", why); Refused when there is no picture to show."""
-        if source[0] == "bytes":
-            return self.for_bytes(source[1])
-        if source[0] == "file":
-            return self.for_file(source[1], source[2])
-        raise Refused(source[1])
+        return self.for_source(RootFile(Path(root), relative))
 
     def for_bytes(self, data: bytes) -> bytes:
-        return self._get_or_make(hashlib.sha1(data).hexdigest(), lambda: data)
+        return self.for_source(Embedded(data))

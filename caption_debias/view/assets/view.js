@@ -21,8 +21,15 @@ function valueOf(card, col) {
   return typeof v === "boolean" ? Number(v) : v;
 }
 
+async function getJSON(url) {  // the body, or an Error with the server's one line (404, 503, ...)
+  const r = await fetch(url);
+  const body = await r.json();
+  if (!r.ok) throw new Error(body.error || r.statusText);
+  return body;
+}
+
 const server = {
-  async meta() { return (await fetch("api/meta")).json(); },
+  async meta() { return getJSON("api/meta"); },
   async page(s) {
     const p = new URLSearchParams({ view: s.view, offset: s.offset, limit: PAGE });
     if (s.reason) p.set("reason", s.reason);
@@ -30,19 +37,16 @@ const server = {
     if (s.q) p.set("q", s.q);
     if (s.rangeCol && (s.min !== "" || s.max !== "")) p.set("range", `${s.rangeCol}:${s.min}:${s.max}`);
     if (s.sort) { p.set("sort", s.sort); p.set("desc", s.desc ? "1" : "0"); }
-    const r = await fetch("api/page?" + p);
-    const body = await r.json();
-    if (!r.ok) throw new Error(body.error || r.statusText);
-    return body;
+    return getJSON("api/page?" + p);
   },
   async detail(card) {
     const [f, s, r] = card.id.split(":");
-    if (s.startsWith("r")) return (await fetch(`api/row?f=${f}&removed=${s.slice(1)}`)).json();
-    return (await fetch(`api/row?f=${f}&s=${s}&r=${r}`)).json();
+    if (s.startsWith("r")) return getJSON(`api/row?f=${f}&removed=${s.slice(1)}`);
+    return getJSON(`api/row?f=${f}&s=${s}&r=${r}`);
   },
   async pair(card) {
     const [f, r] = card.id.split(":");
-    return (await fetch(`api/pair?f=${f}&removed=${r.slice(1)}`)).json();
+    return getJSON(`api/pair?f=${f}&removed=${r.slice(1)}`);
   },
 };
 
@@ -153,8 +157,8 @@ function render(res) {
   for (const el of document.querySelectorAll(".card")) {
     const card = lastRows.find((c) => c.id === el.dataset.id);
     el.addEventListener("click", (ev) => {
-      if (card.match && (ev.target.classList.contains("compare") || card.reason)) openPair(card);
-      else openDetail(card);
+      const open = card.match && (ev.target.classList.contains("compare") || card.reason) ? openPair : openDetail;
+      open(card).catch((e) => showModal(`<p class="muted">${esc(e.message)}</p>`));
     });
   }
 }
@@ -165,10 +169,20 @@ async function load() {
   $("status").textContent = "loading…";
   try {
     const res = await data.page(state);
-    if (mine === ticket) render(res);
+    if (mine !== ticket) return;
+    render(res);
+    if (META && res.generation !== undefined && res.generation !== META.generation) await reread(res.generation);
   } catch (e) {
     if (mine === ticket) { $("grid").innerHTML = ""; $("status").textContent = "error: " + e.message; }
   }
+}
+
+// the server read a folder again (it was rewritten on disk): new counts, reasons and columns
+async function reread(generation) {
+  META = await data.meta();
+  fillControls(META);
+  syncControls();
+  $("status").textContent += ` (the folders changed on disk and were read again)`;
 }
 
 // ---- detail and side by side -------------------------------------------------------------------
@@ -195,8 +209,11 @@ function columnsTable(columns) {
   return `<table class="columns"><tbody>${Object.entries(columns || {}).map(([k, v]) => `<tr><th>${esc(k)}</th><td>${show(v)}</td></tr>`).join("")}</tbody></table>`;
 }
 
+// the viewer's own image route, or a web URL: never javascript:, data: or anything else a row may hold
+const safeLink = (link) => typeof link === "string" && /^(image\/\d+\/|https?:\/\/)/i.test(link);
+
 function imageLink(card) {
-  if (card.link && !SNAP) return `<a class="imglink" href="${esc(card.link)}" target="_blank" rel="noopener">open the image file (${esc(card.image)})</a>`;
+  if (safeLink(card.link) && !SNAP) return `<a class="imglink" href="${esc(card.link)}" target="_blank" rel="noopener noreferrer">open the image file (${esc(card.image)})</a>`;
   return `<span class="muted">image: ${esc(card.image || "none")}</span>`;
 }
 
@@ -238,6 +255,18 @@ function fillControls(meta) {
   const numeric = meta.numeric.map((c) => `<option>${esc(c)}</option>`).join("");
   $("range-col").innerHTML = `<option value="">column…</option>` + numeric;
   $("sort").innerHTML = `<option value="">file order</option>` + numeric;
+}
+
+// the controls as `state` says (after fillControls rebuilt them)
+function syncControls() {
+  const rows = state.view === "kept" ? "kept" : `removed:${state.reason}`;
+  if ([...$("rows").options].some((o) => o.value === rows)) $("rows").value = rows;
+  $("source").value = state.source;
+  const opts = numericFor(state.view).map((c) => `<option>${esc(c)}</option>`).join("");
+  $("sort").innerHTML = `<option value="">file order</option>` + opts;
+  $("range-col").innerHTML = `<option value="">column…</option>` + opts;
+  $("sort").value = state.sort;
+  $("range-col").value = state.rangeCol;
 }
 
 function numericFor(view) {

@@ -1,0 +1,77 @@
+"""What a page asks for: `Query` (which rows, filters, sort, the slice) and its HTTP form.
+
+`parse_query` reads the page's URL parameters into a Query and refuses what is not one (a
+negative or huge offset, a number that is not one) with a ValueError the app answers as 400.
+New filters (columns, sentence signals) are a field here, a parameter in `parse_query` and a
+clause in index.RowIndex.filters.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+PAGE_MAX = 200
+MAX_OFFSET = 1 << 40  # beyond any folder's rows: larger is a malformed request, not an empty page
+
+
+@dataclass
+class Query:
+    """One page request: which rows (kept, or removed of a reason), filters, sort and the slice."""
+
+    view: str = "kept"  # kept | removed
+    reason: str | None = None  # removed rows of this reason (None: all reasons)
+    sources: tuple[str, ...] = ()
+    text: str = ""
+    ranges: tuple[tuple[str, float | None, float | None], ...] = ()
+    sort: str | None = None
+    descending: bool = False
+    offset: int = 0
+    limit: int = 48
+
+    def selection(self) -> tuple:
+        """Everything but the slice: pages of one selection share its filtered, sorted index."""
+        return (self.view, self.reason, self.sources, self.text.lower(), self.ranges, self.sort, self.descending)
+
+    @property
+    def plain(self) -> bool:
+        """Kept rows in file order, unfiltered: served from the row groups without the index."""
+        return self.view == "kept" and not (self.sources or self.text or self.ranges or self.sort)
+
+
+def count(value: str | None, name: str, default: int, upper: int) -> int:
+    """A whole number in 0..upper from a URL parameter (ValueError otherwise: the app's 400)."""
+    if value in (None, ""):
+        return default
+    n = int(value)
+    if not 0 <= n <= upper:
+        raise ValueError(f"{name} must be in 0..{upper:,} (got {value})")
+    return n
+
+
+def bound(value: str | None) -> float | None:
+    if value in (None, ""):
+        return None
+    x = float(value)
+    if math.isnan(x):
+        raise ValueError(f"a range bound must be a number (got {value})")
+    return x
+
+
+def parse_query(params) -> Query:
+    ranges = []
+    for spec in params.getlist("range"):
+        col, _, rest = spec.partition(":")
+        lo, _, hi = rest.partition(":")
+        ranges.append((col, bound(lo), bound(hi)))
+    return Query(
+        view="removed" if params.get("view") == "removed" else "kept",
+        reason=params.get("reason") or None,
+        sources=tuple(s for s in params.getlist("source") if s),
+        text=(params.get("q") or "").strip(),
+        ranges=tuple(ranges),
+        sort=params.get("sort") or None,
+        descending=params.get("desc") in ("1", "true"),
+        offset=count(params.get("offset"), "offset", 0, MAX_OFFSET),
+        limit=max(1, min(PAGE_MAX, count(params.get("limit"), "limit", 48, MAX_OFFSET))),
+    )

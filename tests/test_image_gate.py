@@ -1,0 +1,178 @@
+"""One image gate: every image file the toolkit decodes is opened by caption_debias/image_files.py,
+so curate's hashes and thumbnails, view's thumbnails and the training stages see one picture.
+
+Real files throughout: 16-bit PNGs written by Pillow, flat pictures past Pillow's bomb warning,
+curate run as a command on a prepared folder."""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from caption_debias import image_files
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _opens_images(tree: ast.AST) -> list[int]:
+    """Lines that call Pillow's Image.open (as `Image.open`, `PIL.Image.open`, or imported by name)."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "open":
+            base = node.value
+            if (isinstance(base, ast.Name) and base.id == "Image") or (
+                isinstance(base, ast.Attribute) and base.attr == "Image"
+            ):
+                lines.append(node.lineno)
+        if isinstance(node, ast.ImportFrom) and node.module == "PIL.Image":
+            if any(alias.name == "open" for alias in node.names):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_image_open_is_called_only_in_image_files():
+    found = []
+    for folder in ("caption_debias", "cli"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path == ROOT / "caption_debias" / "image_files.py":
+                continue
+            for line in _opens_images(ast.parse(path.read_text("utf-8"))):
+                found.append(f"{path.relative_to(ROOT)}:{line}")
+    assert found == [], "Image.open outside caption_debias/image_files.py: " + ", ".join(found)
+    # the check finds what it looks for
+    assert _opens_images(ast.parse("from PIL import Image\nImage.open(p)\nimport PIL\nPIL.Image.open(p)")) == [2, 4]
+    assert _opens_images(ast.parse("from PIL.Image import open as o")) == [1]
+
+
+def _png16(grey: np.ndarray) -> bytes:
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.fromarray(grey.astype(np.uint16)).save(out, "PNG")  # mode I;16: a real 16-bit grey PNG
+    assert out.getvalue()[24] == 16  # IHDR bit depth
+    return out.getvalue()
+
+
+def _scene_grey(seed: int, size=(96, 80)) -> np.ndarray:
+    from curate_fixtures import scene
+
+    return np.asarray(scene(seed, size).convert("L")).astype(np.uint16)
+
+
+def test_view_thumbnail_of_a_16_bit_grey_png_is_grey_not_white(tmp_path):
+    from caption_debias.view.thumbs import ThumbCache
+
+    (tmp_path / "g.png").write_bytes(_png16(np.full((60, 80), 78 * 256 + 100)))
+    jpeg = ThumbCache(tmp_path / "cache").for_file(tmp_path, "g.png")
+    thumb = image_files.decode_8bit(jpeg)
+    assert thumb.size == (80, 60) and abs(float(np.asarray(thumb).mean()) - 78) < 2  # was 255: clipped white
+    assert np.asarray(image_files.decode_8bit((tmp_path / "g.png").read_bytes())).mean() == 78  # what pack sees
+
+
+@pytest.mark.parametrize("kind", ["rgb16", "grey16", "palette_transparent", "cmyk", "la", "rgba", "exif_rotated"])
+def test_view_thumbnails_show_the_picture_the_training_stages_decode(tmp_path, kind):
+    from test_faults_images import _picture_file
+
+    from caption_debias.view.thumbs import QUALITY, ThumbCache
+
+    name, reference = _picture_file(kind, tmp_path)  # smaller than a thumbnail: shown at its own size
+    jpeg = ThumbCache(tmp_path / "cache").for_file(tmp_path, name)
+    mode = image_files.decode_8bit((tmp_path / name).read_bytes()).mode
+    expect = io.BytesIO()
+    reference.convert(mode).save(expect, "JPEG", quality=QUALITY, optimize=True)
+    assert jpeg == expect.getvalue(), kind  # the JPEG of exactly the reference picture
+
+
+def test_decode_thumbnail_reduces_before_converting(tmp_path):
+    """A large RGBA PNG: the thumbnail equals the full conversion's thumbnail, made at the small size."""
+    from PIL import Image
+
+    rgba = Image.new("RGBA", (3000, 2000), (200, 30, 30, 128))
+    rgba.paste((20, 20, 220, 255), (0, 0, 1500, 2000))
+    data = io.BytesIO()
+    rgba.save(data, "PNG")
+    im = image_files.open_image(data.getvalue())
+    assert image_files.decoded_bytes(im) == 2 * 3000 * 2000 * 4
+    thumb = image_files.decode_thumbnail(data.getvalue(), 256)
+    full = image_files.decode_8bit(data.getvalue())
+    full.thumbnail((256, 256))
+    assert thumb.mode == "RGB" and thumb.size == full.size == (256, 171)
+    assert np.abs(np.asarray(thumb, np.int16) - np.asarray(full, np.int16)).max() <= 2
+
+
+def _prepare(tmp_path: Path, images: dict[str, bytes]) -> Path:
+    import random
+
+    from curate_fixtures import caption
+
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+
+    rng = random.Random(3)
+    root = tmp_path / "images"
+    root.mkdir()
+    rows = []
+    for name, data in images.items():
+        (root / name).write_bytes(data)
+        rows.append({"key": Path(name).stem, "image": name, "caption": caption(rng)})
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    prepare([tmp_path / "t.jsonl"], tmp_path / "prepared", PrepareOptions(format="table", quiet=True))
+    return root
+
+
+def _curate(tmp_path: Path, root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", "from caption_debias.cli.main import main; main()", "curate"]
+        + [str(tmp_path / "prepared"), "--out", str(tmp_path / "curated"), "--image-root", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _removed(folder: Path) -> dict[str, dict]:
+    lines = (folder / "removed.jsonl").read_text("utf-8").splitlines()
+    return {json.loads(x)["key"]: json.loads(x) for x in lines}
+
+
+def test_curate_tells_16_bit_greys_of_different_brightness_apart_and_finds_their_8_bit_copy(tmp_path):
+    """Two 16-bit pictures of one scene, one half as bright (one perceptual hash), and an 8-bit copy
+    of the bright one: the copy is the duplicate; the darker picture is not (its thumbnail is darker)."""
+    from PIL import Image
+
+    grey = _scene_grey(11) * 256 + 100
+    eight = io.BytesIO()
+    Image.fromarray((grey >> 8).astype(np.uint8), "L").save(eight, "PNG")
+    root = _prepare(tmp_path, {"bright.png": _png16(grey), "dark.png": _png16(grey // 2), "copy.png": eight.getvalue()})
+    proc = _curate(tmp_path, root)
+    assert proc.returncode == 0, proc.stderr
+    removed = _removed(tmp_path / "curated")
+    assert set(removed) == {"table/copy"}, removed  # was {"table/dark"}: both 16-bit thumbnails white
+    assert removed["table/copy"]["reason"] == "duplicate_image"
+    assert removed["table/copy"]["detail"]["match"] == "table/bright"
+
+
+def test_curate_prints_no_decompression_bomb_warning(tmp_path):
+    """Two flat 9,500 x 9,500 greys (past Pillow's warning at 89.5 megapixels, within MAX_PIXELS) whose
+    hashes match: their colour thumbnails are decoded a second time, through the one gate, silently."""
+    from PIL import Image
+
+    files = {}
+    for name, level in (("a.png", 40), ("b.png", 200)):
+        im = Image.new("L", (9500, 9500), level)
+        out = io.BytesIO()
+        im.save(out, "PNG", compress_level=1)
+        files[name] = out.getvalue()
+        del im
+    root = _prepare(tmp_path, files)
+    proc = _curate(tmp_path, root)
+    assert proc.returncode == 0, proc.stderr
+    assert "DecompressionBomb" not in proc.stderr and "Warning" not in proc.stderr, proc.stderr
+    assert _removed(tmp_path / "curated") == {}  # one hash, two greys: the thumbnails tell them apart
