@@ -1,8 +1,9 @@
-"""Are the output bytes of prepare, curate and pack unchanged? sha256 of every file they write.
+"""Are the output bytes of prepare, curate, score and pack unchanged? sha256 of every file they write.
 
 Builds the test suite's curate world (tests/curate_fixtures.py: images with every fault
 planted, an eval set) and pack world (tests/test_pack.py), runs prepare, curate (with
---image-root and --decontaminate) and pack on them, and prints one digest per output file
+--image-root and --decontaminate), score (the shipped demo-start model, as an open_clip
+local-dir: folder) and pack on them, and prints one digest per output file
 (JSON files without the keys that record a time or digest an input's timestamped manifest). With --against REV it also runs the
 same worlds through the code at git revision REV and reports every file that differs.
 
@@ -32,6 +33,8 @@ from test_pack import _options, make_world as make_pack_world
 from caption_debias.curate.options import CurateOptions
 from caption_debias.curate.run import curate
 from caption_debias.pack.run import pack
+from caption_debias.score.options import ScoreOptions
+from caption_debias.score.run import score_folder
 
 # A manifest records when it was made, so digests of an input's manifest (and fingerprints
 # built on them) differ between any two runs: those keys are left out of the comparison.
@@ -48,10 +51,13 @@ root = Path(sys.argv[1])
 world = make_world(root / "cw")
 curate([world["prepared"]], root / "curated", CurateOptions(
     image_root=str(world["images"]), decontaminate=[f"urban1k={world['eval']}"], quiet=True))
+start = Path(sys.argv[3]) / "caption_debias" / "assets" / "demo-start"
+score_folder([world["prepared"]], root / "scored", ScoreOptions(
+    model=f"local-dir:{start}", image_root=str(world["images"]), quiet=True))
 prepared, images = make_pack_world(root / "pw")
 pack(prepared, root / "packed", _options(images))
 digests = {}
-for folder in ("cw/prepared", "curated", "pw/prepared", "packed"):
+for folder in ("cw/prepared", "curated", "scored", "pw/prepared", "packed"):
     for path in sorted((root / folder).rglob("*")):
         rel = path.relative_to(root / folder).as_posix()
         if not path.is_file() or rel.startswith(".caption-debias.lock"):
@@ -70,7 +76,7 @@ def run_stages(code_root: Path, work: Path) -> dict[str, str]:
         shutil.rmtree(work)
     env = dict(os.environ, PYTHONPATH=str(code_root))
     done = subprocess.run(
-        [sys.executable, "-c", RUN, str(work), str(ROOT / "tests")],
+        [sys.executable, "-c", RUN, str(work), str(ROOT / "tests"), str(ROOT)],
         env=env,
         cwd=code_root,  # `python -c` puts the working folder first on sys.path: it must hold the code to run
         capture_output=True,

@@ -11,16 +11,14 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from caption_debias import __version__, shard_digests, storage
+from caption_debias import shard_digests, storage
 from caption_debias.dataset import MANIFEST, PreparedDataset
 from caption_debias.errors import UserError
-from caption_debias.prepare.distributor import Ready
 from caption_debias.runner import reconcile
 from caption_debias.schema import SCHEMA_VERSION
 
@@ -112,14 +110,6 @@ def _tokenizer(manifest: dict[str, Any]) -> str:
     return (manifest.get("tokenizer") or {}).get("name", DEFAULT_TOKENIZER)
 
 
-def reuse_or_run(task: dict[str, Any], side: dict[str, Any] | None, reused: Counter, what: str) -> Any:
-    """What a task generator yields: the finished task's sidecar (counted in reused[what]), else the task."""
-    if side is None:
-        return task
-    reused[what] += 1
-    return Ready(side)
-
-
 class Tally:
     """What the output step's sidecars add up to, gathered in input order: rows read, written and
     removed per input folder, removals by reason, the output shards."""
@@ -201,12 +191,3 @@ def carried(inputs: Inputs) -> dict[str, Any]:
     """What the output keeps of the first input's manifest: how its ids were made."""
     first = inputs.manifests[0] if inputs.manifests else {}
     return {k: first.get(k, {}) for k in ("tokenizer", "segmenter", "summary")}
-
-
-def stamp(elapsed_s: float) -> dict[str, Any]:
-    """The manifest's last keys: which toolkit wrote it, when, in how long."""
-    return {
-        "toolkit_version": __version__,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "elapsed_s": round(elapsed_s, 3),
-    }

@@ -9,24 +9,24 @@ its counts reconcile and writes its manifest last.
 
 One stage run, in order::
 
+    from caption_debias import engines
     from caption_debias.progress import Progress
-    from caption_debias.runner import StageFolder, Summary, load_sidecar, reconcile, write_json
+    from caption_debias.runner import StageFolder, Summary, Task, reconcile, run_tasks, write_json
 
     folder = StageFolder(out, "score", state_dir=".score", owned=("manifest.json", "removed.jsonl", "shards"),
                          subdirs=("shards",), verb="scored")
-    with folder.locked():                                # one writer per folder; OSError -> one line
-        resumed = folder.start(shaping, overwrite)       # True: same options as the run before, reuse its tasks
+    with folder.locked(), engines.runtime(options):     # one writer per folder; OSError -> one line
+        folder.start(shaping, overwrite)                 # folder.resumed: same options as the run before
+        tasks = (Task(i, str(out), fingerprint(...), f".score/shards/part-{i:05d}.json", work=shard) for ...)
         progress = Progress("score", "rows", total=n_rows, quiet=quiet, interval=log_interval)
         with folder.partial_lines("removed.jsonl") as removed:   # OUT/.score/removed.jsonl.partial
-            for task in tasks:
-                side = load_sidecar(sidecar_of(task), task.fingerprint, out) if resumed else None
-                side = side or run_task(task)            # a worker: write_shard(...), then write_json(side, ...)
+            def on_side(task, side):                     # in task order; a worker wrote the output, then `side`
                 removed.write_all(side["removed"])
                 progress.update(done, extra=f"{n} shards")
-        progress.close(finished=True)                    # removed.jsonl is now written whole
-        folder.prune({"shards/part-*.parquet": written_paths}, len(tasks), sidecar_dirs=[".score"])  # earlier leftovers
+            reused = run_tasks(folder, tasks, fn, engines.mapper(options), on_side, progress)
+        folder.prune({"shards/part-*.parquet": written_paths}, n_tasks, sidecar_dirs=[".score/shards"])
         reconcile("score", read=read, written=written, removed=removed.count)
-        write_json(manifest, out / "manifest.json")      # last: only a finished run has one
+        write_json({**manifest, **stamp(elapsed)}, out / "manifest.json")   # last: only a finished run has one
     Summary("score", str(out), {"read": read, "written": written, "removed": removed.count}).print()
 
 What each piece guarantees:
@@ -45,8 +45,14 @@ What each piece guarantees:
 - `atomic_output`, `write_shard`, `write_json`, `write_text`: write a temp name, fsync,
   rename (a remote folder: a local file put under its final name, where it appears whole);
   a failed write removes its temp and raises `WriteFailed` naming the file.
+- `Task`, `run_tasks`: a task is what a worker gets (`work`, typed) and how a rerun knows it
+  is done (its sidecar and fingerprint); `run_tasks` passes every task a resumed folder finished
+  before (`Task.finished`) through without running it, runs the others on the engine
+  (caption_debias/engines: `engines.mapper(options)`) and hands each sidecar back in task order.
 - `load_sidecar`: a finished task's sidecar, when its fingerprint matches and the file it
   names (`side["path"]` under OUT, or `output`) is there with the recorded size.
+- `fingerprint`, `stamp`, `shard_name`: what an output is made from as one digest; a
+  manifest's last keys; `shards/part-NNNNN.parquet`.
 - `StageFolder.partial_lines(name)`: a JSON-lines list (rejects, removals) appended in task
   order to `OUT/<state_dir>/<name>.partial` (a local temp for a remote folder), written
   to `OUT/<name>` whole when the block ends without an error.
@@ -60,21 +66,26 @@ What each piece guarantees:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
-from caption_debias import shard_digests, storage
+from caption_debias import __version__, shard_digests, storage
+from caption_debias.engines.local import Ready
 from caption_debias.errors import UserError
 from caption_debias.locking import LOCK_FILES, folder_lock
 from caption_debias.shard_digests import sha256_file  # noqa: F401  (the digest manifests record and readers check)
 from caption_debias.worker_life import exit_if_orphaned
 
 MANIFEST = "manifest.json"
+SHARDS_DIR = "shards"  # a folder of the prepared-folder contract keeps its shards here (prepare, curate, score)
 STATE_FILE = "state.json"
 TEMP_MARK = ".tmp-"  # write-then-rename temps are named .NAME.tmp-PID beside their file
 PARTIAL = ".partial"
@@ -186,12 +197,118 @@ def load_sidecar(
         return None
     if output is None and side.get("path") is not None:
         output = out / side["path"]
-    if output is not None and (not output.is_file() or output.stat().st_size != side.get("bytes")):
+    if output is None:
+        return side
+    if not output.is_file():
         return None
-    if verify_digest and output is not None and not storage.is_remote(output):
+    sized = "bytes" in side  # every task sidecar records its output's size; score's reference record only its digest
+    if sized and output.stat().st_size != side["bytes"]:
+        return None
+    if verify_digest and not storage.is_remote(output):
         if shard_digests.file_sha256(output) != side.get("sha256"):
             return None
+    elif verify_digest and not sized:  # an object with no recorded size: its digest is the only check
+        if sha256_file(output) != side.get("sha256"):
+            return None
     return side
+
+
+def shard_name(index: int) -> str:
+    """Task `index`'s output shard, relative to the folder: shards/part-NNNNN.parquet."""
+    return f"{SHARDS_DIR}/part-{index:05d}.parquet"
+
+
+def fingerprint(what: Any) -> str:
+    """What a task's output is made from, as one digest: sha256 of `what` as canonical JSON (sorted keys).
+
+    A sidecar whose fingerprint is another is not this task's, so a rerun redoes the task.
+    """
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def stamp(elapsed_s: float) -> dict[str, Any]:
+    """The manifest's last keys: which toolkit wrote it, when, in how long."""
+    return {
+        "toolkit_version": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "elapsed_s": round(elapsed_s, 3),
+    }
+
+
+@dataclass(frozen=True)
+class Task:
+    """One numbered unit of a stage's work (datatrove's rank): what the worker gets, and how a rerun knows it is done.
+
+    `work` is the stage's own typed input (a chunk of records, an input shard, a chunk of rows);
+    the worker function writes the output and then the sidecar at `out / sidecar`, its
+    completion record with `fingerprint`. `output`: the file the sidecar vouches for when it
+    names none in its "path" (curate's signals file); `verify_digest`: a reused output's sha256
+    is checked too (shards, whose digests readers check).
+    """
+
+    index: int
+    out: str
+    fingerprint: str
+    sidecar: str
+    work: Any = None
+    output: str | None = None
+    verify_digest: bool = False
+
+    @property
+    def folder(self) -> Path:
+        return storage.as_path(self.out)
+
+    @property
+    def sidecar_path(self) -> Path:
+        return self.folder / self.sidecar
+
+    def finished(self) -> dict[str, Any] | None:
+        """The sidecar an earlier run left for this very task, with its output in place; else None."""
+        output = self.folder / self.output if self.output else None
+        return load_sidecar(self.sidecar_path, self.fingerprint, self.folder, output, verify_digest=self.verify_digest)
+
+
+Engine = Callable[[Callable[[Any], Any], Iterable[Any]], Iterator[Any]]  # engines.mapper(options)
+
+
+def run_tasks(
+    folder: StageFolder,
+    tasks: Iterable[Task],
+    fn: Callable[[Task], dict[str, Any]],
+    engine: Engine,
+    on_side: Callable[[Task, dict[str, Any]], None],
+    progress: Any = None,
+) -> int:
+    """Run every task not finished by an earlier run through `engine`; `on_side(task, sidecar)` for each, in task order.
+
+    A resumed folder (`folder.start` returned True) reuses each task whose sidecar matches
+    (`Task.finished`) without running it. `progress` (anything with `close(finished)`) is
+    closed when the loop ends: finished only when every task came back. Returns the number of
+    tasks reused.
+    """
+    reused = 0
+    sent: deque[Task] = deque()  # tasks handed to the engine, in order: its results come back in the same order
+
+    def feed() -> Iterator[Any]:
+        nonlocal reused
+        for task in tasks:
+            sent.append(task)
+            side = task.finished() if folder.resumed else None
+            if side is not None:
+                reused += 1
+                yield Ready(side)
+            else:
+                yield task
+
+    finished = False
+    try:
+        for side in engine(fn, feed()):
+            on_side(sent.popleft(), side)
+        finished = True
+    finally:
+        if progress is not None:
+            progress.close(finished)
+    return reused
 
 
 def reconcile(stage: str, *, read: int, written: int, removed: int = 0, rejected: int = 0) -> None:
@@ -253,6 +370,7 @@ class StageFolder:
         self.subdirs = tuple(subdirs)
         self.work = tuple(work)
         self.verb = verb or f"written by {command}"
+        self.resumed = False  # set by start(): an earlier run's finished tasks are reused
 
     @property
     def state(self) -> Path:
@@ -300,6 +418,7 @@ class StageFolder:
                 )
             (out / MANIFEST).unlink(missing_ok=True)  # a manifest is only ever there for a finished run
             self._make_dirs()
+            self.resumed = True
             return True
         if others and not overwrite and not state_path.is_file():
             raise UserError(
@@ -312,6 +431,7 @@ class StageFolder:
                 storage.remove_tree(p) if p.is_dir() else p.unlink()
         self._make_dirs()
         write_json({"options": shaping}, state_path)
+        self.resumed = False
         return False
 
     def _make_dirs(self) -> None:

@@ -145,7 +145,7 @@ def test_kill_9_of_a_command_leaves_no_worker_and_the_folder_unchanged(kill_inpu
 
 @pytest.mark.slow
 def test_kill_9_of_a_ray_run_leaves_no_ray_process(kill_inputs, tmp_path):
-    """--engine ray starts its own local runtime (prepare/ray_engine.ray_runtime); Ray binds the
+    """--engine ray starts its own local runtime (engines/ray.ray_runtime); Ray binds the
     runtime's processes to the command (kernel fate sharing: PR_SET_PDEATHSIG), so kill -9 of the
     command leaves no raylet, GCS or Ray worker behind."""
     import psutil

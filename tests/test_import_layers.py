@@ -131,3 +131,76 @@ def test_the_shared_plotting_helper_sits_at_the_root():
     import caption_debias.stats.plots as plots
 
     assert plots.legend_outside is legend_outside
+
+
+# -- stages: siblings through their public modules only ---------------------------------------
+# A stage package (one command's code) may use another stage only through the modules that stage
+# offers others (docs/architecture.md, "Floors, no cycles"): its options class, its front door
+# (`run`, `api`), and the few modules named below. Nothing of prepare/ is another stage's: what
+# the stages share lives at the root (runner, engines, input_folders, dataset, ...). The floors
+# every stage builds on (readers, text, model) are libraries, not stages.
+
+STAGES = {"prepare", "curate", "score", "stats", "view", "evaluate", "pack", "train", "export", "synth"}
+FRONT_DOOR = {"options", "run", "api"}
+ALSO_PUBLIC = {
+    "evaluate": {"benchmarks", "retrieval"},  # public eval sets as read (curate's decontaminate, train's --val-data)
+    "pack": {"folder"},  # a packed folder read back by index (train)
+    "view": {"data", "files", "thumbs"},  # rows, the file gate and thumbnails (stats' Samples section)
+}
+CLOSED = {"prepare"}  # no other stage imports any module of it
+
+
+def stage_imports() -> list[tuple[str, str, list[str]]]:
+    """(importing file, imported caption_debias module, imported names) for every import in a stage package."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if _unit_of(path) not in STAGES:
+            continue
+        rel = path.relative_to(PACKAGE).as_posix()
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.level == 0
+                and (node.module or "").startswith("caption_debias")
+            ):
+                found.append((rel, node.module, [a.name for a in node.names]))
+            elif isinstance(node, ast.Import):
+                found += [(rel, a.name, []) for a in node.names if a.name.startswith("caption_debias.")]
+    return found
+
+
+def layer_violations(imports: list[tuple[str, str, list[str]]]) -> list[str]:
+    """Each import of a sibling stage's module that is not public, or of a private name, or of prepare/."""
+    bad = []
+    for rel, module, names in imports:
+        parts = module.split(".")
+        stage = parts[1] if len(parts) > 1 else ""
+        if stage not in STAGES or stage == rel.split("/")[0]:
+            continue
+        modules = [parts[2]] if len(parts) > 2 else names  # `from caption_debias.score import run` names the module
+        what = f"{rel}: {module} ({', '.join(names) or 'module'})"
+        if stage in CLOSED:
+            bad.append(f"{what}: nothing of {stage}/ is another stage's")
+        elif any(m not in FRONT_DOOR | ALSO_PUBLIC.get(stage, set()) for m in modules):
+            bad.append(f"{what}: not a public module of {stage}/")
+        elif any(n.startswith("_") for n in [*names, *parts[2:]]):
+            bad.append(f"{what}: a private name")
+    return bad
+
+
+def test_stages_use_siblings_only_through_their_public_modules():
+    imports = stage_imports()
+    assert any(m == "caption_debias.score.run" for _, m, _ in imports)  # the scan sees curate --score-model
+    assert layer_violations(imports) == []
+
+
+def test_the_layer_scan_finds_private_and_closed_imports():
+    planted = [
+        ("curate/run.py", "caption_debias.prepare.distributor", ["ordered_map"]),  # prepare's machinery
+        ("pack/run.py", "caption_debias.prepare.options", ["PrepareOptions"]),  # even prepare's front door
+        ("curate/run.py", "caption_debias.score.shard", ["score_shard"]),  # a module score keeps to itself
+        ("curate/run.py", "caption_debias.score.run", ["_score"]),  # a private name of a public module
+        ("stats/samples.py", "caption_debias.view", ["app"]),  # `from PKG import module`
+    ]
+    assert len(layer_violations(planted)) == len(planted)
+    assert layer_violations([("curate/run.py", "caption_debias.score.run", ["score_folder"])]) == []

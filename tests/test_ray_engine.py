@@ -127,7 +127,7 @@ def test_cli_engine_ray_starts_and_stops_its_own_runtime(tmp_path):
 
 
 def test_read_ahead_keeps_order_and_raises_reader_errors_in_the_caller():
-    from caption_debias.prepare.ray_engine import _read_ahead, _windows
+    from caption_debias.engines.ray import _read_ahead, _windows
 
     assert list(_read_ahead(_windows(range(7), 3))) == [[0, 1, 2], [3, 4, 5], [6]]
 
@@ -145,7 +145,7 @@ def test_read_ahead_keeps_order_and_raises_reader_errors_in_the_caller():
 def test_missing_ray_is_a_user_error(monkeypatch):
     import builtins
 
-    from caption_debias.prepare.ray_engine import _connect
+    from caption_debias.engines.ray import _connect
 
     real_import = builtins.__import__
 
@@ -162,7 +162,7 @@ def test_missing_ray_is_a_user_error(monkeypatch):
 def test_unreachable_ray_address_fails_fast(monkeypatch):
     import socket
 
-    from caption_debias.prepare.ray_engine import _check_reachable
+    from caption_debias.engines.ray import _check_reachable
 
     with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
         s.bind(("127.0.0.1", 0))
@@ -170,3 +170,24 @@ def test_unreachable_ray_address_fails_fast(monkeypatch):
     with pytest.raises(UserError, match=f"cannot reach the Ray cluster at 127.0.0.1:{port}"):
         _check_reachable(f"127.0.0.1:{port}")
     _check_reachable("auto")  # left to Ray
+
+
+def test_score_actors_fit_the_nodes_they_run_on():
+    """--workers actors each ask for what one node can give (a head and a raylet of one CPU each: one CPU
+    per actor at --workers 1, which the cluster's total divided by the actors, 2, never fits)."""
+    from caption_debias.engines.ray import actor_resources, cpus_per_actor
+
+    assert cpus_per_actor([1, 1], 1) == 1 and cpus_per_actor([1, 1], 2) == 1
+    assert cpus_per_actor([4, 2], 1) == 4 and cpus_per_actor([4, 2], 2) == 2 and cpus_per_actor([4, 2], 3) == 2
+    assert cpus_per_actor([8], 3) == 2 and cpus_per_actor([16, 16], 4) == 8
+    assert cpus_per_actor([1, 1], 3) == 0.5 and cpus_per_actor([2], 5) == 0.3333  # more actors than CPUs share them
+    for nodes, workers in [([1, 1], 1), ([4, 2], 3), ([3, 3, 2], 4), ([1], 4)]:
+        per = cpus_per_actor(nodes, workers)
+        assert sum(int(n // per + 1e-9) for n in nodes) >= workers  # every actor has a place
+    with pytest.raises(UserError, match="no CPU"):
+        cpus_per_actor([0], 1)
+    gpu_nodes = [{"CPU": 16.0, "GPU": 2.0}, {"CPU": 4.0, "GPU": 1.0}, {"CPU": 8.0}]
+    assert actor_resources(3, True, gpu_nodes) == {"num_cpus": 4.0, "num_gpus": 1}
+    with pytest.raises(UserError, match="one GPU per actor, and the Ray cluster has 3"):
+        actor_resources(4, True, gpu_nodes)
+    assert actor_resources(2, False, [{"CPU": 1.0}, {"CPU": 1.0}]) == {"num_cpus": 1.0, "num_gpus": 0}

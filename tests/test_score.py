@@ -193,6 +193,41 @@ def test_batched_signals_equal_the_one_row_rule():
     assert not has[2] and has.sum() == n - 1
 
 
+def test_a_rows_signals_do_not_depend_on_the_rows_scored_with_it(monkeypatch):
+    """Bit for bit: a row's clip_score, sentence_scores and sentence_grounding are the same whether its
+    shard holds it alone or among others (a BLAS product's bits for a row depend on how many rows are
+    multiplied with it; task layouts, engines and worker counts must not change a score)."""
+    from caption_debias.score import signals
+    from caption_debias.score.signals import shard_signals
+
+    rng = np.random.default_rng(3)
+
+    def unit(*shape):
+        x = rng.normal(size=shape).astype(np.float32)
+        return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+    n, d, k = 40, 512, 128  # a CLIP width and the default reference sample
+    images, captions, reference = unit(n, d), unit(n, d), unit(k, d)
+    counts = rng.integers(1, 8, size=n)
+    sentences = unit(int(counts.sum()), d)
+    sentence_row = np.repeat(np.arange(n), counts)
+    excluded = [np.array([i], np.int64) if i % 3 == 0 else np.zeros(0, np.int64) for i in range(n)]
+    whole = shard_signals(images, captions, sentences, sentence_row, reference, excluded)
+    for rows in ([0], [5, 6], list(range(7, 20)), list(range(n - 3, n))):
+        picked = np.isin(sentence_row, rows)
+        local_row = np.searchsorted(rows, sentence_row[picked])
+        part = shard_signals(
+            images[rows], captions[rows], sentences[picked], local_row, reference, [excluded[i] for i in rows]
+        )
+        assert part[0].tobytes() == whole[0][rows].tobytes()  # clip_score
+        assert part[1].tobytes() == whole[1][picked].tobytes()  # sentence_scores
+        assert part[2].tobytes() == whole[2][picked].tobytes()  # sentence_grounding
+        assert part[3].tolist() == whole[3][rows].tolist()
+    monkeypatch.setattr(signals, "BLOCK", 7)  # many blocks on three threads: the same bits
+    threaded = shard_signals(images, captions, sentences, sentence_row, reference, excluded, threads=3)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(threaded, whole))
+
+
 def test_embeddings_kept(world, scored, tmp_path):
     out, manifest = scored
     kept = score_folder([world["prepared"]], tmp_path / "emb", _opts(world, keep_embeddings=True))

@@ -6,7 +6,8 @@ from collections import Counter
 from typing import Any
 
 from caption_debias.curate.options import REASONS, CurateOptions
-from caption_debias.input_folders import Tally, carried, stamp
+from caption_debias.input_folders import Tally, carried
+from caption_debias.runner import stamp
 
 
 def funnel(read: int, reasons: Counter) -> list[dict[str, Any]]:

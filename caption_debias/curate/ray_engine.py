@@ -1,7 +1,7 @@
 """`curate --engine ray`: the per-shard steps as Ray Data tasks, the key group-bys as Ray Data shuffles.
 
-The signals and write steps run through prepare's Ray engine (`ray_ordered_map`): one block
-per input shard, the same worker functions as the local pool. The global step's heavy part,
+The signals and write steps run through the Ray engine (`caption_debias/engines/ray.py`): one
+block per input shard, the same worker functions as the local pool. The global step's heavy part,
 finding the rows whose exact key or LSH band key occurs more than once, is a Ray Data
 group-by over the signal files (a hash shuffle on the cluster); the driver then runs the
 funnel on those rows only, exactly as the local engine does, so the output is identical.

@@ -14,35 +14,30 @@ import time
 from collections import Counter
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
 
-from caption_debias import image_files, storage
+from caption_debias import engines, image_files, storage
 from caption_debias.curate import dedup, signals, writer
 from caption_debias.curate.options import CurateOptions
 from caption_debias.dataset import MANIFEST, default_image_root
 from caption_debias.errors import UserError
-from caption_debias.input_folders import Inputs, Tally, open_inputs, reuse_or_run
-from caption_debias.prepare.distributor import ordered_map
+from caption_debias.input_folders import Inputs, Tally, open_inputs
 from caption_debias.progress import Progress, say
-from caption_debias.runner import StageFolder, WriteFailed, load_sidecar, os_error_text, write_json
+from caption_debias.runner import (
+    SHARDS_DIR,
+    StageFolder,
+    Task,
+    WriteFailed,
+    os_error_text,
+    run_tasks,
+    write_json,
+)
 
 REMOVED = "removed.jsonl"
-SHARDS_DIR = "shards"
 STATE_DIR = ".curate"
-
-
-def _mapper(options: CurateOptions) -> Callable:
-    """The local process pool, or Ray Data tasks running the same step functions (--engine ray)."""
-    if options.engine == "ray":
-        from functools import partial
-
-        from caption_debias.prepare.ray_engine import ray_ordered_map
-
-        return partial(ray_ordered_map, address=options.ray_address)
-    return ordered_map
 
 
 def stage_folder(out: Path) -> StageFolder:
@@ -68,51 +63,72 @@ def _open_inputs(folders: list[str | Path], out: Path) -> Inputs:
     return open_inputs(folders, out, tokenizer_rule=_one_tokenizer)
 
 
-def _signal_tasks(inputs: Inputs, out: Path, options: CurateOptions, resumed: bool, reused: Counter) -> Iterator[Any]:
+def _signal_tasks(inputs: Inputs, out: Path, params: signals.SignalParams) -> Iterator[Task]:
     for s in inputs.shards:
-        fp = signals.fingerprint(s.sha256, s.start, options.image_root, options.lsh())
-        task = {
-            "index": s.index,
-            "path": s.path,
-            "rows": s.rows,
-            "start": s.start,
-            "out": str(out),
-            "fingerprint": fp,
-            "image_root": options.image_root,
-            "image_threads": options.image_threads,
-            "lsh": list(options.lsh()),
-        }
-        yield reuse_or_run(task, _load_signal_sidecar(out, s.index, fp) if resumed else None, reused, "signals")
-
-
-def _load_signal_sidecar(out: Path, index: int, fp: str) -> dict[str, Any] | None:
-    return load_sidecar(signals.sidecar_path(out, index), fp, out, output=signals.signals_path(out, index))
+        fp = params.fingerprint(s.sha256, s.start)
+        yield Task(s.index, str(out), fp, signals.sidecar_name(s.index), work=s, output=signals.signals_name(s.index))
 
 
 def _write_tasks(
-    inputs: Inputs, out: Path, options: CurateOptions, decisions: dict, sides: list, resumed: bool, reused: Counter
-) -> Iterator[Any]:
+    inputs: Inputs, out: Path, decisions: dict, sides: list[dict[str, Any]], params: writer.WriteParams
+) -> Iterator[Task]:
     for s, sig_side in zip(inputs.shards, sides):
         removed, dup = decisions["removed"].get(s.index, {}), decisions["duplicate_count"].get(s.index, {})
-        task = {
-            "index": s.index,
-            "path": s.path,
-            "folder": s.folder,
-            "rows": s.rows,
-            "sha256": s.sha256,
-            "signals": str(signals.signals_path(out, s.index)),
-            "signals_sha256": sig_side["sha256"],
-            "removed": {str(k): v for k, v in removed.items()},
-            "duplicate_count": {str(k): v for k, v in dup.items()},
-            "image_root": options.image_root,
-            "embed": options.embed_images,
-            "out": str(out),
-            "alignment": decisions["alignment"],
-            "drop_ungrounded": options.drop_ungrounded,
-        }
-        task["fingerprint"] = writer.fingerprint(task)
-        side = writer.load_sidecar(out, s.index, task["fingerprint"]) if resumed else None
-        yield reuse_or_run(task, side, reused, "shards")
+        work = writer.ShardWrite(
+            shard=s,
+            signals=str(signals.signals_path(out, s.index)),
+            signals_sha256=sig_side["sha256"],
+            removed={str(k): v for k, v in removed.items()},
+            duplicate_count={str(k): v for k, v in dup.items()},
+        )
+        fp = writer.fingerprint(work, params)
+        yield Task(s.index, str(out), fp, writer.sidecar_name(s.index), work=work, verify_digest=True)
+
+
+def _run_signals(folder: StageFolder, inputs: Inputs, options: CurateOptions) -> tuple[list[dict[str, Any]], int]:
+    """The map step over every input shard: (the signals sidecars in shard order, how many were reused)."""
+    params = signals.SignalParams(options.image_root, options.image_threads, tuple(options.lsh()))
+    progress = Progress("curate signals", "rows", inputs.rows, quiet=options.quiet, interval=options.log_interval)
+    sides: list[dict[str, Any]] = []
+    done = Counter()
+
+    def on_side(task: Task, side: dict[str, Any]) -> None:
+        sides.append(side)
+        done["rows"] += side["rows"]
+        progress.update(done["rows"], extra=f"{len(sides)} of {len(inputs.shards)} shards")
+
+    fn = partial(signals.compute, params=params)
+    tasks = _signal_tasks(inputs, folder.out, params)
+    reused = run_tasks(folder, tasks, fn, engines.mapper(options), on_side, progress)
+    return sides, reused
+
+
+def _run_writes(
+    folder: StageFolder, inputs: Inputs, options: CurateOptions, decisions: dict, sig_sides: list, scored_removed: list
+) -> tuple[Tally, list, int]:
+    """The write step over every input shard, removed.jsonl in input order: (what the sidecars add up to, each
+    shard's sentence_keep counts, how many were reused)."""
+    params = writer.WriteParams(
+        options.image_root, options.embed_images, decisions["alignment"], options.drop_ungrounded
+    )
+    tally, masks = Tally(inputs), []
+    total = inputs.rows + len(scored_removed)  # the rows read: those scoring removed too
+    progress = Progress("curate write", "rows", total, quiet=options.quiet, interval=options.log_interval)
+    with folder.partial_lines(REMOVED) as removed_out:  # removed.jsonl appears whole or not at all
+        # rows the scoring could not encode (their image): read and removed
+        tally.add_removed_before(inputs.folders[0]["path"], scored_removed)
+        removed_out.write_all(scored_removed)
+
+        def on_side(task: Task, side: dict[str, Any]) -> None:
+            tally.add(task.work.shard, side)
+            masks.append(side.get("sentence_keep"))
+            removed_out.write_all(side["removed"])
+            progress.update(tally.read, extra=f"{len(tally.shards)} shards")
+
+        fn = partial(writer.write, params=params)
+        tasks = _write_tasks(inputs, folder.out, decisions, sig_sides, params)
+        reused = run_tasks(folder, tasks, fn, engines.mapper(options), on_side, progress)
+    return tally, masks, reused
 
 
 def _decide(inputs: Inputs, out: Path, options: CurateOptions, ev) -> tuple[dict, dedup.Decisions]:
@@ -303,13 +319,8 @@ def curate(inputs: list[str | Path], out: str | Path, options: CurateOptions | N
     storage.refuse_overlap(inputs, out)
     folder = stage_folder(out)
     folder.check_not_a_file()
-    with folder.locked():
+    with folder.locked(), engines.runtime(options):
         try:
-            if options.engine == "ray":
-                from caption_debias.prepare.ray_engine import ray_runtime
-
-                with ray_runtime(options.ray_address, options.workers):
-                    return _curate(inputs, folder, options)
             return _curate(inputs, folder, options)
         except OSError as exc:  # a write no writer named (a full disk's errors name no file)
             raise WriteFailed(f"{exc.filename or out}: {os_error_text(exc)}") from None
@@ -329,7 +340,7 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
     }
     if options.score_model is None:
         require_scores(inputs, options)
-    resumed = folder.start(shaping, options.overwrite)
+    folder.start(shaping, options.overwrite)
     (out / MANIFEST).unlink(missing_ok=True)  # only a finished run has a manifest
     say(f"reading {inputs.rows:,} rows in {len(inputs.shards)} shard{'s' * (len(inputs.shards) != 1)}", options.quiet)
     scored_removed: list[dict[str, Any]] = []
@@ -342,47 +353,15 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
 
         ev = decontaminate.load(options.decontaminate, options.image_root, options.lsh(), options.image_threads)
     reused: Counter = Counter()
-    mapper = _mapper(options)
-    in_flight = options.max_in_flight * options.workers
-    progress = Progress("curate signals", "rows", inputs.rows, quiet=options.quiet, interval=options.log_interval)
-    sig_sides, done = [], 0
-    for side in mapper(
-        signals.compute, _signal_tasks(inputs, out, options, resumed, reused), options.workers, in_flight
-    ):
-        sig_sides.append(side)
-        done += side["rows"]
-        progress.update(done, extra=f"{len(sig_sides)} of {len(inputs.shards)} shards")
-    progress.close(finished=True)
+    sig_sides, reused["signals"] = _run_signals(folder, inputs, options)
     say(f"deciding which of {inputs.rows:,} rows to keep (duplicates across shards, thresholds)", options.quiet)
     decisions, _ = _decide(inputs, out, options, ev)
-    write_sides = mapper(
-        writer.write,
-        _write_tasks(inputs, out, options, decisions, sig_sides, resumed, reused),
-        options.workers,
-        in_flight,
-    )
-    tally = Tally(inputs)
-    total = inputs.rows + len(scored_removed)  # the rows read: those scoring removed too
-    progress = Progress("curate write", "rows", total, quiet=options.quiet, interval=options.log_interval)
-    finished, masks = False, []
-    try:
-        with folder.partial_lines(REMOVED) as removed_out:  # removed.jsonl appears whole or not at all
-            # rows the scoring could not encode (their image): read and removed
-            tally.add_removed_before(inputs.folders[0]["path"], scored_removed)
-            removed_out.write_all(scored_removed)
-            for s, side in zip(inputs.shards, write_sides):
-                tally.add(s, side)
-                masks.append(side.get("sentence_keep"))
-                removed_out.write_all(side["removed"])
-                progress.update(tally.read, extra=f"{len(tally.shards)} shards")
-            finished = True
-    finally:
-        progress.close(finished)
+    tally, masks, reused["shards"] = _run_writes(folder, inputs, options, decisions, sig_sides, scored_removed)
     n = len(inputs.shards)
     folder.prune(
         {
             f"{SHARDS_DIR}/part-*.parquet": [s["path"] for s in tally.shards],
-            f"{signals.SIGNALS_DIR}/part-*.parquet": [f"{signals.SIGNALS_DIR}/part-{i:05d}.parquet" for i in range(n)],
+            f"{signals.SIGNALS_DIR}/part-*.parquet": [signals.signals_name(i) for i in range(n)],
         },
         n,
         sidecar_dirs=[signals.SIGNALS_DIR, writer.WRITE_DIR],

@@ -8,20 +8,20 @@ any order on any worker.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from caption_debias import storage
+from caption_debias import runner, storage
 from caption_debias.curate import images as img
 from caption_debias.curate import minhash, quality
 from caption_debias.curate.options import NUM_PERM
-from caption_debias.runner import write_json, write_shard
+from caption_debias.runner import Task, write_json, write_shard
 from caption_debias.score.options import GROUNDING_EPS
 
 SIGNALS_VERSION = 5  # bump when a signal's definition changes: old signal files are then redone
@@ -40,17 +40,34 @@ def band_name(band: int) -> str:
     return f"band_{band:02d}"
 
 
+def signals_name(index: int) -> str:
+    return f"{SIGNALS_DIR}/part-{index:05d}.parquet"
+
+
+def sidecar_name(index: int) -> str:
+    return f"{SIGNALS_DIR}/part-{index:05d}.json"
+
+
 def signals_path(out: Path, index: int) -> Path:
-    return out / SIGNALS_DIR / f"part-{index:05d}.parquet"
+    return out / signals_name(index)
 
 
 def sidecar_path(out: Path, index: int) -> Path:
-    return out / SIGNALS_DIR / f"part-{index:05d}.json"
+    return out / sidecar_name(index)
 
 
-def fingerprint(shard_sha256: str, start: int, image_root: str | None, lsh: tuple[int, int]) -> str:
-    text = f"{SIGNALS_VERSION}|{shard_sha256}|{start}|{image_root}|{NUM_PERM}|{lsh[0]}|{lsh[1]}"
-    return hashlib.sha256(text.encode()).hexdigest()
+@dataclass(frozen=True)
+class SignalParams:
+    """What every signals task of a run shares (the task's own work is its input shard)."""
+
+    image_root: str | None
+    image_threads: int
+    lsh: tuple[int, int]
+
+    def fingerprint(self, shard_sha256: str | None, start: int) -> str:
+        """What a signals file is made from: the step's version, the input shard and where it starts, these options."""
+        what = {"v": SIGNALS_VERSION, "sha256": shard_sha256, "start": start, "num_perm": NUM_PERM}
+        return runner.fingerprint({**what, "image_root": self.image_root, "lsh": list(self.lsh)})
 
 
 def caption_hash(caption: str) -> bytes:
@@ -286,25 +303,25 @@ def problem_column(column: str) -> str:
     return f"{column}_problem"
 
 
-def compute(task: dict[str, Any]) -> dict[str, Any]:
-    """Worker: the signals of one input shard. Returns the sidecar."""
-    out = storage.as_path(task["out"])
-    present = set(storage.read_schema(task["path"]).names)
-    table = storage.read_table(task["path"], columns=INPUT_COLUMNS + [c for c in SCORE_COLUMNS if c in present])
+def compute(task: Task, params: SignalParams) -> dict[str, Any]:
+    """Worker: the signals of one input shard (`task.work`, an input_folders.InputShard). Returns the sidecar."""
+    shard = task.work
+    present = set(storage.read_schema(shard.path).names)
+    table = storage.read_table(shard.path, columns=INPUT_COLUMNS + [c for c in SCORE_COLUMNS if c in present])
     n = table.num_rows
-    if n != task["rows"]:
+    if n != shard.rows:
         from caption_debias.errors import UserError
 
-        raise UserError(f"{task['path']}: holds {n} rows but its manifest says {task['rows']}")
+        raise UserError(f"{shard.path}: holds {n} rows but its manifest says {shard.rows}")
     images = table.column("image").to_pylist()
     cols: dict[str, pa.Array] = {
-        "order": pa.array(np.arange(task["start"], task["start"] + n, dtype=np.int64)),
+        "order": pa.array(np.arange(shard.start, shard.start + n, dtype=np.int64)),
         "key": table.column("key").combine_chunks(),
     }
     image_key = [b"p" + path_hash(i).to_bytes(8, "little") for i in images]  # the same path is the same image
     coverage = None
-    if task["image_root"] is not None:
-        facts, coverage = image_signals(images, task["image_root"], task["image_threads"])
+    if params.image_root is not None:
+        facts, coverage = image_signals(images, params.image_root, params.image_threads)
         image_key = [f.sha256 if f.status == img.OK else k for f, k in zip(facts, image_key)]
         ok = np.array([f.status == img.OK for f in facts], bool)
         cols["image_status"] = pa.array(np.array([f.status for f in facts], np.int8))
@@ -315,7 +332,7 @@ def compute(task: dict[str, Any]) -> dict[str, Any]:
         cols["image_error"] = pa.array([f.error for f in facts], pa.string())
         cols["image_thumb"] = pa.array([f.thumb for f in facts], pa.binary())
     cols["image_key"] = pa.array(image_key, pa.binary())
-    lsh = tuple(task["lsh"])
+    lsh = params.lsh
     text = _batched_caption_signals(table, lsh)
     cols["caption_hash"] = pa.array(text["caption_hash"], pa.binary(16))
     cols["caption_repetition"] = pa.array(text["caption_repetition"], pa.float32())
@@ -330,14 +347,14 @@ def compute(task: dict[str, Any]) -> dict[str, Any]:
         pa.binary(NUM_PERM * 4), n, [None, pa.py_buffer(sig_bytes)]
     )
     signals = pa.table(cols)
-    rel = signals_path(out, task["index"])
+    path = signals_path(task.folder, task.index)
     side = {
-        "index": task["index"],
-        "fingerprint": task["fingerprint"],
+        "index": task.index,
+        "fingerprint": task.fingerprint,
         "rows": n,
-        "sha256": write_shard(signals, rel),
-        "bytes": rel.stat().st_size,
+        "sha256": write_shard(signals, path),
+        "bytes": path.stat().st_size,
         "coverage": coverage,
     }
-    write_json(side, sidecar_path(out, task["index"]))
+    write_json(side, task.sidecar_path)
     return side

@@ -9,8 +9,7 @@ so memory stays bounded however large the images are.
 
 from __future__ import annotations
 
-import hashlib
-import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +20,9 @@ import pyarrow.parquet as pq
 from caption_debias import runner, storage
 from caption_debias.curate.options import REASONS
 from caption_debias.image_files import ImageRoot
-from caption_debias.prepare import state
+from caption_debias.input_folders import InputShard
 from caption_debias.records import excerpt
-from caption_debias.runner import atomic_output, sha256_file, write_json, write_shard
+from caption_debias.runner import Task, atomic_output, sha256_file, shard_name, write_json, write_shard
 from caption_debias.schema import shard_arrow_schema, shard_table
 
 WRITE_DIR = ".curate/write"
@@ -33,29 +32,50 @@ SIGNAL_COLUMNS = ["caption_repetition", "caption_repeated_sentences", "caption_t
 SIDECAR_VERSION = 2  # bump when the sidecar gains a field the driver reads: older sidecars are then redone
 
 
+def sidecar_name(index: int) -> str:
+    return f"{WRITE_DIR}/part-{index:05d}.json"
+
+
 def sidecar_path(out: Path, index: int) -> Path:
-    return out / WRITE_DIR / f"part-{index:05d}.json"
+    return out / sidecar_name(index)
 
 
-def fingerprint(task: dict[str, Any]) -> str:
-    blob = json.dumps(
+@dataclass(frozen=True)
+class WriteParams:
+    """What every write task of a run shares: the options that shape a curated shard."""
+
+    image_root: str | None
+    embed: bool
+    alignment: dict[str, Any] | None  # low_alignment's thresholds, for its removed lines' detail
+    drop_ungrounded: float | None
+
+
+@dataclass(frozen=True)
+class ShardWrite:
+    """One write task's own work: an input shard, its signals file and what the decisions made of its rows."""
+
+    shard: InputShard
+    signals: str
+    signals_sha256: str
+    removed: dict[str, list]  # local row (as text) -> [reason code, detail or None]
+    duplicate_count: dict[str, int]  # local row (as text) -> rows it stands for
+
+
+def fingerprint(work: ShardWrite, params: WriteParams) -> str:
+    """What a curated shard is made from: the input shard, its signals, the decisions on its rows, the options."""
+    return runner.fingerprint(
         {
-            k: task.get(k)
-            for k in (
-                "sha256",
-                "signals_sha256",
-                "removed",
-                "duplicate_count",
-                "image_root",
-                "embed",
-                "alignment",
-                "drop_ungrounded",
-            )
+            "sha256": work.shard.sha256,
+            "signals_sha256": work.signals_sha256,
+            "removed": work.removed,
+            "duplicate_count": work.duplicate_count,
+            "image_root": params.image_root,
+            "embed": params.embed,
+            "alignment": params.alignment,
+            "drop_ungrounded": params.drop_ungrounded,
+            "sidecar": SIDECAR_VERSION,
         }
-        | {"sidecar": SIDECAR_VERSION},
-        sort_keys=True,
     )
-    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def _hex(values: list[bytes | None]) -> pa.Array:
@@ -70,17 +90,16 @@ def _rounded(v):
     return None if v is None else round(float(v), 4)
 
 
-def row_detail(reason: str, signals: pa.Table, i: int, task: dict[str, Any] | None = None) -> dict[str, Any]:
+def row_detail(reason: str, signals: pa.Table, i: int, params: WriteParams) -> dict[str, Any]:
     """The detail of a row-local reason, read from the row's own signals (and the run's thresholds)."""
-    task = task or {}
 
     def value(name: str):
         return signals.column(name)[i].as_py()
 
     if reason == "low_alignment":
-        return {"clip_score": _rounded(value("clip_score")), **(task.get("alignment") or {})}
+        return {"clip_score": _rounded(value("clip_score")), **(params.alignment or {})}
     if reason == "ungrounded_caption":
-        return {"detail_grounding_max": _rounded(value("detail_grounding_max")), "threshold": task["drop_ungrounded"]}
+        return {"detail_grounding_max": _rounded(value("detail_grounding_max")), "threshold": params.drop_ungrounded}
 
     if reason == "image_unreadable":
         return {"error": value("image_error")}
@@ -148,13 +167,13 @@ def mask_counts(table: pa.Table) -> dict[str, int] | None:
     }
 
 
-def build_table(task: dict[str, Any]) -> tuple[pa.Table, list[dict[str, Any]]]:
+def build_table(work: ShardWrite, params: WriteParams) -> tuple[pa.Table, list[dict[str, Any]]]:
     """The kept rows with every schema column, and the removed.jsonl lines of this shard."""
     schema = shard_arrow_schema()
-    table = storage.read_table(task["path"])
-    signals = storage.read_table(task["signals"])
+    table = storage.read_table(work.shard.path)
+    signals = storage.read_table(work.signals)
     n = table.num_rows
-    removed_at = {int(i): r for i, r in task["removed"].items()}  # local row -> [reason code, detail]
+    removed_at = {int(i): r for i, r in work.removed.items()}  # local row -> [reason code, detail]
     keep = np.ones(n, bool)
     keep[list(removed_at)] = False
     lines = []
@@ -164,10 +183,10 @@ def build_table(task: dict[str, Any]) -> tuple[pa.Table, list[dict[str, Any]]]:
         captions = table.column("caption").to_pylist()
         for i in sorted(removed_at):
             code, detail = removed_at[i]
-            detail = detail or row_detail(REASONS[code], signals, i, task)
+            detail = detail or row_detail(REASONS[code], signals, i, params)
             line = {"key": keys[i], "reason": REASONS[code], "detail": detail, "image": images[i]}
             line["caption"] = excerpt(captions[i])
-            line["input"] = task["folder"]
+            line["input"] = work.shard.folder
             lines.append(line)
     idx = pa.array(np.flatnonzero(keep))
     kept = table.take(idx)
@@ -179,12 +198,12 @@ def build_table(task: dict[str, Any]) -> tuple[pa.Table, list[dict[str, Any]]]:
             columns[name] = sig.column(name).cast(field.type)
         elif name == "duplicate_count":
             counts = np.zeros(n, np.int32)
-            for i, c in task["duplicate_count"].items():
+            for i, c in work.duplicate_count.items():
                 counts[int(i)] = c
             columns[name] = pa.array(counts[keep], pa.int32())
-        elif name == "sentence_keep" and task.get("drop_ungrounded") is not None:
-            columns[name] = sentence_keep(kept, task["drop_ungrounded"])
-        elif name in IMAGE_COLUMNS and task["image_root"] is not None:
+        elif name == "sentence_keep" and params.drop_ungrounded is not None:
+            columns[name] = sentence_keep(kept, params.drop_ungrounded)
+        elif name in IMAGE_COLUMNS and params.image_root is not None:
             if name == "image_sha256":
                 columns[name] = _hex(sig.column("image_sha256").to_pylist())
             elif name == "image_phash":
@@ -218,15 +237,15 @@ def _write_embedded(table: pa.Table, path: Path, image_root: str) -> str:
     return digest
 
 
-def write(task: dict[str, Any]) -> dict[str, Any]:
-    """Worker: the curated shard of one input shard. Returns the sidecar."""
-    out = storage.as_path(task["out"])
-    table, lines = build_table(task)
+def write(task: Task, params: WriteParams) -> dict[str, Any]:
+    """Worker: the curated shard of one input shard (`task.work`, a ShardWrite). Returns the sidecar."""
+    out = task.folder
+    table, lines = build_table(task.work, params)
     side: dict[str, Any] = {
-        "index": task["index"],
-        "fingerprint": task["fingerprint"],
+        "index": task.index,
+        "fingerprint": task.fingerprint,
         "rows": table.num_rows,
-        "read": task["rows"],
+        "read": task.work.shard.rows,
         "path": None,
         "sha256": None,
         "bytes": None,
@@ -234,15 +253,11 @@ def write(task: dict[str, Any]) -> dict[str, Any]:
         "sentence_keep": mask_counts(table),
     }
     if table.num_rows:
-        rel = state.shard_name(task["index"])
-        if task["embed"]:
-            digest = _write_embedded(table, out / rel, task["image_root"])
+        rel = shard_name(task.index)
+        if params.embed:
+            digest = _write_embedded(table, out / rel, params.image_root)
         else:
             digest = write_shard(table, out / rel)
         side.update(path=rel, sha256=digest, bytes=(out / rel).stat().st_size)
-    write_json(side, sidecar_path(out, task["index"]))
+    write_json(side, task.sidecar_path)
     return side
-
-
-def load_sidecar(out: Path, index: int, fp: str) -> dict[str, Any] | None:
-    return runner.load_sidecar(sidecar_path(out, index), fp, out, verify_digest=True)

@@ -9,24 +9,32 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import time
 from collections import Counter
-from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any, Iterator
 
-from caption_debias import __version__, storage
+from caption_debias import engines, runner, storage
 from caption_debias.dataset import MANIFEST as PREPARED_MANIFEST
 from caption_debias.dataset import PreparedDataset, default_image_root, read_manifest
 from caption_debias.errors import UserError
 from caption_debias.pack import state
 from caption_debias.pack.images import resizer_version
 from caption_debias.pack.options import PackOptions
-from caption_debias.pack.tars import COLUMNS, OPTIONAL_COLUMNS, SAMPLE_VERSION, TarTask, pack_tar, tar_name
-from caption_debias.prepare.distributor import Ready, ordered_map
+from caption_debias.pack.tars import COLUMNS, OPTIONAL_COLUMNS, SAMPLE_VERSION, pack_tar, sidecar_name, tar_name
 from caption_debias.progress import Progress, say
-from caption_debias.runner import StageFolder, Summary, WriteFailed, os_error_text, reconcile, write_json
+from caption_debias.runner import (
+    StageFolder,
+    Summary,
+    Task,
+    WriteFailed,
+    os_error_text,
+    reconcile,
+    run_tasks,
+    stamp,
+    write_json,
+)
 
 
 def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = None) -> dict[str, Any]:
@@ -44,7 +52,7 @@ def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = No
     storage.require_shared(out, options.workers, options.engine, "--out")
     storage.refuse_overlap([ds.folder], out)
     folder = state.stage_folder(out)
-    with folder.locked():
+    with folder.locked(), engines.runtime(options):
         try:
             return _pack(ds, str(prepared), folder, options, started)
         except OSError as exc:  # a write no writer named (a full disk's errors name no file)
@@ -67,68 +75,62 @@ def _chunks(ds: PreparedDataset, options: PackOptions) -> Iterator[list[dict[str
         yield chunk
 
 
-def _fingerprint(shaping: dict[str, Any], index: int, rows: list[dict[str, Any]]) -> str:
-    ident = {"shaping": shaping, "index": index, "rows": len(rows), "first": rows[0]["key"], "last": rows[-1]["key"]}
-    ident["samples"] = SAMPLE_VERSION  # a tar of an older sample layout is redone
-    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:32]
-
-
-def _mapper(options: PackOptions):
-    """The local process pool, or Ray Data tasks running the same pack_tar (--engine ray)."""
-    if options.engine == "ray":
-        from functools import partial
-
-        from caption_debias.prepare.ray_engine import ray_ordered_map
-
-        return partial(ray_ordered_map, address=options.ray_address)
-    return ordered_map
+def _tasks(ds: PreparedDataset, options: PackOptions, out: Path, shaping: dict[str, Any]) -> Iterator[Task]:
+    """One task per chunk, fingerprinted by the options, its place, its first and last keys and the sample layout."""
+    for index, rows in enumerate(_chunks(ds, options)):
+        ident = {"index": index, "rows": len(rows), "first": rows[0]["key"], "last": rows[-1]["key"]}
+        fp = runner.fingerprint({"shaping": shaping, **ident, "samples": SAMPLE_VERSION})  # older layouts: redone
+        yield Task(index, str(out), fp, sidecar_name(index), work=rows)
 
 
 def _pack(ds: PreparedDataset, given: str, folder: StageFolder, options: PackOptions, started: float) -> dict[str, Any]:
     out = folder.out
     input_digest = hashlib.sha256((ds.folder / PREPARED_MANIFEST).read_bytes()).hexdigest()
     shaping = {"input_manifest_sha256": input_digest, **options.output_shaping()}
-    resumed = folder.start(shaping, options.overwrite)
-    reused = 0
+    folder.start(shaping, options.overwrite)
     say(f"packing {ds.rows:,} rows of {given} into tars of {options.samples_per_shard:,} samples", options.quiet)
-
-    def tasks() -> Iterator[Any]:
-        nonlocal reused
-        for index, rows in enumerate(_chunks(ds, options)):
-            fingerprint = _fingerprint(shaping, index, rows)
-            side = state.load_sidecar(out, index, fingerprint) if resumed else None
-            if side is not None:
-                reused += 1
-                yield Ready(side)
-            else:
-                yield TarTask(index, rows, str(out), options, fingerprint)
-
     tars: list[dict[str, Any]] = []
     reasons: Counter = Counter()
-    read = 0
+    read = Counter()
     total = None if options.split else ds.rows
     progress = Progress("pack", "rows", total, quiet=options.quiet, interval=options.log_interval)
-    finished = False
-    try:
-        with folder.partial_lines(state.REMOVED) as removed:  # removed.jsonl appears whole or not at all
-            for side in _mapper(options)(pack_tar, tasks(), options.workers, options.max_in_flight * options.workers):
-                read += side["rows"]
-                for entry in side["removed"]:
-                    reasons[entry["reason"]] += 1
-                    removed.write(entry)
-                tars.append({k: side[k] for k in ("path", "samples", "rows", "sha256", "bytes")})
-                progress.update(read, extra=f"{len(tars)} tars")
-            if not tars:
-                raise UserError(f"{given}: no rows to pack" + (f" in split {options.split!r}" if options.split else ""))
-            finished = True
-    finally:
-        progress.close(finished)
+    with folder.partial_lines(state.REMOVED) as removed:  # removed.jsonl appears whole or not at all
+
+        def on_side(task: Task, side: dict[str, Any]) -> None:
+            read["rows"] += side["rows"]
+            for entry in side["removed"]:
+                reasons[entry["reason"]] += 1
+                removed.write(entry)
+            tars.append({k: side[k] for k in ("path", "samples", "rows", "sha256", "bytes")})
+            progress.update(read["rows"], extra=f"{len(tars)} tars")
+
+        fn = partial(pack_tar, options=options)
+        reused = run_tasks(folder, _tasks(ds, options, out, shaping), fn, engines.mapper(options), on_side, progress)
+        if not tars:
+            raise UserError(f"{given}: no rows to pack" + (f" in split {options.split!r}" if options.split else ""))
     folder.prune({state.TAR_GLOB: [t["path"] for t in tars]}, len(tars), sidecar_dirs=[state.STATE_DIR])
     write_json({t["path"]: t["samples"] for t in tars}, out / state.SIZES)
-
     written = sum(t["samples"] for t in tars)
-    reconcile("pack", read=read, written=written, removed=sum(reasons.values()))
-    manifest = {
+    reconcile("pack", read=read["rows"], written=written, removed=sum(reasons.values()))
+    manifest = _manifest(ds, given, options, tars, read["rows"], reasons, input_digest, started)
+    write_json(manifest, out / state.MANIFEST)
+    if not options.quiet:
+        _summary(manifest, out, reused)
+    return manifest
+
+
+def _manifest(
+    ds: PreparedDataset,
+    given: str,
+    options: PackOptions,
+    tars: list[dict[str, Any]],
+    read: int,
+    reasons: Counter,
+    input_digest: str,
+    started: float,
+) -> dict[str, Any]:
+    written = sum(t["samples"] for t in tars)
+    return {
         "kind": state.KIND,
         "format": "webdataset",
         "complete": True,
@@ -154,14 +156,8 @@ def _pack(ds: PreparedDataset, given: str, folder: StageFolder, options: PackOpt
         "tokenizer": ds.manifest.get("tokenizer"),
         "segmenter": ds.manifest.get("segmenter"),
         "summary": ds.manifest.get("summary"),
-        "toolkit_version": __version__,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "elapsed_s": round(time.monotonic() - started, 3),
+        **stamp(time.monotonic() - started),
     }
-    write_json(manifest, out / state.MANIFEST)
-    if not options.quiet:
-        _summary(manifest, out, reused)
-    return manifest
 
 
 def train_data_pattern(n_tars: int) -> str:

@@ -9,10 +9,8 @@ each finished tar's counts, digest and removals.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from caption_debias import runner
-from caption_debias.pack.tars import STATE_DIR, sidecar_path
+from caption_debias.pack.tars import STATE_DIR
 from caption_debias.runner import StageFolder
 
 KIND = "caption-debias packed"  # manifest["kind"]: tells a packed folder from a prepared one
@@ -28,8 +26,3 @@ def stage_folder(out: Path) -> StageFolder:
     return StageFolder(
         out, "pack", state_dir=STATE_DIR, owned=(MANIFEST, SIZES, REMOVED), owned_pattern=TAR_PATTERN, verb="packed"
     )
-
-
-def load_sidecar(out: Path, index: int, fingerprint: str) -> dict[str, Any] | None:
-    """The finished tar's sidecar when it matches this chunk and its tar is in place, else None."""
-    return runner.load_sidecar(sidecar_path(out, index), fingerprint, out)

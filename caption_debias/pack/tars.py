@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from caption_debias import storage
 from caption_debias.augment import kept_caption
 from caption_debias.pack.images import ImageFailed, ImageReader
 from caption_debias.pack.options import PackOptions
-from caption_debias.runner import WriteFailed, os_error_text, sha256_file, temp_path, write_json
+from caption_debias.runner import Task, WriteFailed, os_error_text, sha256_file, temp_path, write_json
 from caption_debias.worker_life import exit_if_orphaned
 
 # Columns of the prepared shards a sample is made from.
@@ -35,21 +34,16 @@ def tar_name(index: int) -> str:
     return f"{index:05d}.tar"
 
 
+def sidecar_name(index: int) -> str:
+    return f"{STATE_DIR}/{index:05d}.json"
+
+
 def sidecar_path(out: Path, index: int) -> Path:
-    return out / STATE_DIR / f"{index:05d}.json"
+    return out / sidecar_name(index)
 
 
 def sample_name(index: int, position: int, samples_per_shard: int) -> str:
     return f"{index:05d}{position:0{len(str(samples_per_shard - 1))}d}"
-
-
-@dataclass
-class TarTask:
-    index: int
-    rows: list[dict[str, Any]]  # COLUMNS of each row, in input order
-    out: str
-    options: PackOptions
-    fingerprint: str
 
 
 def sample_json(row: dict[str, Any], resized) -> bytes:
@@ -77,12 +71,13 @@ def sample_json(row: dict[str, Any], resized) -> bytes:
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-def pack_tar(task: TarTask) -> dict[str, Any]:
-    """Worker: resize every image of the chunk, write the tar and its sidecar. Returns the sidecar."""
+def pack_tar(task: Task, options: PackOptions) -> dict[str, Any]:
+    """Worker: resize every image of the chunk (`task.work`: its rows, COLUMNS of each, in input order),
+    write the tar and its sidecar. Returns the sidecar."""
     from webdataset import TarWriter
 
-    out = storage.as_path(task.out)
-    options = task.options
+    rows: list[dict[str, Any]] = task.work
+    out = task.folder
     path = out / tar_name(task.index)
     tmp = temp_path(path)  # local; for a remote folder put under its name once complete
     reader = ImageReader(options.image_root, options)
@@ -91,7 +86,7 @@ def pack_tar(task: TarTask) -> dict[str, Any]:
     try:
         with open(tmp, "wb") as fh:
             with TarWriter(fh, encoder=False, mtime=TAR_MTIME) as writer:
-                for position, row in enumerate(task.rows):
+                for position, row in enumerate(rows):
                     try:
                         resized = reader.resized(row["image"])
                     except ImageFailed as failed:
@@ -134,11 +129,11 @@ def pack_tar(task: TarTask) -> dict[str, Any]:
         "index": task.index,
         "fingerprint": task.fingerprint,
         "path": path.name,
-        "rows": len(task.rows),
+        "rows": len(rows),
         "samples": written,
         "sha256": digest,
         "bytes": size,
         "removed": removed,
     }
-    write_json(side, sidecar_path(out, task.index))
+    write_json(side, task.sidecar_path)
     return side

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timezone
 from typing import Any
 
-from caption_debias import __version__
-from caption_debias.runner import reconcile
+from caption_debias.runner import reconcile, stamp
 from caption_debias.schema import SCHEMA_VERSION
 
 
@@ -46,7 +44,5 @@ def build(
         "tokenizer": tokenizer,
         "segmenter": segmenter,
         "summary": summary,
-        "toolkit_version": __version__,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "elapsed_s": round(elapsed_s, 3),
+        **stamp(elapsed_s),
     }

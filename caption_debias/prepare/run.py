@@ -9,19 +9,28 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any, Iterator
 
-from caption_debias import storage
+from caption_debias import engines, storage
 from caption_debias.dataset import MANIFEST, REJECTS, STATE_DIR
 from caption_debias.errors import IncompleteInput, UserError
 from caption_debias.prepare import state
-from caption_debias.prepare.distributor import Ready, ordered_map
 from caption_debias.prepare.manifest import build
 from caption_debias.prepare.options import PrepareOptions
 from caption_debias.prepare.progress import PrepareProgress, print_summary
-from caption_debias.prepare.stream import Chunk, InputCounts, chunks, reason_group, resolve_format
-from caption_debias.runner import StageFolder, WriteFailed, os_error_text, write_json, write_shard
+from caption_debias.prepare.stream import InputCounts, chunks, reason_group, resolve_format
+from caption_debias.runner import (
+    StageFolder,
+    Task,
+    WriteFailed,
+    os_error_text,
+    run_tasks,
+    shard_name,
+    write_json,
+    write_shard,
+)
 
 
 def _clean(text: Any) -> Any:
@@ -29,12 +38,12 @@ def _clean(text: Any) -> Any:
     return text.encode("utf-8", "replace").decode("utf-8") if isinstance(text, str) else text
 
 
-def finish_chunk(task: tuple[Chunk, str, str, str, str]) -> dict[str, Any]:
-    """Worker: text steps, shard and sidecar for one chunk. Returns the sidecar."""
+def finish_chunk(task: Task, segmenter: str, summary: str) -> dict[str, Any]:
+    """Worker: text steps, shard and sidecar for one chunk (`task.work`). Returns the sidecar."""
     from caption_debias.prepare.steps import process_records
 
-    chunk, out, fingerprint, segmenter, summary = task
-    out_dir = storage.as_path(out)
+    chunk = task.work
+    out_dir = task.folder
     table, step_rejects = process_records(chunk.records, segmenter, summary)
     per_input: dict[str, dict[str, int]] = {}
     for name, (read, rejected, duplicates) in chunk.counts.items():
@@ -47,7 +56,7 @@ def finish_chunk(task: tuple[Chunk, str, str, str, str]) -> dict[str, Any]:
     rejects = [*chunk.rejects, *step_rejects]
     side: dict[str, Any] = {
         "index": chunk.index,
-        "fingerprint": fingerprint,
+        "fingerprint": task.fingerprint,
         "rows": len(table),
         "path": None,
         "sha256": None,
@@ -57,21 +66,10 @@ def finish_chunk(task: tuple[Chunk, str, str, str, str]) -> dict[str, Any]:
         "fatal": [r.input for r in chunk.rejects if r.fatal],
     }
     if len(table):
-        rel = state.shard_name(chunk.index)
+        rel = shard_name(chunk.index)
         side.update(path=rel, sha256=write_shard(table, out_dir / rel), bytes=(out_dir / rel).stat().st_size)
-    write_json(side, state.sidecar_path(out_dir, chunk.index))
+    write_json(side, task.sidecar_path)
     return side
-
-
-def _mapper(options: PrepareOptions):
-    """The local process pool, or Ray Data tasks running the same finish_chunk (--engine ray)."""
-    if options.engine == "ray":
-        from functools import partial
-
-        from caption_debias.prepare.ray_engine import ray_ordered_map
-
-        return partial(ray_ordered_map, address=options.ray_address)
-    return ordered_map
 
 
 def _resolve_inputs(inputs: list[str | Path], fmt: str) -> list[tuple[str, Path, str]]:
@@ -117,67 +115,85 @@ def prepare(inputs: list[str | Path], output: str | Path, options: PrepareOption
     resolved = _resolve_inputs(inputs, options.format)
     folder = state.stage_folder(out)
     folder.check_not_a_file()
-    with folder.locked():
+    with folder.locked(), engines.runtime(options):
         try:
             return _prepare_locked(resolved, folder, options, started)
         except OSError as exc:  # writes not made through the runner's writers (which name their file themselves)
             raise WriteFailed(f"{exc.filename or out}: {os_error_text(exc)}") from None
 
 
-def _prepare_locked(
-    resolved: list[tuple[str, Path, str]], folder: StageFolder, options: PrepareOptions, started: float
-) -> dict[str, Any]:
-    from caption_debias.text import summary as summary_mod
-    from caption_debias.text.segment import get_segmenter
-    from caption_debias.text.tokenize import get_tokenizer
+class _Merged:
+    """The chunks' sidecars gathered in chunk order: counts per input, rejects (appended to the list), shards."""
 
+    def __init__(self, names: list[str], rejects_out, progress: PrepareProgress) -> None:
+        self.per_input = {name: Counter() for name in names}
+        self.reasons: Counter = Counter()
+        self.shards: list[dict[str, Any]] = []
+        self.n_chunks = 0
+        self.rejects_out, self.progress = rejects_out, progress
+
+    def add(self, task: Task, side: dict[str, Any]) -> None:
+        self.n_chunks += 1
+        for name, counts in side["inputs"].items():
+            self.per_input[name].update(counts)
+        for rej in side["rejects"]:
+            self.reasons[reason_group(rej["reason"])] += 1
+            self.rejects_out.write(rej)
+        if side["path"] is not None:
+            self.shards.append({"path": side["path"], "rows": side["rows"], "sha256": side["sha256"]})
+        read = sum(c["read"] for c in self.per_input.values())
+        self.progress.update(read, sum(self.reasons.values()), len(self.shards))
+
+
+Resolved = list[tuple[str, Path, str]]  # (input as given, its path, its format)
+
+
+def _tasks(
+    resolved: Resolved, out: Path, options: PrepareOptions, totals: dict[str, InputCounts], progress: PrepareProgress
+) -> Iterator[Task]:
+    """One task per chunk of the single ordered stream, fingerprinted by everything it carries."""
+    for chunk in chunks(resolved, options, totals, on_read=progress.reading):
+        sidecar = state.sidecar_name(chunk.index)
+        yield Task(chunk.index, str(out), chunk.fingerprint(), sidecar, work=chunk, verify_digest=True)
+
+
+def _prepare_locked(resolved: Resolved, folder: StageFolder, options: PrepareOptions, started: float) -> dict[str, Any]:
     shaping = {
         "inputs": [n for n, _, _ in resolved],
         "formats": [f for _, _, f in resolved],
         **options.output_shaping(),
     }
     out = folder.out
-    resumed = folder.start(shaping, options.overwrite)
-
+    folder.start(shaping, options.overwrite)
     totals = {name: InputCounts(name, fmt) for name, _, fmt in resolved}
-    reused = 0
-
-    def tasks() -> Iterator[Any]:
-        nonlocal reused
-        for chunk in chunks(resolved, options, totals, on_read=progress.reading):
-            fingerprint = chunk.fingerprint()
-            side = state.load_sidecar(out, chunk.index, fingerprint) if resumed else None
-            if side is not None:
-                reused += 1
-                yield Ready(side)
-            else:
-                yield (chunk, str(out), fingerprint, options.segmenter, options.summary)
-
-    per_input = {name: Counter() for name, _, _ in resolved}
-    reasons: Counter = Counter()
-    shards: list[dict[str, Any]] = []
-    n_chunks = 0
     progress = PrepareProgress(options.quiet, [path for _, path, _ in resolved], options.log_interval, options.limit)
-    finished = False
-    try:
-        with folder.partial_lines(REJECTS) as rejects_out:  # rejects.jsonl appears whole or not at all
-            for side in _mapper(options)(
-                finish_chunk, tasks(), options.workers, options.max_in_flight * options.workers
-            ):
-                n_chunks += 1
-                for name, counts in side["inputs"].items():
-                    per_input[name].update(counts)
-                for rej in side["rejects"]:
-                    reasons[reason_group(rej["reason"])] += 1
-                    rejects_out.write(rej)
-                if side["path"] is not None:
-                    shards.append({"path": side["path"], "rows": side["rows"], "sha256": side["sha256"]})
-                progress.update(sum(c["read"] for c in per_input.values()), sum(reasons.values()), len(shards))
-            finished = True
-    finally:
-        progress.close(finished)
-    folder.prune({f"{state.SHARDS_DIR}/part-*.parquet": [s["path"] for s in shards]}, n_chunks, [STATE_DIR])
+    fn = partial(finish_chunk, segmenter=options.segmenter, summary=options.summary)
+    with folder.partial_lines(REJECTS) as rejects_out:  # rejects.jsonl appears whole or not at all
+        merged = _Merged([name for name, _, _ in resolved], rejects_out, progress)
+        tasks = _tasks(resolved, out, options, totals, progress)
+        reused = run_tasks(folder, tasks, fn, engines.mapper(options), merged.add, progress)
+    folder.prune(
+        {f"{state.SHARDS_DIR}/part-*.parquet": [s["path"] for s in merged.shards]}, merged.n_chunks, [STATE_DIR]
+    )
+    return _finish(resolved, out, options, shaping, totals, merged, reused, started)
 
+
+def _finish(
+    resolved: Resolved,
+    out: Path,
+    options: PrepareOptions,
+    shaping: dict[str, Any],
+    totals: dict[str, InputCounts],
+    merged: _Merged,
+    reused: int,
+    started: float,
+) -> dict[str, Any]:
+    """The manifest (written last), the summary, and IncompleteInput when an input was cut off."""
+    from caption_debias.text import summary as summary_mod
+    from caption_debias.text.segment import get_segmenter
+    from caption_debias.text.tokenize import get_tokenizer
+
+    per_input, reasons, shards = merged.per_input, merged.reasons, merged.shards
     input_entries = []
     for name, _, fmt in resolved:
         c = per_input[name]

@@ -8,21 +8,17 @@ OUT/.prepare/part-NNNNN.json each finished chunk's rows, sha256, rejects and cou
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from caption_debias import runner
 from caption_debias.dataset import MANIFEST, REJECTS, STATE_DIR
-from caption_debias.runner import StageFolder
-
-SHARDS_DIR = "shards"
+from caption_debias.runner import SHARDS_DIR, StageFolder
 
 
-def shard_name(index: int) -> str:
-    return f"{SHARDS_DIR}/part-{index:05d}.parquet"
+def sidecar_name(index: int) -> str:
+    return f"{STATE_DIR}/part-{index:05d}.json"
 
 
 def sidecar_path(out: Path, index: int) -> Path:
-    return out / STATE_DIR / f"part-{index:05d}.json"
+    return out / sidecar_name(index)
 
 
 def stage_folder(out: Path) -> StageFolder:
@@ -36,8 +32,3 @@ def stage_folder(out: Path) -> StageFolder:
         work=(f"{SHARDS_DIR}/part-*.parquet",),  # a run whose every chunk was rejected holds nothing to keep
         verb="prepared",
     )
-
-
-def load_sidecar(out: Path, index: int, fingerprint: str) -> dict[str, Any] | None:
-    """The finished chunk's sidecar when it matches this chunk and its shard is in place, else None."""
-    return runner.load_sidecar(sidecar_path(out, index), fingerprint, out, verify_digest=True)

@@ -10,8 +10,8 @@ A pipeline of small steps:
   writer    the scored table: input columns untouched, score columns filled
   shard     the map step: one input shard -> one scored shard + sidecar (a worker or a Ray actor)
   manifest  the folder's manifest: counts, lineage, the model's identity, the reference sample
-  run       score_folder(): lock, resume, reference sample, the map, removed.jsonl, manifest
-  ray_engine  the map step in a Ray Data actor pool
+  run       score_folder(): lock, resume, reference sample, the map (on the stage runner and an
+            engine: the local pool, or a Ray actor pool holding the model once per actor), removed.jsonl, manifest
 """
 
 import os

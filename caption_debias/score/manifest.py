@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from caption_debias.input_folders import Tally, carried, stamp
+from caption_debias.input_folders import Tally, carried
+from caption_debias.runner import stamp
 from caption_debias.score.options import REASONS, ScoreOptions
 from caption_debias.score.signals import MIN_OTHERS
 

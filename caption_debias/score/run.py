@@ -7,29 +7,35 @@ the same inputs, model and options reuses each one that matches.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 
-from caption_debias import storage
+from caption_debias import engines, runner, storage
 from caption_debias.dataset import MANIFEST
 from caption_debias.errors import UserError
-from caption_debias.input_folders import Inputs, Tally, open_inputs, reuse_or_run
+from caption_debias.input_folders import Inputs, Tally, open_inputs
 from caption_debias.model.describe import describe
 from caption_debias.model.names import warn_random_weights
-from caption_debias.prepare.distributor import ordered_map
 from caption_debias.progress import Progress, say
-from caption_debias.runner import StageFolder, Summary, sha256_file, write_json, write_shard
+from caption_debias.runner import (
+    SHARDS_DIR,
+    StageFolder,
+    Summary,
+    Task,
+    load_sidecar,
+    run_tasks,
+    write_json,
+    write_shard,
+)
 from caption_debias.score import encode, shard
 from caption_debias.score.options import ScoreOptions
 
 REMOVED = "removed.jsonl"
-SHARDS_DIR = "shards"
 STATE_DIR = ".score"
 REFERENCE_SIDECAR = ".score/reference.json"
 
@@ -71,28 +77,17 @@ def _has_bytes(path: str) -> bool:
     return "image_bytes" in storage.parquet_file(path).schema_arrow.names
 
 
-def _reference(inputs: Inputs, out: Path, options: ScoreOptions, sm: encode.ScoreModel, fp: str, resumed: bool):
-    """The reference sample: the first `reference_images` readable images of a seeded draw, encoded.
+Facts = dict[int, tuple[str, str, bytes | None, str | None]]  # order -> key, image, stored bytes, image root
 
-    Returns (file path or None, its sha256, the manifest's description of it).
-    """
+
+def _candidate_facts(inputs: Inputs, candidates: list[int]) -> Facts:
+    """Key, image path, stored bytes and image root of each candidate row, read shard by shard."""
     import pyarrow as pa
 
-    side_path = out / REFERENCE_SIDECAR
-    path = out / shard.REFERENCE_FILE
-    if resumed:
-        try:
-            side = json.loads(side_path.read_text("utf-8"))
-            if side["fingerprint"] == fp and path.is_file() and sha256_file(path) == side["sha256"]:
-                return str(path), side["sha256"], side["info"]
-        except (OSError, ValueError, KeyError):
-            pass
-    want = options.reference_images
-    candidates = reference_candidates(inputs.rows, want, options.seed).tolist()
     by_shard: dict[int, list[int]] = {}
     for o in candidates:
         by_shard.setdefault(inputs.shard_of(o).index, []).append(o)
-    facts: dict[int, tuple[str, str, bytes | None, str | None]] = {}  # order -> key, image, bytes, root
+    facts: Facts = {}
     for index, orders in by_shard.items():
         s = inputs.shards[index]
         cols = ["key", "image"] + (["image_bytes"] if _has_bytes(s.path) else [])
@@ -102,6 +97,13 @@ def _reference(inputs: Inputs, out: Path, options: ScoreOptions, sm: encode.Scor
         blobs = part.column("image_bytes").to_pylist() if "image_bytes" in cols else [None] * len(local)
         for o, k, im, b in zip(orders, part.column("key").to_pylist(), part.column("image").to_pylist(), blobs):
             facts[o] = (k, im, b, s.image_root)
+    return facts
+
+
+def _encode_reference(
+    candidates: list[int], facts: Facts, want: int, options: ScoreOptions, sm: encode.ScoreModel
+) -> tuple[list[int], list[np.ndarray], int]:
+    """The first `want` readable candidates in draw order: (their orders, their embeddings, unreadable ones tried)."""
     chosen: list[int] = []
     embs: list[np.ndarray] = []
     unreadable = 0
@@ -127,6 +129,25 @@ def _reference(inputs: Inputs, out: Path, options: ScoreOptions, sm: encode.Scor
                     embs.append(e)
                 else:
                     unreadable += 1
+    return chosen, embs, unreadable
+
+
+def _reference(inputs: Inputs, out: Path, options: ScoreOptions, sm: encode.ScoreModel, fp: str, resumed: bool):
+    """The reference sample: the first `reference_images` readable images of a seeded draw, encoded.
+
+    Returns (file path or None, its sha256, the manifest's description of it).
+    """
+    import pyarrow as pa
+
+    side_path = out / REFERENCE_SIDECAR
+    path = out / shard.REFERENCE_FILE
+    side = load_sidecar(side_path, fp, out, output=path, verify_digest=True) if resumed else None
+    if side is not None:
+        return str(path), side["sha256"], side["info"]
+    want = options.reference_images
+    candidates = reference_candidates(inputs.rows, want, options.seed).tolist()
+    facts = _candidate_facts(inputs, candidates)
+    chosen, embs, unreadable = _encode_reference(candidates, facts, want, options, sm)
     info = {
         "size": len(chosen),
         "asked": want,
@@ -153,43 +174,30 @@ def _reference(inputs: Inputs, out: Path, options: ScoreOptions, sm: encode.Scor
     return str(path), digest, info
 
 
-def _tasks(
-    inputs: Inputs,
-    out: Path,
-    options: ScoreOptions,
-    sm: encode.ScoreModel,
-    reference: tuple[str | None, str | None],
-    shaping: dict[str, Any],
-    resumed: bool,
-    reused: Counter,
-) -> Iterator[Any]:
+def _shard_params(
+    options: ScoreOptions, sm: encode.ScoreModel, reference: tuple[str | None, str | None], shaping: dict[str, Any]
+) -> shard.ShardParams:
+    return shard.ShardParams(
+        model=options.model,
+        pretrained=options.pretrained,
+        device=options.device,
+        precision=options.precision,
+        weights_sha256=sm.identity["weights_sha256"],
+        batch_size=options.batch_size,
+        decode_threads=options.decode_threads,
+        draft_decode=options.draft_decode,
+        keep_embeddings=options.keep_embeddings,
+        reference=reference[0],
+        reference_sha256=reference[1],
+        threads_for_workers=options.workers if options.workers > 1 and options.engine == "local" else None,
+        shaping=shaping,
+    )
+
+
+def _tasks(inputs: Inputs, out: Path, params: shard.ShardParams) -> Iterator[Task]:
     for s in inputs.shards:
-        task = {
-            "index": s.index,
-            "path": s.path,
-            "folder": s.folder,
-            "rows": s.rows,
-            "start": s.start,
-            "sha256": s.sha256,
-            "image_root": s.image_root,
-            "out": str(out),
-            "model": options.model,
-            "pretrained": options.pretrained,
-            "device": options.device,
-            "precision": options.precision,
-            "weights_sha256": sm.identity["weights_sha256"],
-            "batch_size": options.batch_size,
-            "decode_threads": options.decode_threads,
-            "draft_decode": options.draft_decode,
-            "keep_embeddings": options.keep_embeddings,
-            "reference": reference[0],
-            "reference_sha256": reference[1],
-            "threads_for_workers": options.workers if options.workers > 1 and options.engine == "local" else None,
-            "shaping": shaping,
-        }
-        task["fingerprint"] = shard.fingerprint(task)
-        side = shard.load_sidecar(out, s.index, task["fingerprint"]) if resumed else None
-        yield reuse_or_run(task, side, reused, "shards")
+        fp = shard.fingerprint(s, params)
+        yield Task(s.index, str(out), fp, shard.sidecar_name(s.index), work=s)
 
 
 def score_folder(
@@ -216,12 +224,7 @@ def score_folder(
         subdirs=(SHARDS_DIR, shard.WRITE_DIR),
         verb="scored",
     )
-    with folder.locked():
-        if options.engine == "ray":
-            from caption_debias.prepare.ray_engine import ray_runtime
-
-            with ray_runtime(options.ray_address, options.workers):
-                return _score(inputs, folder, options)
+    with folder.locked(), engines.runtime(options):
         return _score(inputs, folder, options)
 
 
@@ -243,18 +246,12 @@ def _score(given: list[str | Path], folder: StageFolder, options: ScoreOptions) 
         **options.output_shaping(),
     }
     resumed = folder.start(shaping, options.overwrite)
-    fp = hashlib.sha256(json.dumps({"v": shard.STEP_VERSION, **shaping}, sort_keys=True).encode()).hexdigest()
+    fp = runner.fingerprint({"v": shard.STEP_VERSION, **shaping})
     say(f"reference sample: up to {options.reference_images:,} images of {inputs.rows:,} rows", options.quiet)
     with Progress("score reference", "images", quiet=options.quiet, interval=options.log_interval):
         ref_path, ref_sha, ref_info = _reference(inputs, out, options, sm, fp, resumed)
-    reused: Counter = Counter()
-    tasks = _tasks(inputs, out, options, sm, (ref_path, ref_sha), shaping, resumed, reused)
-    if options.engine == "ray":
-        from caption_debias.score.ray_engine import ray_score_map
-
-        sides = ray_score_map(tasks, options)
-    else:
-        sides = ordered_map(shard.score_shard, tasks, options.workers, options.max_in_flight * options.workers)
+    params = _shard_params(options, sm, (ref_path, ref_sha), shaping)
+    mapper = engines.mapper(options, engines.Actors(setup=params.load_model, gpu=options.device == "cuda"))
     progress = Progress(
         "score",
         "rows",
@@ -265,16 +262,17 @@ def _score(given: list[str | Path], folder: StageFolder, options: ScoreOptions) 
         heartbeat=True,  # worker processes report per shard: a line every interval all the same
     )
     tally, context = Tally(inputs), Counter()
-    try:
-        with progress, folder.partial_lines(REMOVED) as removed:
-            for s, side in zip(inputs.shards, sides):
-                tally.add(s, side)
-                for key in ("captions_over_context", "sentences_over_context", "sentences"):
-                    context[key] += side[key]
-                removed.write_all(side["removed"])
-                progress.update(tally.read, extra=f"{len(tally.shards)} shards")
-    finally:
-        progress.close(finished=tally.read == inputs.rows)
+    with progress, folder.partial_lines(REMOVED) as removed:
+
+        def on_side(task: Task, side: dict[str, Any]) -> None:
+            tally.add(task.work, side)
+            for key in ("captions_over_context", "sentences_over_context", "sentences"):
+                context[key] += side[key]
+            removed.write_all(side["removed"])
+            progress.update(tally.read, extra=f"{len(tally.shards)} shards")
+
+        fn = partial(shard.score_shard, params=params)
+        reused = run_tasks(folder, _tasks(inputs, out, params), fn, mapper, on_side, progress)
     folder.prune(
         {f"{SHARDS_DIR}/part-*.parquet": [s["path"] for s in tally.shards]},
         n_tasks=len(inputs.shards),
@@ -290,7 +288,7 @@ def _score(given: list[str | Path], folder: StageFolder, options: ScoreOptions) 
     )
     write_json(manifest, out / MANIFEST)
     if not options.quiet:
-        print_summary(manifest, str(out), reused)
+        print_summary(manifest, str(out), Counter(shards=reused))
     return manifest
 
 

@@ -8,20 +8,18 @@ depend on which worker, engine or worker count ran it.
 
 from __future__ import annotations
 
-import hashlib
-import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from caption_debias import storage
+from caption_debias import runner, storage
 from caption_debias.errors import UserError
-from caption_debias.prepare import state
+from caption_debias.input_folders import InputShard
 from caption_debias.records import excerpt
-from caption_debias.runner import load_sidecar as runner_sidecar
-from caption_debias.runner import write_json, write_shard
+from caption_debias.runner import Task, shard_name, write_json, write_shard
 from caption_debias.score import encode, signals
 from caption_debias.score.writer import build_table
 
@@ -30,14 +28,44 @@ WRITE_DIR = ".score/shards"
 REFERENCE_FILE = ".score/reference.parquet"
 
 
+def sidecar_name(index: int) -> str:
+    return f"{WRITE_DIR}/part-{index:05d}.json"
+
+
 def sidecar_path(out: Path, index: int) -> Path:
-    return out / WRITE_DIR / f"part-{index:05d}.json"
+    return out / sidecar_name(index)
 
 
-def fingerprint(task: dict[str, Any]) -> str:
-    keys = ("sha256", "start", "image_root", "model", "reference_sha256", "shaping")
-    blob = json.dumps({"v": STEP_VERSION, **{k: task[k] for k in keys}}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
+@dataclass(frozen=True)
+class ShardParams:
+    """What every score task of a run shares (the task's own work is its input shard): the model, checked by
+    its weights' digest, the batches, the reference sample, and the options that shape the output."""
+
+    model: str
+    pretrained: str | None
+    device: str
+    precision: str
+    weights_sha256: str
+    batch_size: int
+    decode_threads: int
+    draft_decode: bool
+    keep_embeddings: bool
+    reference: str | None
+    reference_sha256: str | None
+    threads_for_workers: int | None  # the local pool's worker count: the cores are split between them
+    shaping: dict[str, Any]
+
+    def load_model(self) -> encode.ScoreModel:
+        """The model, once per process (a pool worker, a Ray actor), refused unless its weights are the driver's."""
+        return encode.cached(self.model, self.pretrained, self.device, self.precision, self.weights_sha256)
+
+
+def fingerprint(shard: InputShard, params: ShardParams) -> str:
+    """What a scored shard is made from: the step's version, the input shard, the model, the reference, the options."""
+    what = {"sha256": shard.sha256, "start": shard.start, "image_root": shard.image_root, "model": params.model}
+    return runner.fingerprint(
+        {"v": STEP_VERSION, **what, "reference_sha256": params.reference_sha256, "shaping": params.shaping}
+    )
 
 
 def token_parts(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -75,13 +103,51 @@ def _removed_line(key: str, reason: str, error: str | None, image: str, caption:
     }
 
 
-def score_table(table: pa.Table, task: dict[str, Any], sm: encode.ScoreModel) -> tuple[pa.Table, dict[str, Any]]:
+def row_texts(tokens: pa.ChunkedArray, rows: np.ndarray) -> tuple[list, list, list[int], list[int]]:
+    """The texts of these rows from their stored ids: (each whole caption, each sentence, the sentence's row
+    among `rows`, row offsets into the sentences)."""
+    ids, sent_off, row_off = token_parts(tokens)
+    captions, sentences, sentence_row, offsets = [], [], [], [0]
+    for r, i in enumerate(rows.tolist()):
+        a, b = row_off[i], row_off[i + 1]
+        captions.append(ids[sent_off[a] : sent_off[b]])
+        for s in range(a, b):
+            sentences.append(ids[sent_off[s] : sent_off[s + 1]])
+            sentence_row.append(r)
+        offsets.append(offsets[-1] + (b - a))
+    return captions, sentences, sentence_row, offsets
+
+
+def _signals(
+    image_emb: np.ndarray,
+    caption_emb: np.ndarray,
+    sentence_emb: np.ndarray,
+    sentence_row: list[int],
+    ref_emb: np.ndarray,
+    ref_images: list[str],
+    row_images: list[str],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The signals of these rows; a reference image with the row's own image path is its own picture, not another."""
+    import torch  # the model's: its thread count is this process's share of the cores
+
+    ref_by_image: dict[str, list[int]] = {}
+    for j, im in enumerate(ref_images):
+        ref_by_image.setdefault(im, []).append(j)
+    excluded = [np.asarray(ref_by_image.get(im, []), np.int64) for im in row_images]
+    rows = np.asarray(sentence_row, np.int64)
+    threads = torch.get_num_threads()
+    return signals.shard_signals(image_emb, caption_emb, sentence_emb, rows, ref_emb, excluded, threads=threads)
+
+
+def score_table(
+    table: pa.Table, shard: InputShard, params: ShardParams, sm: encode.ScoreModel
+) -> tuple[pa.Table, dict[str, Any]]:
     """The scored table of one input shard and its facts (removed lines, context counts)."""
     n = table.num_rows
     images = table.column("image").to_pylist()
     data = table.column("image_bytes").to_pylist() if "image_bytes" in table.column_names else [None] * n
-    orders = np.arange(task["start"], task["start"] + n, dtype=np.int64)
-    ref_orders, ref_images, ref_emb = read_reference(task["reference"])
+    orders = np.arange(shard.start, shard.start + n, dtype=np.int64)
+    ref_orders, ref_images, ref_emb = read_reference(params.reference)
     ref_at = {int(o): j for j, o in enumerate(ref_orders)}
     dim = sm.identity["embed_dim"]
     if not len(ref_emb):
@@ -89,15 +155,15 @@ def score_table(table: pa.Table, task: dict[str, Any], sm: encode.ScoreModel) ->
 
     # images: each encoded once; a reference row's embedding is the reference file's
     todo = [i for i in range(n) if int(orders[i]) not in ref_at]
-    root = Path(task["image_root"]) if task["image_root"] else None
+    root = Path(shard.image_root) if shard.image_root else None
     emb, status, errors = encode.encode_images(
         sm,
         [images[i] for i in todo],
         [data[i] for i in todo],
         root,
-        task["batch_size"],
-        task["decode_threads"],
-        task["draft_decode"],
+        params.batch_size,
+        params.decode_threads,
+        params.draft_decode,
     )
     image_emb = np.full((n, dim), np.nan, np.float32)
     row_status = np.full(n, encode.OK, np.int8)
@@ -115,20 +181,11 @@ def score_table(table: pa.Table, task: dict[str, Any], sm: encode.ScoreModel) ->
         keys, captions = table.column("key").to_pylist(), table.column("caption").to_pylist()
         for i in np.flatnonzero(~keep).tolist():
             reason = encode.STATUS_REASON[int(row_status[i])]
-            removed.append(_removed_line(keys[i], reason, row_error[i], images[i], captions[i], task["folder"]))
+            removed.append(_removed_line(keys[i], reason, row_error[i], images[i], captions[i], shard.folder))
 
-    # texts of the kept rows: the whole caption and each sentence, from the stored ids
-    ids, sent_off, row_off = token_parts(table.column("sentence_tokens"))
     kept_rows = np.flatnonzero(keep)
-    captions, sentences, sentence_row, offsets = [], [], [], [0]
-    for r, i in enumerate(kept_rows.tolist()):
-        a, b = row_off[i], row_off[i + 1]
-        captions.append(ids[sent_off[a] : sent_off[b]])
-        for s in range(a, b):
-            sentences.append(ids[sent_off[s] : sent_off[s + 1]])
-            sentence_row.append(r)
-        offsets.append(offsets[-1] + (b - a))
-    text_emb = encode.encode_texts(sm, captions + sentences, task["batch_size"])
+    captions, sentences, sentence_row, offsets = row_texts(table.column("sentence_tokens"), kept_rows)
+    text_emb = encode.encode_texts(sm, captions + sentences, params.batch_size)
     caption_emb, sentence_emb = text_emb[: len(captions)], text_emb[len(captions) :]
     fits = sm.context - 2  # room for ids between SOT and EOT
     over = {
@@ -136,15 +193,16 @@ def score_table(table: pa.Table, task: dict[str, Any], sm: encode.ScoreModel) ->
         "sentences_over_context": sum(len(s) > fits for s in sentences),
     }
 
-    # a reference image with the row's own image path is its own picture, not another image
-    ref_by_image: dict[str, list[int]] = {}
-    for j, im in enumerate(ref_images):
-        ref_by_image.setdefault(im, []).append(j)
-    excluded = [np.asarray(ref_by_image.get(images[i], []), np.int64) for i in kept_rows.tolist()]
-    clip, scores, grounding, has = signals.shard_signals(
-        image_emb[kept_rows], caption_emb, sentence_emb, np.asarray(sentence_row, np.int64), ref_emb, excluded
+    clip, scores, grounding, has = _signals(
+        image_emb[kept_rows],
+        caption_emb,
+        sentence_emb,
+        sentence_row,
+        ref_emb,
+        ref_images,
+        [images[i] for i in kept_rows],
     )
-    keep_emb = task["keep_embeddings"]
+    keep_emb = params.keep_embeddings
     out = build_table(
         table,
         keep,
@@ -159,20 +217,21 @@ def score_table(table: pa.Table, task: dict[str, Any], sm: encode.ScoreModel) ->
     return out, {"removed": removed, **over, "sentences": len(sentences)}
 
 
-def score_shard(task: dict[str, Any]) -> dict[str, Any]:
-    """Worker: the scored shard of one input shard. Returns the sidecar."""
-    if task.get("threads_for_workers"):
-        encode.set_threads(task["threads_for_workers"])
-    sm = encode.cached(task["model"], task["pretrained"], task["device"], task["precision"], task["weights_sha256"])
-    out = storage.as_path(task["out"])
-    table = storage.read_table(task["path"])
-    if table.num_rows != task["rows"]:
-        raise UserError(f"{task['path']}: holds {table.num_rows} rows but its manifest says {task['rows']}")
-    scored, facts = score_table(table, task, sm)
+def score_shard(task: Task, params: ShardParams) -> dict[str, Any]:
+    """Worker: the scored shard of one input shard (`task.work`). Returns the sidecar."""
+    if params.threads_for_workers:
+        encode.set_threads(params.threads_for_workers)
+    sm = params.load_model()
+    shard = task.work
+    out = task.folder
+    table = storage.read_table(shard.path)
+    if table.num_rows != shard.rows:
+        raise UserError(f"{shard.path}: holds {table.num_rows} rows but its manifest says {shard.rows}")
+    scored, facts = score_table(table, shard, params, sm)
     side: dict[str, Any] = {
-        "index": task["index"],
-        "fingerprint": task["fingerprint"],
-        "read": task["rows"],
+        "index": task.index,
+        "fingerprint": task.fingerprint,
+        "read": shard.rows,
         "rows": scored.num_rows,
         "path": None,
         "sha256": None,
@@ -180,12 +239,8 @@ def score_shard(task: dict[str, Any]) -> dict[str, Any]:
         **facts,
     }
     if scored.num_rows:
-        rel = state.shard_name(task["index"])
+        rel = shard_name(task.index)
         digest = write_shard(scored, out / rel)
         side.update(path=rel, sha256=digest, bytes=(out / rel).stat().st_size)
-    write_json(side, sidecar_path(out, task["index"]))
+    write_json(side, task.sidecar_path)
     return side
-
-
-def load_sidecar(out: Path, index: int, fp: str) -> dict[str, Any] | None:
-    return runner_sidecar(sidecar_path(out, index), fp, out)

@@ -1,4 +1,4 @@
-"""Ordered parallel map with a bounded number of work items in flight (memory stays flat)."""
+"""The local engine: an ordered parallel map over a process pool, a bounded number of tasks in flight (memory stays flat)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 
 class Ready:
-    """An item whose result is already known (a finished shard on resume): passed through in order."""
+    """An item whose result is already known (a finished task's sidecar on resume): passed through in order."""
 
     def __init__(self, value: Any) -> None:
         self.value = value
