@@ -29,6 +29,7 @@ from caption_debias.view.folders import Folder, filled_columns
 FIT_ROWS = 100_000  # the projection is fitted on a seeded sample of this many rows, then applied to all
 MAX_POINTS = 100_000  # points sent to the page (a seeded sample); the box filter sees every row
 SEED = 0
+DECIMALS = 5  # coordinates as stored and as sent
 COLUMN = "image_embedding"
 KEPT = "kept"
 
@@ -38,6 +39,12 @@ def project(fit: np.ndarray, seed: int = SEED):
     from sklearn.decomposition import PCA
 
     return PCA(n_components=2, svd_solver="randomized", random_state=seed).fit(fit)
+
+
+def placed(model, matrix: np.ndarray) -> np.ndarray:
+    """Map coordinates of these rows, rounded to the 5 decimals the page receives: a box drawn on the
+    page's points selects the same rows on the server, even a point on its edge."""
+    return np.round(model.transform(matrix).astype(np.float64), DECIMALS)
 
 
 def embedding_rows(column: pa.ChunkedArray | pa.Array, dim: int | None) -> tuple[np.ndarray, np.ndarray, int | None]:
@@ -173,7 +180,7 @@ class EmbeddingMap:
         for f, s, path in self._shards():  # pass 2: every row placed
             rows, matrix, _ = self._read(path, dim)
             if len(rows):
-                xy = model.transform(matrix).astype(np.float32)
+                xy = placed(model, matrix)
                 kept.append(
                     pl.DataFrame(
                         {
@@ -187,7 +194,7 @@ class EmbeddingMap:
                 )
         removed = []
         for (folder, lines), matrix in zip(where, removed_parts):
-            xy = model.transform(matrix).astype(np.float32)
+            xy = placed(model, matrix)
             removed.append(
                 pl.DataFrame(
                     {
@@ -198,8 +205,8 @@ class EmbeddingMap:
                     }
                 )
             )
-        empty_kept = {"_folder": pl.Int32, "_shard": pl.Int32, "_row": pl.Int32, "x": pl.Float32, "y": pl.Float32}
-        empty_removed = {"_folder": pl.Int32, "_removed": pl.Int64, "x": pl.Float32, "y": pl.Float32}
+        empty_kept = {"_folder": pl.Int32, "_shard": pl.Int32, "_row": pl.Int32, "x": pl.Float64, "y": pl.Float64}
+        empty_removed = {"_folder": pl.Int32, "_removed": pl.Int64, "x": pl.Float64, "y": pl.Float64}
         self.kept = pl.concat(kept) if kept else pl.DataFrame(schema=empty_kept)
         self.removed = pl.concat(removed) if removed else pl.DataFrame(schema=empty_removed)
         self.facts = {
@@ -282,8 +289,8 @@ def page_map(emap: EmbeddingMap, index, removed, reasons_order: list[str]) -> di
         **emap.facts,
         "shown": points.height,
         "bounds": [float(xs.min()), float(ys.min()), float(xs.max()), float(ys.max())] if points.height else None,
-        "x": [round(float(v), 5) for v in xs],
-        "y": [round(float(v), 5) for v in ys],
+        "x": xs.tolist(),
+        "y": ys.tolist(),
         "id": points["id"].to_list(),
         "source": sources,
         "sources": source_names,

@@ -75,8 +75,11 @@ def parse_box(value: str | None) -> tuple[float, float, float, float] | None:
     parts = value.split(":")
     if len(parts) != 4:
         raise ValueError(f"box must be x0:y0:x1:y1 (got {value})")
-    x0, y0, x1, y1 = (bound(v) for v in parts)
-    if None in (x0, y0, x1, y1) or not all(math.isfinite(v) for v in (x0, y0, x1, y1)):
+    try:
+        x0, y0, x1, y1 = (float(v) for v in parts)
+    except ValueError:
+        raise ValueError(f"box must be four finite numbers (got {value})") from None
+    if not all(math.isfinite(v) for v in (x0, y0, x1, y1)):
         raise ValueError(f"box must be four finite numbers (got {value})")
     return (min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1))
 
