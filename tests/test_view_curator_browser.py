@@ -261,3 +261,16 @@ def test_a_hundred_thousand_points_are_drawn_and_boxed_interactively(many_points
         print(f"100k points: first draw {draw_ms} ms, redraw {redraw_ms} ms, box to grid {boxed_s:.2f} s")
         assert draw_ms < 3000 and redraw_ms < 3000 and boxed_s < 20  # generous: a loaded 2-core machine
         shot(page, "map-100k")
+
+
+def test_a_hostile_link_sets_values_and_runs_nothing(served, context):
+    from urllib.parse import quote
+
+    evil = "<img src=x onerror=\"document.title='pwned'\">"
+    state = f"q={quote(evil)}&rangeCol={quote(evil)}&sort={quote(evil)}&color={quote(evil)}&source={quote(evil)}&map=1"
+    page = _page(context)
+    page.goto(served.url + "#" + state)
+    expect(page.locator("#search")).to_have_value(evil)  # a value, never markup
+    expect(page.locator("#status")).to_contain_text("error")  # the server refuses the unknown column in one line
+    page.wait_for_timeout(500)
+    assert page.title() == "caption-debias view" and page.locator("img[src=x]").count() == 0

@@ -425,6 +425,11 @@ async function openMap() {
 }
 
 async function colourMap() {
+  try { await paintMap(); } catch (e) { $("map-legend").textContent = "error: " + e.message; }
+}
+
+async function paintMap() {
+  if (![...$("map-color").options].some((o) => o.value === state.color)) state.color = "reason";  // a column this folder lacks
   const m = MAP.data, col = state.color;
   let legend = "";
   if (col === "reason" || col === "source") {
@@ -544,7 +549,8 @@ function wireMap() {
   $("map-toggle").addEventListener("click", () => {
     state.map = $("map-panel").hidden;
     remember();
-    if (state.map) openMap(); else { $("map-panel").hidden = true; $("map-toggle").classList.remove("on"); }
+    if (state.map) openMap().catch((e) => { $("map-status").textContent = "error: " + e.message; });
+    else { $("map-panel").hidden = true; $("map-toggle").classList.remove("on"); }
   });
   window.addEventListener("resize", () => drawMap());
 }
@@ -588,7 +594,8 @@ function wire() {
   window.addEventListener("popstate", () => {  // back / forward: the view that URL names
     Object.assign(state, hashToState(location.hash));
     syncControls();
-    if (state.map && META && META.map) openMap(); else { $("map-panel").hidden = true; }
+    if (state.map && META && META.map) openMap().catch((e) => { $("map-status").textContent = "error: " + e.message; });
+    else $("map-panel").hidden = true;
     load();
   });
 }
@@ -602,6 +609,6 @@ async function main() {
   fillControls(META);
   syncControls();
   if (SNAP) $("top").insertAdjacentHTML("beforeend", `<span class="badge snap">static snapshot: ${esc(SNAP.note || "")}</span>`);
-  if (state.map && META.map) openMap();
+  if (state.map && META.map) openMap().catch((e) => { $("map-status").textContent = "error: " + e.message; });
 }
 main();
