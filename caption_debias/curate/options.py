@@ -259,7 +259,8 @@ class CurateOptions(StageOptions):
                 "seed": SEMDEDUP_SEED,
                 "probes": SEMDEDUP_PROBES,
             },
-            "user_keys": self.user_keys(),
+            # only when given: a run without key files records (and resumes with) the same thresholds as before
+            **({"user_keys": self.user_keys()} if self.user_keys() is not None else {}),
         }
 
     def output_shaping(self) -> dict[str, Any]:
