@@ -376,6 +376,24 @@ function showSelection() {
 function pick(keys, on) {
   for (const k of keys) { if (k == null) continue; if (on) selected.add(k); else selected.delete(k); }
   showSelection();
+  keepSelection();
+}
+
+// the selection outlives a reload of this tab (not a new tab), for the same folders; a selection too
+// large for the browser's session storage is kept in the page only
+const SELECTION_ITEM = "caption-debias-view-selection";
+function keepSelection() {
+  if (!META) return;
+  try {
+    const folders = META.folders.map((f) => f.path);
+    sessionStorage.setItem(SELECTION_ITEM, JSON.stringify({ folders, keys: [...selected] }));
+  } catch (e) { /* storage full or unavailable (a file:// snapshot): the page keeps it */ }
+}
+function restoreSelection() {
+  try {
+    const kept = JSON.parse(sessionStorage.getItem(SELECTION_ITEM) || "null");
+    if (kept && JSON.stringify(kept.folders) === JSON.stringify(META.folders.map((f) => f.path))) pick(kept.keys, true);
+  } catch (e) { /* nothing kept */ }
 }
 
 // one key a line, as `caption-debias curate --exclude-keys FILE` / `--include-keys FILE` read it
@@ -455,8 +473,11 @@ async function paintMap() {
 function mapGeometry() {
   const canvas = $("map-canvas"), w = $("map-wrap").clientWidth, h = 420, dpr = window.devicePixelRatio || 1;
   for (const c of [canvas, $("map-over")]) { c.width = w * dpr; c.height = h * dpr; c.style.width = w + "px"; c.style.height = h + "px"; }
-  const [x0, y0, x1, y1] = MAP.data.bounds || [0, 0, 1, 1], pad = 12;
-  const sx = (w - 2 * pad) / (x1 - x0 || 1), sy = (h - 2 * pad) / (y1 - y0 || 1);
+  const [bx0, by0, bx1, by1] = MAP.data.bounds || [0, 0, 1, 1], pad = 12;
+  const z = MAP.zoom || { k: 1, cx: (bx0 + bx1) / 2, cy: (by0 + by1) / 2 };  // the wheel zooms, a double click resets
+  const hw = (bx1 - bx0 || 1) / 2 / z.k, hh = (by1 - by0 || 1) / 2 / z.k;
+  const x0 = z.cx - hw, y0 = z.cy - hh;
+  const sx = (w - 2 * pad) / (2 * hw), sy = (h - 2 * pad) / (2 * hh);
   MAP.view = {
     w, h, dpr,
     px: (x) => pad + (x - x0) * sx, py: (y) => h - pad - (y - y0) * sy,
@@ -544,6 +565,17 @@ function wireMap() {
     state.box = [r(v.dx(Math.min(a, c))), r(v.dy(Math.max(b, d))), r(v.dx(Math.max(a, c))), r(v.dy(Math.min(b, d)))].join(":");
     change();
   });
+  over.addEventListener("wheel", (ev) => {  // zoom about the cursor
+    if (!MAP.data) return;
+    ev.preventDefault();
+    const [px, py] = at(ev), v = MAP.view, b = MAP.data.bounds;
+    const z = MAP.zoom || { k: 1, cx: (b[0] + b[2]) / 2, cy: (b[1] + b[3]) / 2 };
+    const k = Math.min(256, Math.max(1, z.k * (ev.deltaY < 0 ? 1.25 : 0.8)));
+    const mx = v.dx(px), my = v.dy(py), f = z.k / k;
+    MAP.zoom = k === 1 ? null : { k, cx: mx + (z.cx - mx) * f, cy: my + (z.cy - my) * f };
+    drawMap();
+  }, { passive: false });
+  over.addEventListener("dblclick", () => { MAP.zoom = null; drawMap(); });
   $("map-color").addEventListener("change", (e) => { state.color = e.target.value; remember(); colourMap(); });
   $("map-clear").addEventListener("click", () => { state.box = ""; change(); });
   $("map-toggle").addEventListener("click", () => {
@@ -588,7 +620,7 @@ function wire() {
   document.addEventListener("keydown", (e) => { if (e.key === "Escape") closeModal(); });
   $("sel-page").addEventListener("click", () => pick(lastRows.map((c) => c.key), true));
   $("sel-all").addEventListener("click", selectAllMatching);
-  $("sel-clear").addEventListener("click", () => { selected.clear(); showSelection(); });
+  $("sel-clear").addEventListener("click", () => { selected.clear(); showSelection(); keepSelection(); });
   $("sel-export").addEventListener("click", exportKeys);
   wireMap();
   window.addEventListener("popstate", () => {  // back / forward: the view that URL names
@@ -608,6 +640,7 @@ async function main() {
   META = await data.meta();
   fillControls(META);
   syncControls();
+  restoreSelection();
   if (SNAP) $("top").insertAdjacentHTML("beforeend", `<span class="badge snap">static snapshot: ${esc(SNAP.note || "")}</span>`);
   if (state.map && META.map) openMap().catch((e) => { $("map-status").textContent = "error: " + e.message; });
 }
