@@ -15,7 +15,7 @@ import jsonschema
 import pyarrow.parquet as pq
 import pytest
 
-from caption_debias.curate.options import MODEL_REASONS, REASONS, CurateOptions
+from caption_debias.curate.options import MODEL_REASONS, REASONS, USER_REASONS, CurateOptions
 from caption_debias.curate.run import curate
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
@@ -49,7 +49,9 @@ def test_every_planted_fault_removed_with_its_reason_and_nothing_else(world, cur
     out, manifest = curated
     got = {r["key"]: r["reason"] for r in _removed(out)}
     assert got == world["expected"]
-    assert set(world["expected"].values()) == set(REASONS) - set(MODEL_REASONS)  # model reasons: test_curate_scores.py
+    assert set(world["expected"].values()) == set(REASONS) - set(MODEL_REASONS) - set(
+        USER_REASONS
+    )  # model reasons: test_curate_scores.py; user: test_curate_keys.py
     kept = PreparedDataset.open(out).read(["key"]).column("key").to_pylist()
     assert kept == world["kept"]  # input order kept
     c = manifest["counts"]

@@ -259,3 +259,90 @@ def many_rows_folder(root: Path, n: int = 240) -> Path:
         PrepareOptions(format="table", quiet=True, shard_rows=8, image_root=str(images)),
     )
     return root / "many"
+
+
+def planted_world(root: Path, n: int = 40) -> dict:
+    """The real pipeline on a tiny planted world: synth --plant -> prepare -> score (the shipped demo-start
+    model, --keep-embeddings) -> curate --drop-ungrounded 0 --min-clip-score 0.1. Returns its folders."""
+    from caption_debias.curate.options import CurateOptions
+    from caption_debias.curate.run import curate
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+    from caption_debias.score.options import ScoreOptions
+    from caption_debias.score.run import score_folder
+    from caption_debias.synth.options import SynthOptions
+    from caption_debias.synth.world import run_synth
+
+    world = root / "world"
+    run_synth(world, SynthOptions(n=n, plant=True, quiet=True))
+    prepare([world / "sharegpt4v.json"], root / "prepared", PrepareOptions(quiet=True))
+    score_folder(
+        [root / "prepared"],
+        root / "scored",
+        ScoreOptions(model="demo-start", image_root=str(world), keep_embeddings=True, quiet=True),
+    )
+    options = CurateOptions(drop_ungrounded=0.0, min_clip_score=0.1, quiet=True)
+    curate([root / "scored"], root / "curated", options)
+    return {
+        "world": world,
+        "prepared": root / "prepared",
+        "scored": root / "scored",
+        "curated": root / "curated",
+        "curate_options": options,
+    }
+
+
+def embedding_folder(src: Path, out: Path, rows: int, dim: int, rng, shard_rows: int = 32_768) -> Path:
+    """A folder of `rows` rows sampled from the prepared folder `src` (new keys, three sources) with
+    `dim`-d float16 image embeddings around 12 random centres (random data: the map's cost, not its
+    meaning), written as real Parquet shards of the shard schema with a manifest readers accept."""
+    import numpy as np
+
+    from caption_debias import shard_digests
+    from caption_debias.dataset import PreparedDataset
+    from caption_debias.schema import shard_arrow_schema
+
+    schema = shard_arrow_schema()
+    pool = PreparedDataset.open(src).read()
+    pool = pa.table(
+        {
+            f.name: pool.column(f.name) if f.name in pool.column_names else pa.nulls(pool.num_rows, f.type)
+            for f in schema
+        },
+        schema=schema,
+    )
+    centres = rng.standard_normal((12, dim)).astype(np.float32)
+    sources = np.array(["sharegpt4v", "coco", "docci"])
+    shutil.rmtree(out, ignore_errors=True)
+    (out / "shards").mkdir(parents=True)
+    shards = []
+    for n, lo in enumerate(range(0, rows, shard_rows)):
+        count = min(shard_rows, rows - lo)
+        table = pool.take(pa.array(rng.integers(0, pool.num_rows, count)))
+        table = table.set_column(
+            schema.get_field_index("key"), "key", pa.array([f"bench/{i}" for i in range(lo, lo + count)])
+        )
+        table = table.set_column(
+            schema.get_field_index("source"), "source", pa.array(sources[rng.integers(0, 3, count)])
+        )
+        x = centres[rng.integers(0, len(centres), count)] + rng.standard_normal((count, dim)).astype(np.float32) * 0.7
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        offsets = pa.array(np.arange(0, (count + 1) * dim, dim, dtype=np.int32))
+        emb = pa.ListArray.from_arrays(offsets, pa.array(x.astype(np.float16).ravel()))
+        table = table.set_column(schema.get_field_index("image_embedding"), schema.field("image_embedding"), emb)
+        path = out / "shards" / f"part-{n:05d}.parquet"
+        pq.write_table(table, path, compression="zstd", row_group_size=8192)
+        shards.append({"path": f"shards/{path.name}", "rows": count, "sha256": shard_digests.sha256_file(path)})
+    manifest = {
+        "schema_version": 1,
+        "complete": True,
+        "counts": {"read": rows, "written": rows, "rejected": 0, "rejects_by_reason": {}},
+        "inputs": [],
+        "shards": shards,
+        "options": {},
+        "tokenizer": {},
+        "segmenter": {},
+        "toolkit_version": "synthetic embeddings",
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    return out

@@ -352,11 +352,28 @@ def decide(
                 "by": "image embedding, centred" if options.semantic_duplicate_center else "image embedding",
                 "similarity": round(cos, 4),
             }
+    if options.exclude_keys is not None or options.include_keys is not None:
+        _user_keys(table, options, reason, d)
     counts = np.zeros(n, np.int32)
     if d.ref:
         np.add.at(counts, np.fromiter(d.ref.values(), np.int64, len(d.ref)), 1)
     d.duplicate_count = counts
     return d
+
+
+def _user_keys(table: SignalTable, options: CurateOptions, reason: np.ndarray, d: Decisions) -> None:
+    """The funnel's last step: rows every other reason kept that --exclude-keys lists or --include-keys
+    does not (curate/keys.py). Last, so the output is the same run's less exactly those rows."""
+    from caption_debias.curate import keys
+
+    given = keys.lists(options.exclude_keys, options.include_keys)
+    by_exclude, by_include = keys.excluded(table.column("key"), given.get("exclude"), given.get("include"))
+    for mask, role in ((by_exclude, "exclude"), (by_include, "include")):
+        rows = np.flatnonzero(mask & (reason == KEPT))
+        reason[rows] = CODE["excluded_by_user"]
+        if len(rows):
+            why = keys.detail(given[role])
+            d.detail.update(dict.fromkeys(rows.tolist(), why))
 
 
 class _ThumbCache:

@@ -24,8 +24,13 @@ REASONS = (
     "duplicate_image",
     "duplicate_caption",
     "near_duplicate_caption",
-    "semantic_duplicate",  # last: an exact or near-exact duplicate is reported as such, not as a semantic one
+    "semantic_duplicate",  # an exact or near-exact duplicate is reported as such, not as a semantic one
+    # last: a curator's choice by key (curate/keys.py) removes only rows every other reason kept, so the
+    # output is the run's without the flag less exactly those rows
+    "excluded_by_user",
 )
+# Reasons a curator decides by listing keys (--exclude-keys, --include-keys).
+USER_REASONS = ("excluded_by_user",)
 # Reasons that read the columns `caption-debias score` writes.
 MODEL_REASONS = ("invalid_signal", "low_alignment", "ungrounded_caption", "semantic_duplicate")
 
@@ -150,6 +155,16 @@ class CurateOptions(StageOptions):
         "--no-semantic-duplicate-center: raw cosine, as SemDeDup published.",
         flags=("--semantic-duplicate-center/--no-semantic-duplicate-center",),
     )
+    exclude_keys: str | None = option(
+        None,
+        "Remove the rows whose key is listed in this file (one key a line, as `caption-debias view` exports a "
+        "selection) as excluded_by_user, the funnel's last reason; the manifest records the file's sha256.",
+    )
+    include_keys: str | None = option(
+        None,
+        "Keep only the rows whose key is listed in this file (the others go as excluded_by_user); the rows "
+        "listed still pass every other reason.",
+    )
     max_in_flight: int = option(2, "Shards queued or in work per worker.", min=1, runtime=True)
     image_threads: int = option(
         4, "File reads in flight per worker (image I/O overlaps decoding).", min=1, runtime=True
@@ -171,6 +186,19 @@ class CurateOptions(StageOptions):
                 )
             if not Path(path).exists():
                 raise UserError(f"--decontaminate {spec!r}: {path}: no such file or folder")
+
+        if self.exclude_keys is not None or self.include_keys is not None:
+            from caption_debias.curate import keys
+
+            keys.lists(self.exclude_keys, self.include_keys)  # missing, not UTF-8, huge, empty: one line now
+
+    def user_keys(self) -> dict[str, Any] | None:
+        """The key files given (path, sha256, keys), recorded with the thresholds: another file is another run."""
+        if self.exclude_keys is None and self.include_keys is None:
+            return None
+        from caption_debias.curate import keys
+
+        return {role: k.record() for role, k in keys.lists(self.exclude_keys, self.include_keys).items()}
 
     def lsh(self) -> tuple[int, int]:
         """(bands, rows per band) for this run's --near-duplicate-threshold."""
@@ -231,6 +259,8 @@ class CurateOptions(StageOptions):
                 "seed": SEMDEDUP_SEED,
                 "probes": SEMDEDUP_PROBES,
             },
+            # only when given: a run without key files records (and resumes with) the same thresholds as before
+            **({"user_keys": self.user_keys()} if self.user_keys() is not None else {}),
         }
 
     def output_shaping(self) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from caption_debias import engines, image_files, storage
-from caption_debias.curate import dedup, signals, writer
+from caption_debias.curate import dedup, keys, signals, writer
 from caption_debias.curate.options import CurateOptions
 from caption_debias.dataset import MANIFEST, default_image_root
 from caption_debias.errors import UserError
@@ -340,6 +340,7 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
     }
     if options.score_model is None:
         require_scores(inputs, options)
+    user_keys = keys.check_inputs([s.path for s in inputs.shards], options.exclude_keys, options.include_keys)
     folder.start(shaping, options.overwrite)
     (out / MANIFEST).unlink(missing_ok=True)  # only a finished run has a manifest
     say(f"reading {inputs.rows:,} rows in {len(inputs.shards)} shard{'s' * (len(inputs.shards) != 1)}", options.quiet)
@@ -375,6 +376,8 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
         alignment=decisions["alignment"],
         elapsed_s=time.monotonic() - started,
     )
+    if user_keys:
+        manifest["curation"]["user_keys"] = user_keys  # the key files, and how many of their keys no input holds
     if options.score_model is not None:
         manifest["scored_from"] = [str(g) for g in given]  # the inputs; `inputs` names the scored folder
     write_json(manifest, out / MANIFEST)

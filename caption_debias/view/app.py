@@ -1,7 +1,8 @@
 """The web app: a Starlette application over `ViewData` (served by view/server.py).
 
 Routes: `/` (the page), `/assets/*` (its JS and CSS, shipped in the package), `/api/meta`,
-`/api/page`, `/api/row`, `/api/pair`, `/api/thumb` (JSON and thumbnails), and
+`/api/page`, `/api/row`, `/api/pair`, `/api/keys` (every key a filter selects), `/api/map` and
+`/api/map/values` (the embedding map's points and a column's values), `/api/thumb` (JSON and thumbnails), and
 `/image/{folder}/{path}` (an original image, only from inside that folder's image root).
 Everything is read-only: the app never writes to the folders or the image root.
 
@@ -122,6 +123,27 @@ class Routes:
     def page(self, request):
         return self.answer(lambda g: g.page(parse_query(request.query_params)), generation=True)
 
+    def keys(self, request):
+        """Every key a query selects (the page's "select all matching")."""
+        return self.answer(lambda g: g.keys(parse_query(request.query_params)), generation=True)
+
+    def map(self, request):
+        """The map's points; {"status": "computing"} until it is there (the page asks again)."""
+
+        def points(g: Generation):
+            if not g.map.available:
+                raise UserError("no map: no folder here holds image_embedding (caption-debias score --keep-embeddings)")
+            g.index.index()
+            g.map.start()
+            if not g.map.finished:
+                return {"status": "computing"}
+            return {"status": "ready", **g.map_page()}
+
+        return self.answer(points, generation=True)
+
+    def map_values(self, request):
+        return self.answer(lambda g: g.map_values(request.query_params.get("column") or ""))
+
     def row(self, request):
         p = request.query_params
         if "removed" in p:
@@ -202,6 +224,9 @@ def create_app(data: ViewData, thumbs: ThumbCache | None = None, hosts: list[str
             Route("/api/meta", r.meta),
             Route("/api/page", r.page),
             Route("/api/row", r.row),
+            Route("/api/keys", r.keys),
+            Route("/api/map", r.map),
+            Route("/api/map/values", r.map_values),
             Route("/api/pair", r.pair),
             Route("/api/thumb", r.thumb),
             Route("/image/{folder:int}/{path:path}", r.image),

@@ -13,6 +13,7 @@ from urllib.parse import quote, urlsplit
 import pyarrow as pa
 
 from caption_debias import storage
+from caption_debias.view import sentence_signals as signals
 from caption_debias.view.folders import Folder, is_numeric
 from caption_debias.view.rows import HEAVY, SENTENCE_COLUMNS, RowStore
 
@@ -71,6 +72,9 @@ def card(f: Folder, raw: dict[str, Any], shard: int, row: int) -> dict[str, Any]
         for c in f.schema
         if is_numeric(c.type) and c.name in raw and c.name not in ("num_tokens",) and raw.get(c.name) is not None
     }
+    if signals.columns_for(f.schema.names):  # the index's sentence signals, row by row (the snapshot filters on them)
+        found = signals.row_signals(raw.get("sentence_grounding"), raw.get("summary_mask"), raw.get("sentence_keep"))
+        scalars.update({k: v for k, v in found.items() if v is not None})
     return {
         "id": f"{f.index}:{shard}:{row}",
         "folder": f.index,

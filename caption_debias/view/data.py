@@ -26,7 +26,8 @@ from typing import Any, Callable, TypeVar
 
 from caption_debias.dataset import dataset_names
 from caption_debias.errors import UserError
-from caption_debias.view import cards
+from caption_debias.view import cards, embedding_map
+from caption_debias.view.embedding_map import EmbeddingMap
 from caption_debias.view.folders import Folder, filled_columns, open_folder, stamp
 from caption_debias.view.images import ImageSource, source_for
 from caption_debias.view.index import RowIndex
@@ -55,6 +56,8 @@ class Generation:
         self.store = RowStore(self.folders)
         self.index = RowIndex(self.folders)
         self.removals = Removals(self.folders, self.index, self.store)
+        self.map = EmbeddingMap(self.folders, self.removals)
+        self.index.embedding_map = self.map
 
     def stale(self) -> bool:
         """Whether a folder was rewritten (or is being rewritten) since this reading."""
@@ -91,6 +94,28 @@ class Generation:
                 self.store.prefetch(list(zip(following["_folder"], following["_shard"], following["_row"])))
         return out
 
+    def removed_table(self):
+        """Every folder's removed.jsonl table together (None when no folder has one)."""
+        import polars as pl
+
+        frames = [f.removed for f in self.folders if f.removed is not None]
+        return pl.concat(frames, how="vertical_relaxed") if frames else None
+
+    def map_page(self) -> dict[str, Any]:
+        """The map's points (view/embedding_map.py), computed on first need."""
+        return embedding_map.page_map(self.map, self.index.index(), self.removed_table(), list(self.index.reasons()))
+
+    def map_values(self, column: str) -> dict[str, Any]:
+        return {
+            "column": column,
+            "values": embedding_map.point_values(self.map, self.index.index(), self.removed_table(), column),
+        }
+
+    def keys(self, q: Query) -> dict[str, Any]:
+        """The keys of every row a query selects (the page's "select all matching")."""
+        keys = self.index.keys(q)
+        return {"keys": keys, "total": len(keys)}
+
     def meta(self) -> dict[str, Any]:
         return {
             "folders": [
@@ -112,6 +137,7 @@ class Generation:
             "columns": sorted({c for f in self.folders for c in filled_columns(f)}),
             "ranges": self.index.ranges(),
             "generation": self.number,
+            "map": self.map.available,
         }
 
     def image_source(self, folder: int, shard: int | None, row: int | None, removed: int | None) -> ImageSource:

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from caption_debias import storage
 from caption_debias.errors import UserError
+from caption_debias.view import sentence_signals as signals
 from caption_debias.view.folders import Folder, is_numeric
 from caption_debias.view.query import Query
 
@@ -40,14 +41,15 @@ class RowIndex:
         self._selections: OrderedDict[tuple, Any] = OrderedDict()
         self._searches: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.numeric_columns = self._numeric_columns()
+        self.embedding_map = None  # view/embedding_map.py's EmbeddingMap, set by data.Generation (the box filter)
 
     # ---- the index ---------------------------------------------------------------------------
     def _numeric_columns(self) -> list[str]:
         cols = ["num_tokens", "num_sentences"]
         for f in self.folders:
-            for fld in f.schema:
-                if is_numeric(fld.type) and fld.name not in cols:
-                    cols.append(fld.name)
+            for name in [fld.name for fld in f.schema if is_numeric(fld.type)] + signals.columns_for(f.schema.names):
+                if name not in cols:
+                    cols.append(name)
         return cols
 
     def _shard_index(self, f: Folder, s: int, path, cols: list[str]):
@@ -55,8 +57,12 @@ class RowIndex:
 
         t = storage.parquet_file(path).read(columns=cols)  # not read_table: it imports pyarrow.dataset (a second)
         lengths = pc.list_value_length(t.column("summary_mask")).cast(pa.int32())
-        t = t.drop_columns(["summary_mask"]).append_column("num_sentences", lengths)
-        return pl.from_arrow(t).with_columns(
+        t = t.append_column("num_sentences", lengths)
+        df = pl.from_arrow(t)
+        have = signals.columns_for(t.column_names)
+        if have:  # the weakest detail sentence and the mask, as numbers (view/sentence_signals.py)
+            df = signals.batch_signals(df, have)
+        return df.drop("summary_mask").with_columns(
             pl.lit(f.index, pl.Int32).alias("_folder"),
             pl.lit(s, pl.Int32).alias("_shard"),
             pl.int_range(0, t.num_rows, dtype=pl.Int32).alias("_row"),
@@ -71,7 +77,8 @@ class RowIndex:
             parts = []
             for f in self.folders:
                 numeric = [c.name for c in f.schema if is_numeric(c.type)]
-                cols = ["key", "source", "summary_mask"] + [c for c in numeric if c not in ("key", "source")]
+                lists = [c for c in ("sentence_grounding", "sentence_keep") if c in f.schema.names]
+                cols = ["key", "source", "summary_mask"] + lists + [c for c in numeric if c not in ("key", "source")]
                 parts += [self._shard_index(f, s, path, cols) for s, path in enumerate(f.ds.shard_paths)]
             if parts:
                 index = pl.concat(parts, how="diagonal_relaxed")
@@ -214,7 +221,23 @@ class RowIndex:
                 df = df.filter(c >= lo)
             if hi is not None:
                 df = df.filter(c <= hi)
+        if q.box is not None:
+            df = self._in_box(df, q.box)
         return df
+
+    def _in_box(self, df, box: tuple[float, float, float, float]):
+        """The rows of `df` whose map coordinates lie in the box (rows without an embedding are not on the map)."""
+        import polars as pl
+
+        if self.embedding_map is None:
+            raise UserError("no map: no folder here holds image_embedding")
+        removed = "_removed" in df.columns
+        x0, y0, x1, y1 = box
+        inside = self.embedding_map.coords(removed).filter(
+            pl.col("x").is_between(x0, x1) & pl.col("y").is_between(y0, y1)
+        )
+        on = ["_folder", "_removed"] if removed else ["_folder", "_shard", "_row"]
+        return df.join(inside.select(on), on=on, how="semi", maintain_order="left")
 
     def _removed_selection(self, q: Query):
         import polars as pl
@@ -259,6 +282,18 @@ class RowIndex:
                 while len(self._selections) > CACHED_SELECTIONS:
                     self._selections.popitem(last=False)
         return df, complete, searched
+
+    def keys(self, q: Query) -> list[str]:
+        """The key of every row a query selects, in its order (a text search reads every row group)."""
+        import polars as pl
+
+        df, _, _ = self.select(q, rows_wanted=None)
+        if q.view == "removed":
+            table = pl.concat([f.removed for f in self.folders if f.removed is not None], how="vertical_relaxed")
+            on = ["_folder", "_removed"]
+        else:
+            table, on = self.index(), ["_folder", "_shard", "_row"]
+        return df.join(table.select(*on, "key"), on=on, how="left", maintain_order="left")["key"].to_list()
 
     def plain_addresses(self, offset: int, limit: int) -> list[tuple[int, int, int]]:
         """Rows offset .. offset+limit in file order (no index needed)."""

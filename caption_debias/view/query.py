@@ -2,8 +2,8 @@
 
 `parse_query` reads the page's URL parameters into a Query and refuses what is not one (a
 negative or huge offset, a number that is not one) with a ValueError the app answers as 400.
-New filters (columns, sentence signals) are a field here, a parameter in `parse_query` and a
-clause in index.RowIndex.filters.
+New filters are a field here, a parameter in `parse_query` and a clause in index.RowIndex.filters
+(the sentence signals are index columns: view/sentence_signals.py; the map's box is `box`).
 """
 
 from __future__ import annotations
@@ -26,17 +26,27 @@ class Query:
     ranges: tuple[tuple[str, float | None, float | None], ...] = ()
     sort: str | None = None
     descending: bool = False
+    box: tuple[float, float, float, float] | None = None  # x0, y0, x1, y1 on the map (view/embedding_map.py)
     offset: int = 0
     limit: int = 48
 
     def selection(self) -> tuple:
         """Everything but the slice: pages of one selection share its filtered, sorted index."""
-        return (self.view, self.reason, self.sources, self.text.lower(), self.ranges, self.sort, self.descending)
+        return (
+            self.view,
+            self.reason,
+            self.sources,
+            self.text.lower(),
+            self.ranges,
+            self.sort,
+            self.descending,
+            self.box,
+        )
 
     @property
     def plain(self) -> bool:
         """Kept rows in file order, unfiltered: served from the row groups without the index."""
-        return self.view == "kept" and not (self.sources or self.text or self.ranges or self.sort)
+        return self.view == "kept" and not (self.sources or self.text or self.ranges or self.sort or self.box)
 
 
 def count(value: str | None, name: str, default: int, upper: int) -> int:
@@ -58,6 +68,22 @@ def bound(value: str | None) -> float | None:
     return x
 
 
+def parse_box(value: str | None) -> tuple[float, float, float, float] | None:
+    """`x0:y0:x1:y1` (map coordinates, any two opposite corners) as (left, bottom, right, top)."""
+    if value in (None, ""):
+        return None
+    parts = value.split(":")
+    if len(parts) != 4:
+        raise ValueError(f"box must be x0:y0:x1:y1 (got {value})")
+    try:
+        x0, y0, x1, y1 = (float(v) for v in parts)
+    except ValueError:
+        raise ValueError(f"box must be four finite numbers (got {value})") from None
+    if not all(math.isfinite(v) for v in (x0, y0, x1, y1)):
+        raise ValueError(f"box must be four finite numbers (got {value})")
+    return (min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1))
+
+
 def parse_query(params) -> Query:
     ranges = []
     for spec in params.getlist("range"):
@@ -72,6 +98,7 @@ def parse_query(params) -> Query:
         ranges=tuple(ranges),
         sort=params.get("sort") or None,
         descending=params.get("desc") in ("1", "true"),
+        box=parse_box(params.get("box")),
         offset=count(params.get("offset"), "offset", 0, MAX_OFFSET),
         limit=max(1, min(PAGE_MAX, count(params.get("limit"), "limit", 48, MAX_OFFSET))),
     )

@@ -19,10 +19,20 @@ from caption_debias import storage
 from caption_debias.dataset import MANIFEST, PreparedDataset
 from caption_debias.errors import UserError
 from caption_debias.shard_digests import sha256_file
-from caption_debias.view import cards
+from caption_debias.view import cards, reasons
 from caption_debias.view.folders import REMOVED, Folder, removed_line
 from caption_debias.view.index import RowIndex
 from caption_debias.view.rows import ROW_COLUMNS, SENTENCE_COLUMNS, RowStore
+from caption_debias.view.word_diff import word_diff
+
+# reasons whose pair is told apart by its captions: shown as a word diff side by side
+CAPTION_REASONS = ("near_duplicate_caption", "duplicate_caption", "semantic_duplicate", "eval_overlap")
+
+
+def _thresholds(f: Folder) -> dict[str, Any]:
+    """The thresholds the folder's curate used (the rule a removal broke), from its manifest."""
+    curation = f.ds.manifest.get("curation")
+    return (curation.get("thresholds") if isinstance(curation, dict) else None) or {}
 
 
 class Removals:
@@ -59,6 +69,10 @@ class Removals:
         with self._lock:
             self._inputs[path] = ds
         return ds
+
+    def input_folder(self, f: Folder, path: str) -> PreparedDataset | None:
+        """The input folder `path` of `f`'s removed rows, when view may read it (see `_input`); None otherwise."""
+        return self._input(f, path)
 
     def _input_rows(self, f: Folder, input_path: str, keys: list[str]) -> dict[str, dict[str, Any]]:
         """Removed rows' whole rows by key from the input they were read from (none when it is not
@@ -111,6 +125,7 @@ class Removals:
             by=r["by"],
             input=r["input"],
             full_caption=full is not None,
+            why=reasons.describe(r["reason"], line.get("detail"), _thresholds(f), r["image"]),
         )
         return card
 
@@ -123,4 +138,7 @@ class Removals:
             at = self.index.find_key(key, folder) or self.index.find_key(key)
             if at is not None:
                 match = cards.detail(self.store, *at)
-        return {"removed": removed, "match": match, "similarity": removed.get("similarity"), "by": removed.get("by")}
+        out = {"removed": removed, "match": match, "similarity": removed.get("similarity"), "by": removed.get("by")}
+        if match is not None and removed.get("reason") in CAPTION_REASONS:
+            out["diff"] = word_diff(removed.get("caption") or "", match.get("caption") or "")
+        return out

@@ -82,7 +82,7 @@ def snapshot(data: ViewData, sample: int, per_reason: int, seed: int, thumbs: Th
     note = f"{len(kept):,} of {data.total_rows:,} kept rows sampled (seed {seed})"
     if frames:
         note += f"; up to {per_reason} removed rows per reason of {meta['removed']:,}"
-    meta.update(rows=len(kept), removed=len(removed), reasons=reasons)
+    meta.update(rows=len(kept), removed=len(removed), reasons=reasons, map=False)  # the map needs the server
     return {"meta": meta, "kept": kept, "removed": removed, "details": details, "pairs": pairs, "note": note}
 
 

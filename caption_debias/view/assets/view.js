@@ -4,13 +4,48 @@
 
 const SNAP = window.CAPTION_DEBIAS_SNAPSHOT || null;
 const PAGE = 48;
-const state = { view: "kept", reason: "", source: "", q: "", rangeCol: "", min: "", max: "", sort: "", desc: false, offset: 0 };
+const DEFAULTS = { view: "kept", reason: "", source: "", q: "", rangeCol: "", min: "", max: "", sort: "", desc: false, offset: 0, box: "", map: false, color: "reason" };
+const state = { ...DEFAULTS };
 let META = null;
 let lastRows = [];
+const selected = new Set();  // keys of the rows the user picked (exported as a keys file for curate)
 
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
 const fmt = (v) => (typeof v === "number" ? (Number.isInteger(v) ? v.toLocaleString("en") : v.toFixed(3)) : esc(v));
+
+// ---- the view's state in the URL (#...): a link reopens the same view; back and forward work -----
+function stateToHash(st) {
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(st)) {
+    if (v === DEFAULTS[k] || (k === "offset" && !v)) continue;
+    p.set(k, typeof v === "boolean" ? (v ? "1" : "0") : String(v));
+  }
+  const text = p.toString();
+  return text ? "#" + text : "";
+}
+
+function hashToState(hash) {
+  const p = new URLSearchParams((hash || "").replace(/^#/, ""));
+  const st = { ...DEFAULTS };
+  for (const k of Object.keys(DEFAULTS)) {
+    if (!p.has(k)) continue;
+    const v = p.get(k);
+    if (typeof DEFAULTS[k] === "boolean") st[k] = v === "1";
+    else if (k === "offset") st[k] = Math.max(0, parseInt(v, 10) || 0);
+    else st[k] = v;
+  }
+  if (st.view !== "removed") { st.view = "kept"; st.reason = ""; }
+  return st;
+}
+
+// a new entry in the browser's history when the view changed (a reload or a shared link reopens it)
+function remember() {
+  const hash = stateToHash(state);
+  if (hash !== location.hash && !(hash === "" && location.hash === "")) {
+    history.pushState(null, "", hash || location.pathname + location.search);
+  }
+}
 
 // ---- data sources ------------------------------------------------------------------------------
 function valueOf(card, col) {
@@ -19,6 +54,18 @@ function valueOf(card, col) {
   if (col === "similarity") return card.similarity;
   const v = card.scalars ? card.scalars[col] : undefined;
   return typeof v === "boolean" ? Number(v) : v;
+}
+
+function queryParams(s, paged) {  // the API's form of the filters (view/query.py parse_query)
+  const p = new URLSearchParams({ view: s.view });
+  if (paged) { p.set("offset", s.offset); p.set("limit", PAGE); }
+  if (s.reason) p.set("reason", s.reason);
+  if (s.source) p.set("source", s.source);
+  if (s.q) p.set("q", s.q);
+  if (s.rangeCol && (s.min !== "" || s.max !== "")) p.set("range", `${s.rangeCol}:${s.min}:${s.max}`);
+  if (s.sort) { p.set("sort", s.sort); p.set("desc", s.desc ? "1" : "0"); }
+  if (s.box) p.set("box", s.box);
+  return p;
 }
 
 async function getJSON(url) {  // the body, or an Error with the server's one line (404, 503, ...)
@@ -30,15 +77,10 @@ async function getJSON(url) {  // the body, or an Error with the server's one li
 
 const server = {
   async meta() { return getJSON("api/meta"); },
-  async page(s) {
-    const p = new URLSearchParams({ view: s.view, offset: s.offset, limit: PAGE });
-    if (s.reason) p.set("reason", s.reason);
-    if (s.source) p.set("source", s.source);
-    if (s.q) p.set("q", s.q);
-    if (s.rangeCol && (s.min !== "" || s.max !== "")) p.set("range", `${s.rangeCol}:${s.min}:${s.max}`);
-    if (s.sort) { p.set("sort", s.sort); p.set("desc", s.desc ? "1" : "0"); }
-    return getJSON("api/page?" + p);
-  },
+  async page(s) { return getJSON("api/page?" + queryParams(s, true)); },
+  async keys(s) { return (await getJSON("api/keys?" + queryParams(s, false))).keys; },
+  async map() { return getJSON("api/map"); },
+  async mapValues(col) { return (await getJSON("api/map/values?column=" + encodeURIComponent(col))).values; },
   async detail(card) {
     const [f, s, r] = card.id.split(":");
     if (s.startsWith("r")) return getJSON(`api/row?f=${f}&removed=${s.slice(1)}`);
@@ -52,7 +94,8 @@ const server = {
 
 const snapshot = {
   async meta() { return SNAP.meta; },
-  async page(s) {
+  async keys(s) { return (await snapshot.page({ ...s, offset: 0 }, Infinity)).rows.map((c) => c.key); },
+  async page(s, size = PAGE) {
     let rows = s.view === "removed" ? SNAP.removed : SNAP.kept;
     if (s.reason) rows = rows.filter((c) => c.reason === s.reason);
     if (s.source) rows = rows.filter((c) => c.source === s.source);
@@ -70,7 +113,7 @@ const snapshot = {
         return (x - y) * d;
       });
     }
-    return { total: rows.length, offset: s.offset, rows: rows.slice(s.offset, s.offset + PAGE) };
+    return { total: rows.length, offset: s.offset, rows: rows.slice(s.offset, s.offset + size) };
   },
   async detail(card) { return SNAP.details[card.id] || card; },
   async pair(card) { return SNAP.pairs[card.id] || { removed: card, match: null, similarity: card.similarity, by: card.by }; },
@@ -88,10 +131,25 @@ function groundingRange(rows) {
   return lo <= hi ? [lo, hi] : null;
 }
 
+// the text with every occurrence of the search (any case) marked; each piece escaped on its own
+function highlight(text, needle) {
+  const t = String(text ?? "");
+  if (!needle) return esc(t);
+  const low = t.toLowerCase(), n = needle.toLowerCase();
+  let out = "", at = 0;
+  for (let i = low.indexOf(n); i >= 0 && n; i = low.indexOf(n, at)) {
+    out += esc(t.slice(at, i)) + `<mark>${esc(t.slice(i, i + n.length))}</mark>`;
+    at = i + n.length;
+  }
+  return out + esc(t.slice(at));
+}
+
 function sentencesHtml(card, range) {
-  if (!card.sentences || !card.sentences.length) return esc(card.caption);
-  return card.sentences.map((s) => {
+  if (!card.sentences || !card.sentences.length) return highlight(card.caption, state.q);
+  const weakest = card.scalars ? card.scalars.min_grounding_position : undefined;
+  return card.sentences.map((s, i) => {
     const cls = ["sent", roleClass(s.role)];
+    if (weakest === i + 1) cls.push("weakest");
     const tips = [s.role];
     let style = "";
     if (s.sentence_keep === false) { cls.push("dropped"); tips.push("dropped by sentence_keep"); }
@@ -100,7 +158,8 @@ function sentencesHtml(card, range) {
       const a = range && range[1] > range[0] ? (s.sentence_grounding - range[0]) / (range[1] - range[0]) : 0.5;
       style = ` style="background: rgba(46, 160, 67, ${(0.08 + 0.5 * a).toFixed(3)})"`;
     }
-    return `<span class="${cls.join(" ")}" title="${esc(tips.join(" · "))}"${style}>${esc(s.text)}</span>`;
+    if (weakest === i + 1) tips.push("the weakest detail sentence");
+    return `<span class="${cls.join(" ")}" title="${esc(tips.join(" · "))}"${style}>${highlight(s.text, state.q)}</span>`;
   }).join(" ");
 }
 
@@ -114,10 +173,16 @@ function scalarsHtml(card) {
   const out = [];
   const sc = card.scalars || {};
   if (typeof sc.clip_score === "number") out.push(`<span class="score">clip_score ${sc.clip_score.toFixed(3)}</span>`);
+  if (typeof sc.min_detail_grounding === "number") out.push(`<span class="weak" title="the lowest sentence_grounding of a detail sentence, and where it sits">weakest detail ${sc.min_detail_grounding.toFixed(2)} (sentence ${fmt(sc.min_grounding_position)})</span>`);
+  if (typeof sc.masked_sentences === "number" && sc.masked_sentences) out.push(`<span class="masked">${fmt(sc.masked_sentences)} masked</span>`);
   for (const k of ["caption_repetition", "duplicate_count", "image_width", "image_height"]) {
     if (sc[k] != null && k !== "clip_score") out.push(`<span>${esc(k)} ${fmt(sc[k])}</span>`);
   }
   return out.join(" ");
+}
+
+function bitsText(detail) {  // a perceptual-hash match: how many of the 64 bits differ
+  return detail && typeof detail.hamming === "number" ? ` · ${detail.hamming} of 64 bits differ` : "";
 }
 
 function cardHtml(card, range) {
@@ -125,15 +190,17 @@ function cardHtml(card, range) {
   let match = "";
   if (card.match) {
     const sim = typeof card.similarity === "number" ? ` · similarity ${card.similarity.toFixed(3)}` : "";
-    match = `<div class="match">matched <b>${esc(card.match)}</b> by ${esc(card.by || "?")}${sim} <button class="compare">side by side</button></div>`;
+    match = `<div class="match">matched <b>${esc(card.match)}</b> by ${esc(card.by || "?")}${sim}${bitsText(card.detail)} <button class="compare">side by side</button></div>`;
   }
+  const why = card.why ? `<div class="why" title="the signal that removed it, and the rule">${esc(card.why)}</div>` : "";
   const partial = card.reason && card.full_caption === false ? `<div class="muted">first 200 characters (the input folder is not there)</div>` : "";
-  return `<article class="card${card.reason ? " removed" : ""}" data-id="${esc(card.id)}" data-key="${esc(card.key)}">
+  const picked = selected.has(card.key);
+  return `<article class="card${card.reason ? " removed" : ""}${picked ? " picked" : ""}" data-id="${esc(card.id)}" data-key="${esc(card.key)}">
   <div class="thumb"><img src="${esc(card.thumb)}" alt="${esc(card.key)}"></div>
   <div class="body">
-    <div class="head"><span class="key">${esc(card.key)}</span><span class="badge src">${esc(card.source)}</span>${reason}</div>
+    <div class="head"><input type="checkbox" class="pick" title="select this row (export its key)"${picked ? " checked" : ""}><span class="key">${esc(card.key)}</span><span class="badge src">${esc(card.source)}</span>${reason}</div>
     <div class="counts">${tokensHtml(card.num_tokens)} <span class="nsent">${card.sentences ? card.sentences.length : 0} sentences</span> ${scalarsHtml(card)}</div>
-    ${match}
+    ${why}${match}
     <p class="caption">${sentencesHtml(card, range)}</p>${partial}
   </div>
 </article>`;
@@ -156,7 +223,9 @@ function render(res) {
   $("next").disabled = res.total === null ? res.rows.length < PAGE : end >= res.total;
   for (const el of document.querySelectorAll(".card")) {
     const card = lastRows.find((c) => c.id === el.dataset.id);
+    el.querySelector(".pick").addEventListener("change", (ev) => { pick([card.key], ev.target.checked); });
     el.addEventListener("click", (ev) => {
+      if (ev.target.classList.contains("pick")) return;
       const open = card.match && (ev.target.classList.contains("compare") || card.reason) ? openPair : openDetail;
       open(card).catch((e) => showModal(`<p class="muted">${esc(e.message)}</p>`));
     });
@@ -217,16 +286,22 @@ function imageLink(card) {
   return `<span class="muted">image: ${esc(card.image || "none")}</span>`;
 }
 
-function side(card, label) {
+// one caption of a word diff: words the other caption lacks marked (removed on the left, added on the right)
+function diffHtml(words) {
+  return words.map(([w, op]) => (op === "same" ? esc(w) : `<span class="wd ${op === "added" ? "added" : "removed"}">${esc(w)}</span>`)).join(" ");
+}
+
+function side(card, label, diff) {
+  const text = diff ? `<p class="caption diff">${diffHtml(diff)}</p>` : `<p class="caption">${sentencesHtml(card, groundingRange([card]))}</p>`;
   return `<div class="side"><h3>${esc(label)}</h3><img class="big" src="${esc(card.thumb)}" alt="${esc(card.key)}">
   <div class="head"><span class="key">${esc(card.key)}</span><span class="badge src">${esc(card.source)}</span>${card.reason ? `<span class="badge reason">${esc(card.reason)}</span>` : ""}</div>
   <div class="counts">${tokensHtml(card.num_tokens)}</div>${imageLink(card)}
-  <p class="caption">${sentencesHtml(card, groundingRange([card]))}</p></div>`;
+  ${text}</div>`;
 }
 
 async function openDetail(card) {
   const d = await data.detail(card);
-  const extra = d.reason ? `<p><span class="badge reason">${esc(d.reason)}</span> ${esc(JSON.stringify(d.detail || {}))}</p>` : "";
+  const extra = d.reason ? `<p><span class="badge reason">${esc(d.reason)}</span> <span class="why">${esc(d.why || JSON.stringify(d.detail || {}))}</span></p>` : "";
   showModal(`<div class="detail"><div class="side"><img class="big" src="${esc(d.thumb)}" alt="${esc(d.key)}">${imageLink(d)}</div>
   <div class="info"><h2>${esc(d.key)}</h2>${d.path ? `<div class="muted">${esc(d.path)}</div>` : ""}${extra}<div class="counts">${tokensHtml(d.num_tokens)} ${scalarsHtml(d)}</div>
   <h3>Sentences</h3>${sentenceTable(d)}<h3>Every column</h3>${d.columns ? columnsTable(d.columns) : columnsTable({ key: d.key, source: d.source, image: d.image, caption: d.caption })}</div></div>`);
@@ -235,9 +310,12 @@ async function openDetail(card) {
 async function openPair(card) {
   const p = await data.pair(card);
   const sim = typeof p.similarity === "number" ? p.similarity.toFixed(3) : "?";
-  const right = p.match ? side(p.match, "kept: the row it matched") : `<div class="side"><h3>the row it matched</h3><p class="muted">${esc(p.removed.match)} is not a row of these folders (an eval item or another folder).</p></div>`;
-  showModal(`<div class="pair-head"><span class="badge reason">${esc(p.removed.reason)}</span> matched by <b>${esc(p.by || "?")}</b>, similarity <b class="sim">${sim}</b></div>
-  <div class="pair">${side(p.removed, "removed")}${right}</div>`);
+  const d = p.diff;
+  const right = p.match ? side(p.match, "kept: the row it matched", d && d.right) : `<div class="side"><h3>the row it matched</h3><p class="muted">${esc(p.removed.match)} is not a row of these folders (an eval item or another folder).</p></div>`;
+  const legend = d ? `<div class="muted diff-legend">word diff: <span class="wd removed">only in the removed caption</span> <span class="wd added">only in the kept one</span> · ${Math.round(d.same_share * 100)}% of the words in common</div>` : "";
+  showModal(`<div class="pair-head"><span class="badge reason">${esc(p.removed.reason)}</span> matched by <b>${esc(p.by || "?")}</b>, similarity <b class="sim">${sim}</b><span class="bits">${esc(bitsText(p.removed.detail))}</span>
+  <div class="why">${esc(p.removed.why || "")}</div></div>${legend}
+  <div class="pair">${side(p.removed, "removed", d && d.left)}${right}</div>`);
 }
 
 // ---- controls ----------------------------------------------------------------------------------
@@ -251,60 +329,319 @@ function fillControls(meta) {
   $("rows").innerHTML = rows.join("");
   $("legend-keep").hidden = !meta.columns.includes("sentence_keep");
   $("legend-grounding").hidden = !meta.columns.includes("sentence_grounding");
+  $("legend-weakest").hidden = !meta.columns.includes("sentence_grounding");
   $("source").innerHTML = `<option value="">all sources</option>` + meta.sources.map((s) => `<option>${esc(s)}</option>`).join("");
   const numeric = meta.numeric.map((c) => `<option>${esc(c)}</option>`).join("");
   $("range-col").innerHTML = `<option value="">column…</option>` + numeric;
   $("sort").innerHTML = `<option value="">file order</option>` + numeric;
+  $("map-toggle").hidden = !meta.map;
+  $("map-color").innerHTML = `<option value="reason">removal reason</option><option value="source">source</option>` + numeric;
 }
 
-// the controls as `state` says (after fillControls rebuilt them)
+// the controls as `state` says (after fillControls rebuilt them, or the URL changed)
 function syncControls() {
   const rows = state.view === "kept" ? "kept" : `removed:${state.reason}`;
   if ([...$("rows").options].some((o) => o.value === rows)) $("rows").value = rows;
   $("source").value = state.source;
-  const opts = numericFor(state.view).map((c) => `<option>${esc(c)}</option>`).join("");
-  $("sort").innerHTML = `<option value="">file order</option>` + opts;
-  $("range-col").innerHTML = `<option value="">column…</option>` + opts;
+  if (META) {
+    const opts = numericFor(state.view).map((c) => `<option>${esc(c)}</option>`).join("");
+    $("sort").innerHTML = `<option value="">file order</option>` + opts;
+    $("range-col").innerHTML = `<option value="">column…</option>` + opts;
+  }
   $("sort").value = state.sort;
+  $("order").value = state.desc ? "1" : "0";
   $("range-col").value = state.rangeCol;
+  $("range-min").value = state.min;
+  $("range-max").value = state.max;
+  $("search").value = state.q;
+  $("map-color").value = state.color;
+  $("map-clear").hidden = !state.box;
 }
 
 function numericFor(view) {
   return view === "removed" ? ["similarity"] : META.numeric;
 }
 
+// ---- selection: rows picked one by one or every row of a filter; exported as a keys file ----------
+function showSelection() {
+  $("sel-count").textContent = `${selected.size.toLocaleString("en")} selected`;
+  $("sel-export").disabled = selected.size === 0;
+  for (const el of document.querySelectorAll(".card")) {
+    const on = selected.has(el.dataset.key);
+    el.classList.toggle("picked", on);
+    el.querySelector(".pick").checked = on;
+  }
+}
+
+function pick(keys, on) {
+  for (const k of keys) { if (k == null) continue; if (on) selected.add(k); else selected.delete(k); }
+  showSelection();
+  keepSelection();
+}
+
+// the selection outlives a reload of this tab (not a new tab), for the same folders; a selection too
+// large for the browser's session storage is kept in the page only
+const SELECTION_ITEM = "caption-debias-view-selection";
+function keepSelection() {
+  if (!META) return;
+  try {
+    const folders = META.folders.map((f) => f.path);
+    sessionStorage.setItem(SELECTION_ITEM, JSON.stringify({ folders, keys: [...selected] }));
+  } catch (e) { /* storage full or unavailable (a file:// snapshot): the page keeps it */ }
+}
+function restoreSelection() {
+  try {
+    const kept = JSON.parse(sessionStorage.getItem(SELECTION_ITEM) || "null");
+    if (kept && JSON.stringify(kept.folders) === JSON.stringify(META.folders.map((f) => f.path))) pick(kept.keys, true);
+  } catch (e) { /* nothing kept */ }
+}
+
+// one key a line, as `caption-debias curate --exclude-keys FILE` / `--include-keys FILE` read it
+function exportKeys() {
+  const keys = [...selected].filter((k) => !/[\n\r]/.test(k));
+  const blob = new Blob([keys.join("\n") + "\n"], { type: "text/plain" });
+  const a = document.createElement("a");
+  a.href = URL.createObjectURL(blob);
+  a.download = `selected-keys-${keys.length}.txt`;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+  $("status").textContent = `exported ${keys.length.toLocaleString("en")} keys: curate --exclude-keys FILE removes them, --include-keys FILE keeps only them`;
+}
+
+async function selectAllMatching() {
+  $("sel-count").textContent = "selecting…";
+  try { pick(await data.keys(state), true); } catch (e) { $("status").textContent = "error: " + e.message; showSelection(); }
+}
+
+// ---- the map of the image embeddings (a canvas; the server projects, view/embedding_map.py) --------
+const MAP = { data: null, values: null, colorOf: null, view: null, drag: null };
+const PALETTE = ["#9aa5b1", "#d62728", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f", "#393b79", "#ad494a", "#637939"];
+const RAMP = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];  // viridis stops
+
+function ramp(t) {
+  const x = Math.min(1, Math.max(0, t)) * (RAMP.length - 1), i = Math.min(RAMP.length - 2, Math.floor(x)), f = x - i;
+  const c = RAMP[i].map((v, k) => Math.round(v + (RAMP[i + 1][k] - v) * f));
+  return `rgb(${c[0]},${c[1]},${c[2]})`;
+}
+
+async function openMap() {
+  $("map-panel").hidden = false;
+  $("map-toggle").classList.add("on");
+  if (MAP.data) return drawMap();
+  $("map-status").textContent = "computing the map…";
+  for (;;) {
+    const m = await data.map();
+    if (m.status === "ready") { MAP.data = m; break; }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  const m = MAP.data;
+  const shown = m.shown < m.rows ? `${m.shown.toLocaleString("en")} of ${m.rows.toLocaleString("en")} rows drawn (a seeded sample; the box selects among all)` : `${m.rows.toLocaleString("en")} rows`;
+  $("map-status").textContent = `${shown} · ${m.method}, fitted on ${m.fitted_on.toLocaleString("en")} rows, ${Math.round((m.explained[0] + m.explained[1]) * 100)}% of the variance${m.without ? ` · ${m.without.toLocaleString("en")} rows without an embedding` : ""}`;
+  await colourMap();
+}
+
+async function colourMap() {
+  try { await paintMap(); } catch (e) { $("map-legend").textContent = "error: " + e.message; }
+}
+
+async function paintMap() {
+  if (![...$("map-color").options].some((o) => o.value === state.color)) state.color = "reason";  // a column this folder lacks
+  const m = MAP.data, col = state.color;
+  let legend = "";
+  if (col === "reason" || col === "source") {
+    const codes = m[col], names = col === "reason" ? m.reasons : m.sources;
+    const counts = names.map(() => 0);
+    for (const c of codes) if (c >= 0) counts[c]++;
+    MAP.colorOf = (i) => (codes[i] >= 0 ? PALETTE[codes[i] % PALETTE.length] : "#cccccc");
+    MAP.groups = null;
+    legend = names.map((n, k) => `<span class="sw"><i style="background:${PALETTE[k % PALETTE.length]}"></i>${esc(n)} (${counts[k].toLocaleString("en")})</span>`).join("");
+  } else {
+    const values = await data.mapValues(col);
+    let lo = Infinity, hi = -Infinity;
+    for (const v of values) if (typeof v === "number") { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+    const span = hi > lo ? hi - lo : 1;
+    const bins = 32, colours = [...Array(bins)].map((_, b) => ramp(b / (bins - 1)));
+    MAP.colorOf = (i) => (typeof values[i] === "number" ? colours[Math.min(bins - 1, Math.floor(((values[i] - lo) / span) * bins))] : "#d5d9de");
+    legend = lo <= hi ? `<span class="sw">${esc(col)}: ${fmt(lo)} <i class="ramp"></i> ${fmt(hi)}</span><span class="sw"><i style="background:#d5d9de"></i>no value</span>` : `<span class="muted">${esc(col)}: no values on the map</span>`;
+  }
+  $("map-legend").innerHTML = legend;
+  drawMap();
+}
+
+function mapGeometry() {
+  const canvas = $("map-canvas"), w = $("map-wrap").clientWidth, h = 420, dpr = window.devicePixelRatio || 1;
+  for (const c of [canvas, $("map-over")]) { c.width = w * dpr; c.height = h * dpr; c.style.width = w + "px"; c.style.height = h + "px"; }
+  const [bx0, by0, bx1, by1] = MAP.data.bounds || [0, 0, 1, 1], pad = 12;
+  const z = MAP.zoom || { k: 1, cx: (bx0 + bx1) / 2, cy: (by0 + by1) / 2 };  // the wheel zooms, a double click resets
+  const hw = (bx1 - bx0 || 1) / 2 / z.k, hh = (by1 - by0 || 1) / 2 / z.k;
+  const x0 = z.cx - hw, y0 = z.cy - hh;
+  const sx = (w - 2 * pad) / (2 * hw), sy = (h - 2 * pad) / (2 * hh);
+  MAP.view = {
+    w, h, dpr,
+    px: (x) => pad + (x - x0) * sx, py: (y) => h - pad - (y - y0) * sy,
+    dx: (px) => x0 + (px - pad) / sx, dy: (py) => y0 + (h - pad - py) / sy,
+  };
+}
+
+function currentBox() {
+  if (!state.box) return null;
+  const b = state.box.split(":").map(Number);
+  return b.length === 4 && b.every(Number.isFinite) ? [Math.min(b[0], b[2]), Math.min(b[1], b[3]), Math.max(b[0], b[2]), Math.max(b[1], b[3])] : null;
+}
+
+// every point, one fill colour at a time (a few hundred state changes, not 100,000); outside the box faded
+function drawMap() {
+  if (!MAP.data || $("map-panel").hidden) return;
+  const t0 = performance.now();
+  mapGeometry();
+  const m = MAP.data, v = MAP.view, ctx = $("map-canvas").getContext("2d"), box = currentBox();
+  ctx.setTransform(v.dpr, 0, 0, v.dpr, 0, 0);
+  ctx.clearRect(0, 0, v.w, v.h);
+  const byColour = new Map();
+  for (let i = 0; i < m.x.length; i++) {
+    const c = MAP.colorOf(i);
+    let list = byColour.get(c);
+    if (!list) byColour.set(c, (list = []));
+    list.push(i);
+  }
+  const size = m.x.length > 20000 ? 2 : m.x.length > 2000 ? 3 : 5;
+  for (const [c, list] of byColour) {
+    ctx.fillStyle = c;
+    for (const i of list) {
+      const inside = !box || (m.x[i] >= box[0] && m.x[i] <= box[2] && m.y[i] >= box[1] && m.y[i] <= box[3]);
+      ctx.globalAlpha = inside ? 0.85 : 0.12;
+      ctx.fillRect(v.px(m.x[i]) - size / 2, v.py(m.y[i]) - size / 2, size, size);
+    }
+  }
+  ctx.globalAlpha = 1;
+  drawOverlay(box ? [v.px(box[0]), v.py(box[3]), v.px(box[2]), v.py(box[1])] : null);
+  $("map-canvas").dataset.drawMs = String(Math.round(performance.now() - t0));
+  $("map-canvas").dataset.points = String(m.x.length);
+}
+
+function drawOverlay(rect) {
+  const v = MAP.view, ctx = $("map-over").getContext("2d");
+  ctx.setTransform(v.dpr, 0, 0, v.dpr, 0, 0);
+  ctx.clearRect(0, 0, v.w, v.h);
+  if (!rect) return;
+  const [a, b, c, d] = rect;
+  ctx.fillStyle = "rgba(59, 110, 168, 0.08)";
+  ctx.strokeStyle = "#3b6ea8";
+  ctx.lineWidth = 1.5;
+  ctx.fillRect(Math.min(a, c), Math.min(b, d), Math.abs(c - a), Math.abs(d - b));
+  ctx.strokeRect(Math.min(a, c), Math.min(b, d), Math.abs(c - a), Math.abs(d - b));
+}
+
+function nearestPoint(px, py) {
+  const m = MAP.data, v = MAP.view;
+  let best = -1, bestD = 64;  // within 8 px
+  for (let i = 0; i < m.x.length; i++) {
+    const dx = v.px(m.x[i]) - px, dy = v.py(m.y[i]) - py, d = dx * dx + dy * dy;
+    if (d < bestD) { bestD = d; best = i; }
+  }
+  return best;
+}
+
+function wireMap() {
+  const over = $("map-over");
+  const at = (ev) => { const r = over.getBoundingClientRect(); return [ev.clientX - r.left, ev.clientY - r.top]; };
+  over.addEventListener("mousedown", (ev) => { if (MAP.data) { MAP.drag = at(ev); ev.preventDefault(); } });
+  window.addEventListener("mousemove", (ev) => { if (MAP.drag) drawOverlay([...MAP.drag, ...at(ev)]); });
+  window.addEventListener("mouseup", (ev) => {
+    if (!MAP.drag) return;
+    const [a, b] = MAP.drag, [c, d] = at(ev), v = MAP.view;
+    MAP.drag = null;
+    if (Math.abs(c - a) < 4 && Math.abs(d - b) < 4) {  // a click: the nearest point's row
+      drawMap();
+      const i = nearestPoint(a, b);
+      if (i >= 0) {
+        openDetail({ id: MAP.data.id[i] }).catch((e) => showModal(`<p class="muted">${esc(e.message)}</p>`));
+      }
+      return;
+    }
+    const r = (x) => Number(x.toPrecision(6));
+    state.box = [r(v.dx(Math.min(a, c))), r(v.dy(Math.max(b, d))), r(v.dx(Math.max(a, c))), r(v.dy(Math.min(b, d)))].join(":");
+    change();
+  });
+  over.addEventListener("wheel", (ev) => {  // zoom about the cursor
+    if (!MAP.data) return;
+    ev.preventDefault();
+    const [px, py] = at(ev), v = MAP.view, b = MAP.data.bounds;
+    const z = MAP.zoom || { k: 1, cx: (b[0] + b[2]) / 2, cy: (b[1] + b[3]) / 2 };
+    const k = Math.min(256, Math.max(1, z.k * (ev.deltaY < 0 ? 1.25 : 0.8)));
+    const mx = v.dx(px), my = v.dy(py), f = z.k / k;
+    MAP.zoom = k === 1 ? null : { k, cx: mx + (z.cx - mx) * f, cy: my + (z.cy - my) * f };
+    drawMap();
+  }, { passive: false });
+  over.addEventListener("dblclick", () => { MAP.zoom = null; drawMap(); });
+  $("map-color").addEventListener("change", (e) => { state.color = e.target.value; remember(); colourMap(); });
+  $("map-clear").addEventListener("click", () => { state.box = ""; change(); });
+  $("map-toggle").addEventListener("click", () => {
+    state.map = $("map-panel").hidden;
+    remember();
+    if (state.map) openMap().catch((e) => { $("map-status").textContent = "error: " + e.message; });
+    else { $("map-panel").hidden = true; $("map-toggle").classList.remove("on"); }
+  });
+  window.addEventListener("resize", () => drawMap());
+}
+
+// ---- wiring ------------------------------------------------------------------------------------
+// a filter changed: back to the first page, a new history entry, the rows again
+function change() {
+  state.offset = 0;
+  remember();
+  syncControls();
+  if (MAP.data) drawMap();
+  load();
+}
+
 function wire() {
-  const reload = () => { state.offset = 0; load(); };
   $("rows").addEventListener("change", (e) => {
     const v = e.target.value;
     state.view = v === "kept" ? "kept" : "removed";
     state.reason = v.startsWith("removed:") ? v.slice(8) : "";
-    const opts = numericFor(state.view).map((c) => `<option>${esc(c)}</option>`).join("");
-    $("sort").innerHTML = `<option value="">file order</option>` + opts;
-    $("range-col").innerHTML = `<option value="">column…</option>` + opts;
-    state.sort = ""; state.rangeCol = "";
-    reload();
+    state.sort = ""; state.rangeCol = ""; state.min = ""; state.max = "";
+    change();
   });
-  $("source").addEventListener("change", (e) => { state.source = e.target.value; reload(); });
+  $("source").addEventListener("change", (e) => { state.source = e.target.value; change(); });
   let timer = null;
-  $("search").addEventListener("input", (e) => { clearTimeout(timer); timer = setTimeout(() => { state.q = e.target.value.trim(); reload(); }, 300); });
+  $("search").addEventListener("input", (e) => { clearTimeout(timer); timer = setTimeout(() => { state.q = e.target.value.trim(); change(); }, 300); });
   for (const id of ["range-col", "range-min", "range-max"]) {
-    $(id).addEventListener("change", () => { state.rangeCol = $("range-col").value; state.min = $("range-min").value; state.max = $("range-max").value; reload(); });
+    $(id).addEventListener("change", () => { state.rangeCol = $("range-col").value; state.min = $("range-min").value; state.max = $("range-max").value; change(); });
   }
-  $("sort").addEventListener("change", (e) => { state.sort = e.target.value; reload(); });
-  $("order").addEventListener("change", (e) => { state.desc = e.target.value === "1"; if (state.sort) reload(); });
-  $("prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - PAGE); load(); window.scrollTo(0, 0); });
-  $("next").addEventListener("click", () => { state.offset += PAGE; load(); window.scrollTo(0, 0); });
+  $("sort").addEventListener("change", (e) => { state.sort = e.target.value; change(); });
+  $("order").addEventListener("change", (e) => { state.desc = e.target.value === "1"; if (state.sort) change(); else remember(); });
+  $("prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - PAGE); remember(); load(); window.scrollTo(0, 0); });
+  $("next").addEventListener("click", () => { state.offset += PAGE; remember(); load(); window.scrollTo(0, 0); });
   $("close").addEventListener("click", closeModal);
   $("modal").addEventListener("click", (e) => { if (e.target.id === "modal") closeModal(); });
   document.addEventListener("keydown", (e) => { if (e.key === "Escape") closeModal(); });
+  $("sel-page").addEventListener("click", () => pick(lastRows.map((c) => c.key), true));
+  $("sel-all").addEventListener("click", selectAllMatching);
+  $("sel-clear").addEventListener("click", () => { selected.clear(); showSelection(); keepSelection(); });
+  $("sel-export").addEventListener("click", exportKeys);
+  wireMap();
+  window.addEventListener("popstate", () => {  // back / forward: the view that URL names
+    Object.assign(state, hashToState(location.hash));
+    syncControls();
+    if (state.map && META && META.map) openMap().catch((e) => { $("map-status").textContent = "error: " + e.message; });
+    else $("map-panel").hidden = true;
+    load();
+  });
 }
 
 async function main() {
+  Object.assign(state, hashToState(location.hash));
   wire();
+  syncControls();
   await load();  // the first page needs no index; the metadata (filters, sort columns) waits for the index
   META = await data.meta();
   fillControls(META);
+  syncControls();
+  restoreSelection();
   if (SNAP) $("top").insertAdjacentHTML("beforeend", `<span class="badge snap">static snapshot: ${esc(SNAP.note || "")}</span>`);
+  if (state.map && META.map) openMap().catch((e) => { $("map-status").textContent = "error: " + e.message; });
 }
 main();

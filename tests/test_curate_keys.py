@@ -1,0 +1,162 @@
+"""`curate --exclude-keys FILE` / `--include-keys FILE` (curate/keys.py): rows a curator chose by key.
+
+The output is the same run's without the flag less exactly the rows listed (or not listed), each
+a removed.jsonl line `excluded_by_user` naming the file and its sha256; counts reconcile; a bad
+keys file is one line before any work."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+
+import pytest
+from curate_fixtures import make_world
+
+from caption_debias.curate import keys
+from caption_debias.curate.options import REASONS, CurateOptions
+from caption_debias.curate.run import curate
+from caption_debias.dataset import PreparedDataset
+from caption_debias.errors import UserError
+from caption_debias.schema import removed_schema
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    return make_world(tmp_path_factory.mktemp("keysworld"))
+
+
+def _opts(world, **kw) -> CurateOptions:
+    return CurateOptions(image_root=str(world["images"]), quiet=True, **kw)
+
+
+@pytest.fixture(scope="module")
+def plain(world, tmp_path_factory):
+    out = tmp_path_factory.mktemp("plain") / "out"
+    curate([world["prepared"]], out, _opts(world))
+    return out
+
+
+def _kept(folder) -> list[str]:
+    return PreparedDataset.open(folder).read(["key"]).column("key").to_pylist()
+
+
+def _removed(folder) -> list[dict]:
+    return [json.loads(x) for x in (folder / "removed.jsonl").read_text().splitlines()]
+
+
+def test_reason_is_last_in_the_funnel_and_in_the_schema():
+    assert REASONS[-1] == "excluded_by_user"
+    assert removed_schema()["properties"]["reason"]["enum"] == list(REASONS)
+
+
+def test_exclude_keys_removes_exactly_the_listed_rows(world, plain, tmp_path):
+    kept = _kept(plain)
+    chosen = [kept[1], kept[4], "table/byte_copy"]  # the last is a duplicate already: it stays one
+    path = tmp_path / "keys.txt"
+    path.write_text("\n".join(chosen) + "\n\n", "utf-8")
+    out = tmp_path / "out"
+    manifest = curate([world["prepared"]], out, _opts(world, exclude_keys=str(path)))
+    assert _kept(out) == [k for k in kept if k not in chosen]
+    lines = {r["key"]: r for r in _removed(out)}
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    for key in chosen[:2]:
+        assert lines[key]["reason"] == "excluded_by_user"
+        assert lines[key]["detail"] == {"by": "listed in --exclude-keys", "file": str(path), "sha256": digest}
+    assert lines["table/byte_copy"]["reason"] == "duplicate_image"
+    before = {r["key"]: r["reason"] for r in _removed(plain)}
+    assert {k: r["reason"] for k, r in lines.items() if k not in chosen[:2]} == before  # nothing else moved
+    c = manifest["counts"]
+    assert c["removed_by_reason"]["excluded_by_user"] == 2 and c["read"] == c["written"] + c["removed"]
+    assert manifest["curation"]["thresholds"]["user_keys"] == {
+        "exclude": {"path": str(path), "sha256": digest, "keys": 3}
+    }
+    assert manifest["curation"]["user_keys"]["exclude"]["not_in_inputs"] == 0
+    assert manifest["curation"]["funnel"][-2] == {"step": "excluded_by_user", "removed": 2, "left": c["written"]}
+
+
+def test_include_keys_keeps_only_the_listed_rows(world, plain, tmp_path):
+    kept = _kept(plain)
+    path = tmp_path / "only.txt"
+    path.write_text(f"{kept[0]}\r\n{kept[2]}\r\ntable/missing\r\n", "utf-8")  # CRLF lines read too
+    out = tmp_path / "out"
+    manifest = curate([world["prepared"]], out, _opts(world, include_keys=str(path)))
+    assert _kept(out) == [kept[0], kept[2]]
+    lines = {r["key"]: r for r in _removed(out)}
+    assert lines["table/missing"]["reason"] == "image_missing"  # listed rows still pass every other reason
+    dropped = [k for k in kept if k not in (kept[0], kept[2])]
+    assert all(lines[k]["reason"] == "excluded_by_user" for k in dropped)
+    assert lines[dropped[0]]["detail"]["by"] == "not listed in --include-keys"
+    assert manifest["counts"]["removed_by_reason"]["excluded_by_user"] == len(dropped)
+
+
+def test_keys_in_no_input_are_counted_in_one_line(world, tmp_path, capsys):
+    path = tmp_path / "k.txt"
+    path.write_text("table/c1\nnot/a-row\nnot/another\n", "utf-8")
+    manifest = curate([world["prepared"]], tmp_path / "out", _opts(world, exclude_keys=str(path)))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"caption-debias curate: warning: --exclude-keys {path}: 2 of its 3 keys are rows of no input "
+        "(e.g. 'not/a-row', 'not/another'); the others apply"
+    ]
+    assert manifest["curation"]["user_keys"]["exclude"]["not_in_inputs"] == 2
+    none = tmp_path / "none.txt"
+    none.write_text("x/1\nx/2\n", "utf-8")
+    with pytest.raises(UserError, match=r"none of its 2 keys is a row of the inputs \(e\.g\. 'x/1'\)"):
+        curate([world["prepared"]], tmp_path / "out2", _opts(world, include_keys=str(none)))
+    assert not (tmp_path / "out2" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "No such file or directory"),
+        (b"table/c1\n\xff\xfe\n", "not UTF-8 text (invalid start byte at byte 9)"),
+        (b"\n\n\r\n", "no keys"),
+    ],
+)
+def test_a_bad_keys_file_is_one_line(world, tmp_path, content, message):
+    path = tmp_path / "keys.txt"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        _opts(world, exclude_keys=str(path)).validate()
+
+
+def test_a_huge_keys_file_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(keys, "MAX_BYTES", 64)
+    path = tmp_path / "big.txt"
+    path.write_text("k\n" * 40, "utf-8")
+    with pytest.raises(UserError, match="larger than 0 MiB"):
+        keys.read_keys(str(path), "--include-keys")
+
+
+def test_listed_matches_its_row_by_row_specification(tmp_path):
+    path = tmp_path / "k.txt"
+    path.write_text("a/1\nb/2\nc 3\n", "utf-8")
+    key_list = keys.read_keys(str(path), "--exclude-keys")
+    rows = ["a/1", "a/10", None, "c 3", "b/2", "B/2", " a/1"]
+    assert keys.listed(rows, key_list).tolist() == [keys.listed_row(k, key_list) for k in rows]
+    assert keys.listed(rows, key_list).tolist() == [True, False, False, True, True, False, False]
+
+
+def test_cli_bad_keys_file_is_one_line_and_exit_2(world, tmp_path):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "caption_debias.cli.main",
+            "curate",
+            str(world["prepared"]),
+            "--out",
+            str(tmp_path / "o"),
+        ]
+        + ["--exclude-keys", str(tmp_path / "nope.txt"), "-q"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"caption-debias: error: --exclude-keys {tmp_path / 'nope.txt'}: No such file or directory"
+    ]
