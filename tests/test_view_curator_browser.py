@@ -235,10 +235,14 @@ def test_the_map_colours_points_and_a_box_filters_the_grid(served, planted, cont
         page.mouse.wheel(0, -100)  # zoomed in about the centre: a box drawn now is still in map coordinates
     _drag(page, box, (0.3, 0.2), (0.7, 0.8))
     page.wait_for_url(re.compile("box="))
-    x0, y0, x1, y1 = (float(v) for v in page.evaluate("new URLSearchParams(location.hash.slice(1)).get('box')").split(":"))
+    x0, y0, x1, y1 = (
+        float(v) for v in page.evaluate("new URLSearchParams(location.hash.slice(1)).get('box')").split(":")
+    )
     assert x1 - x0 < (n["bounds"][2] - n["bounds"][0]) * 0.4 * 0.55  # about 0.4 of a view 1.25^3 times smaller
     zoomed = {i for i, x, y in zip(n["id"], n["x"], n["y"]) if x0 <= x <= x1 and y0 <= y <= y1 and ":r" not in i}
-    expect(page.locator("#status")).to_have_text(f"{len(zoomed)} kept {'row matches' if len(zoomed) == 1 else 'rows match'}")
+    expect(page.locator("#status")).to_have_text(
+        f"{len(zoomed)} kept {'row matches' if len(zoomed) == 1 else 'rows match'}"
+    )
     page.dblclick("#map-over")
     page.reload()  # the map, its colouring and the rows come back from the URL
     _map_ready(page)
