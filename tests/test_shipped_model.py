@@ -61,6 +61,21 @@ def test_random_weights_is_told_apart_without_loading(tmp_path):
     assert not random_weights(str(tmp_path), None) and not random_weights(str(tmp_path / "ckpt.pt"), None)
 
 
+def test_an_unknown_model_name_is_one_line_before_any_loading_line():
+    import open_clip
+
+    from caption_debias.errors import UserError
+    from caption_debias.model.describe import describe
+    from caption_debias.model.load import register_shipped_configs
+    from caption_debias.model.names import architecture_names
+
+    register_shipped_configs()
+    assert architecture_names() == set(open_clip.list_models())  # the names open_clip knows, read without it
+    with pytest.raises(UserError, match="unknown model 'no-such-model'"):
+        describe("no-such-model")
+    assert describe("ViT-B-16") == "ViT-B-16 (random weights)" and describe("tiny", "x").startswith("tiny")
+
+
 def test_score_and_eval_with_random_weights_say_so_in_one_line(world, tmp_path):
     root, prepared = world
     said = _cli("score", prepared, "--model", "tiny", "--out", tmp_path / "s", "--image-root", root).output

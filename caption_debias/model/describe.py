@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from caption_debias.model.names import is_shipped, random_weights, shipped_folder
+from caption_debias.model.names import check_model_name, is_shipped, random_weights, shipped_folder
 from caption_debias.progress import format_bytes
 
 CHECKPOINTS = "checkpoints"  # model/load.py: a run folder's checkpoints, step_*.pt
@@ -23,8 +23,10 @@ def _size(path: Path) -> str:
 
 
 def describe(spec: str, pretrained: str | None = None) -> str:
-    """`local-dir:DIR (15.2 MB)`, `run RUN (step_00000300.pt, 15.2 MB)`, `ViT-B-16 (random weights)`, ..."""
+    """`local-dir:DIR (15.2 MB)`, `run RUN (step_00000300.pt, 15.2 MB)`, `ViT-B-16 (random weights)`, ...;
+    a name no open_clip config holds is load_model's one line (UserError), not a "loading" line first."""
     spec = str(spec)
+    check_model_name(spec)
     if is_shipped(spec):
         return f"{spec}, the shipped model ({_size(shipped_folder(spec))})"
     if spec.startswith("local-dir:"):

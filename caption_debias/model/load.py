@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from caption_debias.errors import UserError
-from caption_debias.model.names import is_shipped, shipped_folder
+from caption_debias.model.names import is_shipped, shipped_folder, unknown_model_text
 
 log = logging.getLogger(__name__)
 
@@ -286,9 +286,7 @@ def load_model(
             raise UserError(f"unknown open_clip model {pretrained!r} for checkpoint {spec}")
         return _load_file_checkpoint(pretrained, path, device, spec)
     if spec not in open_clip.list_models():
-        raise UserError(
-            f"unknown model {spec!r}: not an open_clip model name, run folder, checkpoint file, local-dir: or hf-hub: spec"
-        )
+        raise UserError(unknown_model_text(spec))
     if pretrained and Path(pretrained).is_file():
         return _load_file_checkpoint(spec, Path(pretrained), device, spec)
     if pretrained and pretrained not in open_clip.list_pretrained_tags_by_model(spec):

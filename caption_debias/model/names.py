@@ -39,6 +39,44 @@ def random_weights(spec: str, pretrained: str | None) -> bool:
     return not Path(spec).exists()
 
 
+def unknown_model_text(spec: str) -> str:
+    return (
+        f"unknown model {spec!r}: not an open_clip model name, run folder, checkpoint file, local-dir: or hf-hub: spec"
+    )
+
+
+def architecture_names() -> set[str] | None:
+    """open_clip's model names as its config files list them, and the configs shipped here (tiny,
+    demo-small), read without importing open_clip (which imports torch); None without open_clip."""
+    import importlib.util
+
+    found = importlib.util.find_spec("open_clip")
+    if found is None or not found.submodule_search_locations:
+        return None
+    import json
+
+    folders = [Path(p) / "model_configs" for p in found.submodule_search_locations]
+    names = {f.stem for folder in folders if folder.is_dir() for f in folder.glob("*.json")}
+    shipped = Path(str(resources.files("caption_debias").joinpath("assets")))
+    for f in shipped.glob("*.json"):  # the configs load.py registers: open_clip's own test for a model config
+        if {"embed_dim", "vision_cfg", "text_cfg"} <= set(json.loads(f.read_text("utf-8"))):
+            names.add(f.stem)
+    return names
+
+
+def check_model_name(spec: str) -> None:
+    """A bare name (no path, no prefix) that no open_clip config holds: the one line load_model says,
+    before torch is imported."""
+    spec = str(spec)
+    if is_shipped(spec) or spec.startswith(PREFIXES) or "/" in spec or spec.startswith((".", "~")):
+        return
+    if Path(spec).exists():
+        return
+    names = architecture_names()
+    if names is not None and spec not in names:
+        raise UserError(unknown_model_text(spec))
+
+
 def random_weights_warning(command: str, spec: str) -> str:
     """One line for a command that scores or evaluates with a randomly initialised model."""
     return (
