@@ -9,11 +9,14 @@ webdataset's TarWriter: the same bytes), then times, best of --repeats, interlea
   webdataset: wds.WebDataset(tars, shardshuffle=False), fn on each sample's jpg (the reference reader)
   s3:         ImageSource(s3://bucket/tars).map(rows, fn)       (with --s3: moto's server, counting bytes)
 with fn = image_files.decode_rgb (the one decode every stage uses) and fn = len (reading alone),
+or with --fns curate score the stages' own per-image work (curate's image facts: size, sha256,
+phash; score's draft decode and open_clip eval transform),
 at --threads 1 (every path sequential, as WebDataset iterates) and at --threads N for the
 source's pool. Each ratio is the median over repeats of the paired wall-time ratios (with their
 range). Targets: tars / loose >= 0.9, tars / webdataset >= 1.0 (decode, one thread).
 
     .venv/bin/python benchmarks/bench_image_source.py --n 600 --per-tar 100 --threads 1 4 --repeats 3 --s3
+    .venv/bin/python benchmarks/bench_image_source.py --fns curate score --threads 1 2 --repeats 3 --s3
 """
 
 from __future__ import annotations
@@ -82,6 +85,30 @@ def length(data: bytes, name: str) -> int:
     return len(data)
 
 
+def curate_facts(data: bytes, name: str):
+    """curate's image facts (size, sha256, draft-decoded grey, phash): what its signal step applies."""
+    from caption_debias.curate.images import facts_of_bytes
+
+    return facts_of_bytes(data, name)
+
+
+_PREPROCESS = []
+
+
+def score_decode(data: bytes, name: str):
+    """score's decode: draft-decoded RGB and open_clip's eval transform at 224 (ViT-B-16's)."""
+    from caption_debias.score.encode import decode_bytes
+
+    if not _PREPROCESS:
+        from open_clip.transform import image_transform
+
+        _PREPROCESS.append(image_transform(224, is_train=False))
+    return decode_bytes(data, name, _PREPROCESS[0], draft_side=224)
+
+
+FNS = {"decode": decode, "read": length, "curate": curate_facts, "score": score_decode}
+
+
 def time_source(root, refs: list[str], fn, threads: int) -> tuple[tuple[float, float], object]:
     """((wall, CPU) seconds, the source) of one batch of every row."""
     from caption_debias.image_source import ImageSource
@@ -98,7 +125,7 @@ def time_webdataset(tars: list[str], fn, n: int) -> tuple[float, float]:
     import webdataset as wds
 
     start, cpu = time.perf_counter(), time.process_time()
-    done = sum(1 for sample in wds.WebDataset(tars, shardshuffle=False) if fn(sample["jpg"], sample["__key__"]))
+    done = sum(1 for s in wds.WebDataset(tars, shardshuffle=False) if fn(s["jpg"], s["__key__"]) is not None)
     elapsed = (time.perf_counter() - start, time.process_time() - cpu)
     assert done == n, (done, n)
     return elapsed
@@ -111,7 +138,7 @@ def measure(folder: Path, refs: tuple[list[str], list[str]], args, s3_root: str 
     runs: dict[str, list[tuple[float, float]]] = {}
     fetched: dict[str, int] = {}
     for _ in range(args.repeats):
-        for fname, fn in (("decode", decode), ("read", length)):
+        for fname, fn in ((f, FNS[f]) for f in args.fns):
             for t in args.threads:
                 paths = [("loose", folder / "loose", loose_refs), ("tars", folder / "tars", tar_refs)]
                 paths += [("s3", s3_root, tar_refs)] if s3_root is not None else []
@@ -123,12 +150,13 @@ def measure(folder: Path, refs: tuple[list[str], list[str]], args, s3_root: str 
     return {"runs": runs, "fetched": fetched}
 
 
-def report(result: dict, n: int, tar_bytes: int, threads: list[int], server_bytes: int | None) -> None:
+def report(result: dict, n: int, tar_bytes: int, threads: list[int], server_bytes: int | None, fns: list[str]) -> None:
     """Images/s of each path (its fastest repeat) and CPU microseconds per image (median), then how many
     times faster tars are than each other path: the median over repeats of the paired wall ratios."""
     runs = result["runs"]
-    print(f"{n} images, {tar_bytes / n / 1024:.1f} KiB per image in the tars, {len(runs['decode/tars/1'])} repeats")
-    for fname in ("decode", "read"):
+    repeats = len(runs[f"{fns[0]}/tars/{threads[0]}"])
+    print(f"{n} images, {tar_bytes / n / 1024:.1f} KiB per image in the tars, {repeats} repeats")
+    for fname in fns:
         for t in threads:
             paths = [p for p in ("loose", "tars", "webdataset", "s3") if f"{fname}/{p}/{t}" in runs]
             rates = "  ".join(
@@ -162,12 +190,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "bench-image-source")
     parser.add_argument("--s3", action="store_true", help="also read the tars from moto's S3 server on 127.0.0.1")
+    parser.add_argument(
+        "--fns",
+        nargs="+",
+        choices=sorted(FNS),
+        default=["decode", "read"],
+        help="what is applied to each image: decode (image_files.decode_rgb), read (bytes alone), "
+        "curate (curate's image facts), score (score's decode and eval transform)",
+    )
     args = parser.parse_args()
     folder = args.dir / f"n{args.n}-t{args.per_tar}"
     refs = make_world(folder, args.n, args.per_tar)
     tar_bytes = sum(p.stat().st_size for p in (folder / "tars").glob("*.tar"))
     if not args.s3:
-        report(measure(folder, refs, args, None), args.n, tar_bytes, args.threads, None)
+        report(measure(folder, refs, args, None), args.n, tar_bytes, args.threads, None, args.fns)
         return
     from image_worlds import moto_s3, upload
 
@@ -177,7 +213,7 @@ def main() -> None:
         result = measure(folder, refs, args, url)
         passes = len([k for k in result["fetched"] if "/s3/" in k]) * args.repeats  # s3 passes in all
         sent = sum(b for _, b in server.gets(".tar")) / passes
-        report(result, args.n, tar_bytes, args.threads, int(sent))
+        report(result, args.n, tar_bytes, args.threads, int(sent), args.fns)
 
 
 if __name__ == "__main__":

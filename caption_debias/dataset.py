@@ -45,8 +45,14 @@ def unfinished_message(folder: Any, command: str) -> str:
 
 def recorded_image_root(manifest: dict[str, Any]) -> str | None:
     """The image root a folder's manifest records: prepare's --image-root (an absolute path), or
-    the one curate or pack used, which defaults to it. None when none was given."""
-    root = (manifest.get("options") or {}).get("image_root") if isinstance(manifest, dict) else None
+    the one curate, score or pack read under (resolved: absolute, or a URL), which defaults to it;
+    else the one root every input of a score run was read under. None when none was given."""
+    if not isinstance(manifest, dict):
+        return None
+    root = (manifest.get("options") or {}).get("image_root")
+    if not root:  # score reads each input under its own root: one they all share is the folder's
+        roots = {e.get("image_root") for e in manifest.get("inputs") or [] if isinstance(e, dict)}
+        root = roots.pop() if len(roots) == 1 else None
     return str(root) if root else None
 
 

@@ -45,6 +45,10 @@ IMAGE_ROOT_HELP = (
     "Folder the image paths are relative to (default: the input's own: a dump's folder, or the root a "
     "prepared folder's manifest records)."
 )
+MAX_MISSING_HELP = (
+    "Stop (non-zero, before the manifest is written) when more than this share of the rows' images "
+    "cannot be found under the image root (0 to 1)."
+)
 WORKERS_HELP = "Worker processes (the output is identical for any value)."
 ENGINE_HELP = "Where the work runs: local (a process pool) or ray (Ray Data; the same output). See docs/scale.md."
 RAY_ADDRESS_HELP = (
@@ -294,6 +298,13 @@ class ImageRootOptions(Options):
             return
         if not Path(root).is_dir():
             raise UserError(f"--image-root {root}: no such folder")
+
+
+@dataclass(kw_only=True)
+class MissingImagesOptions(Options):
+    """--max-missing-images: a stage that opens the rows' images (curate, score, pack)."""
+
+    max_missing_images: float = option(0.5, MAX_MISSING_HELP, min=0, max=1, runtime=True)
 
 
 @dataclass(kw_only=True)

@@ -53,7 +53,9 @@ def test_curate_and_pack_use_it_when_given_none_and_a_given_root_wins(world, tmp
     assert packed["counts"]["written"] == kept and packed["options"]["image_root"] == str(images.resolve())
     empty = tmp_path / "no-images"
     empty.mkdir()
-    other = pack(curated_folder, tmp_path / "packed-other", PackOptions(image_root=str(empty), quiet=True))
+    # every image missing stops a run unless --max-missing-images allows it (issue 29)
+    options = PackOptions(image_root=str(empty), quiet=True, max_missing_images=1.0)
+    other = pack(curated_folder, tmp_path / "packed-other", options)
     assert other["counts"]["removed_by_reason"] == {"image_missing": kept}  # the given root was used
 
 

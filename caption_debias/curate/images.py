@@ -95,9 +95,13 @@ def thumb_file(path: Path) -> bytes:
     """thumb_of the file, decoded in colour (a JPEG at draft scale): colour matters here, a red and
     a blue square are one grey. Read and decoded as every stage does (image_files); ImageProblem
     (an OSError) when it cannot be."""
-    data = image_files.read_regular(path)
-    with image_files.decoding(path.name):
-        im = image_files.open_image(data, path.name)
+    return thumb_of_bytes(image_files.read_regular(path), path.name)
+
+
+def thumb_of_bytes(data: bytes, name: str) -> bytes:
+    """thumb_file of an image's bytes (a file's, a tar member's, a stored sample's)."""
+    with image_files.decoding(name):
+        im = image_files.open_image(data, name)
         if im.format == "JPEG":
             im.draft("RGB", (DRAFT_SIDE, DRAFT_SIDE))
         return thumb_of(image_files.to_8bit(im))
@@ -122,15 +126,27 @@ def _thumb_if_small_or_flat(data: bytes, im, pixels, width: int, height: int) ->
 
 def image_facts(path: Path) -> ImageFacts:
     """Specification: the facts of one image file (read bounded and never blocking: image_files.read_regular)."""
-    from PIL import ImageFile
-
     try:
         data = image_files.read_regular(path)
     except image_files.ImageProblem as exc:
-        return ImageFacts(MISSING if exc.reason == image_files.MISSING else UNREADABLE, error=exc.detail)
+        return problem_facts(exc)
+    return facts_of_bytes(data, path.name)
+
+
+def problem_facts(exc: image_files.ImageProblem) -> ImageFacts:
+    """The facts of an image that could not be read (not found, or not allowed)."""
+    return ImageFacts(MISSING if exc.reason == image_files.MISSING else UNREADABLE, error=exc.detail)
+
+
+def facts_of_bytes(data: bytes, name: str) -> ImageFacts:
+    """The facts of an image's bytes, wherever they were read from (a file, a tar member, a sample)."""
+    from PIL import ImageFile
+
     digest = hashlib.sha256(data).digest()
+    if "#" not in name:  # a loose file by its file name, as before; a member by SHARD.tar#MEMBER
+        name = name.rpartition("/")[2]
     try:
-        with image_files.decoding(None), image_files.open_image(data, path.name) as im:
+        with image_files.decoding(None), image_files.open_image(data, name) as im:
             width, height = im.size
             if im.format == "JPEG":
                 im.draft("L", (DRAFT_SIDE, DRAFT_SIDE))
@@ -143,6 +159,16 @@ def image_facts(path: Path) -> ImageFacts:
     except image_files.ImageProblem as exc:  # beyond the MAX_PIXELS rule, or not a picture
         return ImageFacts(UNREADABLE, sha256=digest, error=exc.detail)
     return ImageFacts(OK, width, height, digest, phash, thumb=thumb)
+
+
+def source_facts(source, images: list, keys: list | None = None, threads: int | None = None) -> list[ImageFacts]:
+    """facts_of_bytes of every row's image read through an image_source.ImageSource (rows grouped by
+    tar, one pass per tar), in row order; NOT_CHECKED where the image is None."""
+    out = source.map(images, facts_of_bytes, keys, threads)
+    return [
+        ImageFacts(NOT_CHECKED) if f is None else problem_facts(f) if isinstance(f, image_files.ImageProblem) else f
+        for f in out
+    ]
 
 
 def relative_facts(root: image_files.ImageRoot, image: str) -> ImageFacts:

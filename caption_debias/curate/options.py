@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from caption_debias.errors import UserError
-from caption_debias.options import StageOptions, field_default, option
+from caption_debias.options import MissingImagesOptions, StageOptions, field_default, option
 
 # Funnel order: a row removed for an earlier reason is never tested for a later one, and
 # "an earlier kept row" of the duplicate reasons means a row that passed every reason before.
@@ -79,7 +79,7 @@ SEMDEDUP_PROBES = 2  # clusters a row is looked up in: its home and the next nea
 
 
 @dataclass
-class CurateOptions(StageOptions):
+class CurateOptions(MissingImagesOptions, StageOptions):
     """Every option of `caption-debias curate` (the CLI reads defaults and --help from here)."""
 
     decontaminate: list[str] = option(
@@ -171,7 +171,7 @@ class CurateOptions(StageOptions):
     )
 
     def check(self) -> None:
-        self.check_image_root()
+        self.check_image_root(urls=True)  # read through image_source: a folder here or an fsspec URL
         if self.embed_images and self.image_root is None:
             raise UserError("--embed-images needs --image-root")
         for spec in self.decontaminate:

@@ -8,7 +8,6 @@ and they depend on every row, so nothing partial of them is ever trusted).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from collections import Counter
@@ -22,8 +21,11 @@ import pyarrow as pa
 from caption_debias import engines, image_files, storage
 from caption_debias.curate import dedup, keys, signals, writer
 from caption_debias.curate.options import CurateOptions
-from caption_debias.dataset import MANIFEST, default_image_root
+from caption_debias.dataset import MANIFEST
 from caption_debias.errors import UserError
+from caption_debias.image_files import ImageProblem
+from caption_debias.image_source import ImageCounts, ImageSource, Root, check_missing, no_root_line
+from caption_debias.image_source.stage import record, stage_root
 from caption_debias.input_folders import Inputs, Tally, open_inputs
 from caption_debias.progress import Progress, say
 from caption_debias.runner import (
@@ -196,6 +198,7 @@ def _score_first(given: list[str | Path], out: Path, options: CurateOptions) -> 
             keep_embeddings=options.semantic_duplicate_threshold is not None,
             workers=options.workers,
             quiet=options.quiet,
+            max_missing_images=options.max_missing_images,
         ),
     )
     path = scored / "removed.jsonl"
@@ -204,20 +207,20 @@ def _score_first(given: list[str | Path], out: Path, options: CurateOptions) -> 
 
 
 def image_thumbs(inputs: Inputs, image_root: str, orders: np.ndarray) -> dict[int, bytes]:
-    """The thumbnails (images.thumb_file) of these rows' images, read again from --image-root."""
+    """The thumbnails (images.thumb_of_bytes) of these rows' images, read again from the image root
+    through one ImageSource (a shard's rows grouped by tar, each tar read once)."""
     from caption_debias.curate import images as img
 
-    out, root = {}, image_files.ImageRoot(image_root)
+    out, source = {}, ImageSource(Root(image_root, image_root))
     for s in inputs.shards:
         local = orders[(orders >= s.start) & (orders < s.start + s.rows)] - s.start
         if len(local) == 0:
             continue
-        paths = storage.read_table(s.path, columns=["image"]).column("image").take(pa.array(local)).to_pylist()
-        for o, image in zip((local + s.start).tolist(), paths):
-            try:
-                out[o] = img.thumb_under(root, image)
-            except (OSError, ValueError, SyntaxError):
-                pass  # changed since its signals were taken: the phash alone decides
+        part = storage.read_table(s.path, columns=["key", "image"]).take(pa.array(local))
+        images, keys = part.column("image").to_pylist(), part.column("key").to_pylist()
+        for o, thumb in zip((local + s.start).tolist(), source.map(images, img.thumb_of_bytes, keys)):
+            if isinstance(thumb, bytes):  # else changed since its signals were taken: the phash alone decides
+                out[o] = thumb
     return out
 
 
@@ -278,6 +281,20 @@ def _scored(path) -> bool:
     return col.null_count < len(col)
 
 
+def _image_counts(sides: list[dict], scored_removed: list[dict[str, Any]] = ()) -> ImageCounts:
+    """The images the signal step looked for, in shard order, plus those --score-model's scoring
+    found missing or unreadable (its rows never reach the signal step)."""
+    counts = ImageCounts()
+    for line in scored_removed:
+        if line["reason"] in (image_files.MISSING, image_files.UNREADABLE):
+            detail = (line.get("detail") or {}).get("error") or ""
+            counts.add(ImageProblem(line["reason"], str(detail)), line["image"])
+    for side in sides:
+        if side.get("images"):
+            counts = counts.merge(ImageCounts.from_dict(side["images"]))
+    return counts
+
+
 def _merge_coverage(sides: list[dict], scored_removed: list[dict[str, Any]] = ()) -> dict[str, Any] | None:
     """Image coverage per top folder: the signal step's, plus the rows --score-model's scoring
     found missing or unreadable (curate never sees them, but read them all the same)."""
@@ -309,11 +326,8 @@ def _merge_coverage(sides: list[dict], scored_removed: list[dict[str, Any]] = ()
 def curate(inputs: list[str | Path], out: str | Path, options: CurateOptions | None = None) -> dict[str, Any]:
     """Curate the prepared (or curated) folders `inputs` into `out`; returns the manifest."""
     options = options or CurateOptions()
-    if options.image_root is None:  # the root the inputs were prepared with, when they record one
-        options = dataclasses.replace(options, image_root=default_image_root(None, inputs))
-    if options.image_root is not None:
-        storage.require_local(options.image_root, "--image-root")
-    options.validate()
+    # the root given, else the one the inputs record: resolved once here, recorded in the manifest
+    options, root = stage_root(options, inputs)
     out = storage.as_path(out)
     storage.require_shared(out, options.workers, options.engine, "--out")
     storage.refuse_overlap(inputs, out)
@@ -321,12 +335,12 @@ def curate(inputs: list[str | Path], out: str | Path, options: CurateOptions | N
     folder.check_not_a_file()
     with folder.locked(), engines.runtime(options):
         try:
-            return _curate(inputs, folder, options)
+            return _curate(inputs, folder, options, root)
         except OSError as exc:  # a write no writer named (a full disk's errors name no file)
             raise WriteFailed(f"{exc.filename or out}: {os_error_text(exc)}") from None
 
 
-def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions) -> dict[str, Any]:
+def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions, root: Root | None) -> dict[str, Any]:
     from caption_debias.curate import manifest as manifest_mod
     from caption_debias.curate.summary import print_summary
 
@@ -344,6 +358,8 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
     folder.start(shaping, options.overwrite)
     (out / MANIFEST).unlink(missing_ok=True)  # only a finished run has a manifest
     say(f"reading {inputs.rows:,} rows in {len(inputs.shards)} shard{'s' * (len(inputs.shards) != 1)}", options.quiet)
+    if root is None:
+        say(no_root_line("curate"), options.quiet)
     scored_removed: list[dict[str, Any]] = []
     if options.score_model is not None:
         inputs, scored_removed = _score_first(given, out, options)
@@ -355,6 +371,9 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
         ev = decontaminate.load(options.decontaminate, options.image_root, options.lsh(), options.image_threads)
     reused: Counter = Counter()
     sig_sides, reused["signals"] = _run_signals(folder, inputs, options)
+    counts = _image_counts(sig_sides, scored_removed)
+    if root is not None:  # before any row is written: a wrong root is one line, not an empty dataset
+        check_missing("curate", counts, root, options.max_missing_images)
     say(f"deciding which of {inputs.rows:,} rows to keep (duplicates across shards, thresholds)", options.quiet)
     decisions, _ = _decide(inputs, out, options, ev)
     tally, masks, reused["shards"] = _run_writes(folder, inputs, options, decisions, sig_sides, scored_removed)
@@ -378,6 +397,7 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
     )
     if user_keys:
         manifest["curation"]["user_keys"] = user_keys  # the key files, and how many of their keys no input holds
+    manifest["images"] = record(root, counts, options.max_missing_images)
     if options.score_model is not None:
         manifest["scored_from"] = [str(g) for g in given]  # the inputs; `inputs` names the scored folder
     write_json(manifest, out / MANIFEST)

@@ -17,14 +17,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from caption_debias import runner, storage
+from caption_debias import image_files, runner, storage
 from caption_debias.curate import images as img
 from caption_debias.curate import minhash, quality
 from caption_debias.curate.options import NUM_PERM
+from caption_debias.image_files import ImageProblem
+from caption_debias.image_source import ImageCounts, ImageSource, Root
 from caption_debias.runner import Task, write_json, write_shard
 from caption_debias.score.options import GROUNDING_EPS
 
-SIGNALS_VERSION = 5  # bump when a signal's definition changes: old signal files are then redone
+SIGNALS_VERSION = 6  # bump when a signal's definition changes: old signal files are then redone
 SIGNALS_DIR = ".curate/signals"
 INPUT_COLUMNS = ["key", "image", "caption", "sentence_tokens"]
 SCORE_COLUMNS = ["clip_score", "sentence_grounding", "summary_mask", "image_embedding"]  # read when present
@@ -146,10 +148,34 @@ def _coverage(images: list[str], facts: list[img.ImageFacts]) -> dict[str, dict[
     return {k: {"counts": dict(v["counts"]), "examples": v["examples"]} for k, v in sorted(groups.items())}
 
 
-def image_signals(images: list[str], image_root: str, threads: int) -> tuple[list[img.ImageFacts], dict]:
-    paths = [None if storage.is_url(i) else i for i in images]
-    facts = img.image_facts_batch(paths, threads, root=image_root)
-    return facts, _coverage(images, facts)
+def image_signals(
+    images: list[str], keys: list[str], image_root: str, threads: int
+) -> tuple[list[img.ImageFacts], dict, ImageCounts]:
+    """The facts of every row's image under the root (resolved where typed: image_source.stage_root),
+    read through one ImageSource: rows grouped by tar, each tar read once in member order. A URL
+    row is looked up in img2dataset's output under the root when the root holds some (else not
+    checked, as a root of loose files cannot hold it)."""
+    source = ImageSource(Root(image_root, image_root), threads=threads)
+    urls = [i for i, image in enumerate(images) if storage.is_url(image)]
+    wanted = list(images)
+    if urls and source.downloads().shards == 0:
+        for i in urls:
+            wanted[i] = None
+    facts = img.source_facts(source, wanted, keys)
+    counts = ImageCounts()
+    for image, f in zip(wanted, facts):
+        if image is not None:
+            counts.add(_as_result(f), image)
+    return facts, _coverage(images, facts), counts
+
+
+def _as_result(facts: img.ImageFacts) -> object:
+    """What ImageCounts counts: the facts, or the ImageProblem of an image not found or not readable."""
+    if facts.status == img.MISSING:
+        return ImageProblem(image_files.MISSING, facts.error or "")
+    if facts.status == img.UNREADABLE:
+        return ImageProblem(image_files.UNREADABLE, facts.error or "")
+    return facts
 
 
 def _value(x: float) -> str:
@@ -319,9 +345,10 @@ def compute(task: Task, params: SignalParams) -> dict[str, Any]:
         "key": table.column("key").combine_chunks(),
     }
     image_key = [b"p" + path_hash(i).to_bytes(8, "little") for i in images]  # the same path is the same image
-    coverage = None
+    coverage, counts = None, None
     if params.image_root is not None:
-        facts, coverage = image_signals(images, params.image_root, params.image_threads)
+        keys = table.column("key").to_pylist()
+        facts, coverage, counts = image_signals(images, keys, params.image_root, params.image_threads)
         image_key = [f.sha256 if f.status == img.OK else k for f, k in zip(facts, image_key)]
         ok = np.array([f.status == img.OK for f in facts], bool)
         cols["image_status"] = pa.array(np.array([f.status for f in facts], np.int8))
@@ -355,6 +382,7 @@ def compute(task: Task, params: SignalParams) -> dict[str, Any]:
         "sha256": write_shard(signals, path),
         "bytes": path.stat().st_size,
         "coverage": coverage,
+        "images": None if counts is None else counts.as_dict(),
     }
     write_json(side, task.sidecar_path)
     return side

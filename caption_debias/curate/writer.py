@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from caption_debias import runner, storage
 from caption_debias.curate.options import REASONS
-from caption_debias.image_files import ImageRoot
+from caption_debias.image_source import ImageSource, Root
 from caption_debias.input_folders import InputShard
 from caption_debias.records import excerpt
 from caption_debias.runner import Task, atomic_output, sha256_file, shard_name, write_json, write_shard
@@ -219,22 +219,27 @@ def build_table(work: ShardWrite, params: WriteParams) -> tuple[pa.Table, list[d
 
 def _write_embedded(table: pa.Table, path: Path, image_root: str) -> str:
     """Write `table` with image_bytes filled, EMBED_ROW_GROUP rows at a time (atomic, like write_shard)."""
-    root = ImageRoot(image_root)
+    source = ImageSource(Root(image_root, image_root))
     col = table.schema.get_field_index("image_bytes")
     with atomic_output(path) as tmp:
         with pq.ParquetWriter(tmp, table.schema, compression="zstd") as writer:
             for start in range(0, table.num_rows, EMBED_ROW_GROUP):
                 part = table.slice(start, EMBED_ROW_GROUP)
-                blobs = []
-                for image in part.column("image").to_pylist():
-                    try:
-                        blobs.append(root.read(image) if not storage.is_url(image) else None)
-                    except OSError:  # gone (or swapped) since the signals were taken: null, not a failed run
-                        blobs.append(None)
+                blobs = [b if isinstance(b, bytes) else None for b in _embedded(source, part)]
                 part = part.set_column(col, table.schema.field(col), pa.array(blobs, pa.binary()))
                 writer.write_table(part)
         digest = sha256_file(tmp)
     return digest
+
+
+def _embedded(source: ImageSource, part: pa.Table) -> list:
+    """The image bytes of a row group's rows (None for a URL not downloaded under the root, or an
+    image gone or swapped since the signals were taken: null, not a failed run), read through the
+    source: the group's rows of one tar in one pass."""
+    images, keys = part.column("image").to_pylist(), part.column("key").to_pylist()
+    if any(storage.is_url(i) for i in images) and source.downloads().shards == 0:
+        images = [None if storage.is_url(i) else i for i in images]
+    return source.map(images, lambda data, name: data, keys)
 
 
 def write(task: Task, params: WriteParams) -> dict[str, Any]:

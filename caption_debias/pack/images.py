@@ -1,7 +1,8 @@
 """One row's image: found under the image root, resized and re-encoded by img2dataset's own Resizer.
 
-A row's `image` is a path relative to the root, or `SHARD.tar#MEMBER` inside an img2dataset
-tar (as the img2dataset reader writes it). Failures carry the reason names `curate` uses,
+A row's `image` is a path relative to the root, `SHARD.tar#MEMBER` inside an img2dataset (or
+pack's own) tar, a sample of img2dataset's parquet output, or a URL found in img2dataset's
+output under the root (image_source); a chunk's rows of one tar are read in one pass. Failures carry the reason names `curate` uses,
 so a removal reads the same whichever command found it.
 """
 
@@ -9,14 +10,14 @@ from __future__ import annotations
 
 import io
 import os
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
-from caption_debias import storage
 from caption_debias.image_files import MISSING as IMAGE_MISSING  # no file (or tar member) at the row's image path
 from caption_debias.image_files import UNREADABLE as IMAGE_UNREADABLE  # there, but not an image, or not allowed
-from caption_debias.image_files import ImageProblem, ImageRoot, decode_8bit, read_member
+from caption_debias.image_files import ImageProblem, decode_8bit
+from caption_debias.image_source import ImageSource, Root
 from caption_debias.pack.options import PackOptions
 
 
@@ -71,10 +72,10 @@ def resizer_version() -> str:
 
 
 class ImageReader:
-    """Reads and resizes images of one root; keeps the img2dataset tars it opened (close() them)."""
+    """Reads and resizes the images of one root (a folder here or an fsspec URL) through an ImageSource."""
 
-    def __init__(self, root: str | Path, options: PackOptions):
-        self.root = ImageRoot(root)
+    def __init__(self, root: str | Root, options: PackOptions):
+        self.source = ImageSource(root if isinstance(root, Root) else Root(str(root), str(root)))
         self.resizer = _resizer_class()(
             image_size=options.image_size,
             resize_mode=options.resize_mode,
@@ -82,57 +83,48 @@ class ImageReader:
             encode_format="jpg",
             encode_quality=options.encode_quality,
         )
-        self._tars: dict[str, tarfile.TarFile | ImageFailed] = {}
-        self._files: list = []  # the tars' open files (tarfile does not close a file it was given)
 
-    def raw(self, image: str) -> bytes:
-        """The file's bytes, or ImageFailed(image_missing | image_unreadable).
+    def raw(self, image: str, key: object = None) -> bytes:
+        """Specification: one row's image bytes, or ImageFailed(image_missing | image_unreadable).
 
-        Paths go through image_files.ImageRoot: inside the root after symlinks, regular files only,
-        at most image_files.MAX_FILE_BYTES.
+        Read through image_source (image_files' gate: inside the root after symlinks, regular files
+        or tar members only, at most image_files.MAX_FILE_BYTES); a URL row through img2dataset's
+        output under the root, by its key.
         """
-        if storage.is_url(image):
-            raise ImageFailed(
-                IMAGE_MISSING, f"{image} is a URL; download it (caption-debias urls, img2dataset) and pack that folder"
-            )
-        tar_name, sep, member = image.partition(".tar#")
         try:
-            if sep:
-                return self._member(tar_name + ".tar", member)
-            return self.root.read(image)
+            return self.source.read(image, key)
         except ImageProblem as exc:
             raise ImageFailed(exc.reason, exc.detail) from None
-        except (OSError, tarfile.TarError) as exc:
-            raise ImageFailed(IMAGE_UNREADABLE, f"{image}: {getattr(exc, 'strerror', None) or exc}") from None
 
-    def _member(self, tar_name: str, member: str) -> bytes:
-        if tar_name not in self._tars:
+    def resized(self, image: str, key: object = None) -> Resized:
+        """Specification: resize_bytes of one row's image, read alone (raw)."""
+        return self.resize_bytes(self.raw(image, key), image)
+
+    def resized_rows(self, images: list[str], keys: list[object]) -> Iterator[Resized | ImageFailed]:
+        """resized of every row, in row order: the rows of one tar read in one pass (ImageSource)."""
+
+        def one(data: bytes, name: str) -> Resized | ImageFailed:
             try:
-                fh = self.root.open(tar_name, max_bytes=None)  # a tar's size is not an image's
-                self._files.append(fh)
-                self._tars[tar_name] = tarfile.open(fileobj=fh)
-            except ImageProblem as exc:
-                self._tars[tar_name] = ImageFailed(exc.reason, exc.detail)
-            except (OSError, tarfile.TarError) as exc:
-                self._tars[tar_name] = ImageFailed(IMAGE_UNREADABLE, f"{tar_name}: not a readable tar ({exc})")
-        tar = self._tars[tar_name]
-        if isinstance(tar, ImageFailed):
-            raise ImageFailed(tar.reason, tar.detail)
-        try:
-            info = tar.getmember(member)
-        except KeyError:
-            raise ImageFailed(IMAGE_MISSING, f"no member {member} in {tar_name}") from None
-        return read_member(tar, info, f"{tar_name}#{member}")
+                return self.resize_bytes(data, name)
+            except ImageFailed as failed:
+                return failed
 
-    def resized(self, image: str) -> Resized:
-        """img2dataset's resize and JPEG re-encode of the row's image, decoded by image_files.decode_rgb.
+        results = self.source.in_row_order(images, one, keys)
+        for image in images:
+            if image is None:
+                yield ImageFailed(IMAGE_MISSING, "the row names no image")
+                continue
+            _, result = next(results)
+            yield ImageFailed(result.reason, result.detail) if isinstance(result, ImageProblem) else result
+
+    def resize_bytes(self, data: bytes, image: str) -> Resized:
+        """img2dataset's resize and JPEG re-encode of an image's bytes, decoded by image_files.decode_8bit.
 
         The resizer decodes with OpenCV, which keeps 16 bits per channel (its JPEG then saturates
         to white), ignores EXIF orientation and differs from Pillow on palette and CMYK images; so
         it is handed the decoded pixels as a binary PGM/PPM (a header and the raw bytes: nothing
         to decode), the same pixels train reads.
         """
-        data = self.raw(image)
         try:
             pixels = decode_8bit(data, image)
         except ImageProblem as exc:
@@ -145,10 +137,4 @@ class ImageReader:
         return Resized(jpg, width, height, original_width, original_height)
 
     def close(self) -> None:
-        for tar in self._tars.values():
-            if isinstance(tar, tarfile.TarFile):
-                tar.close()
-        for fh in self._files:
-            fh.close()
-        self._tars.clear()
-        self._files.clear()
+        """Nothing stays open between rows (each tar is closed after its pass); kept for callers."""

@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from caption_debias.errors import UserError
-from caption_debias.options import StageOptions, option
+from caption_debias.options import MissingImagesOptions, StageOptions, option
 
 # img2dataset's resize modes (img2dataset.resizer.ResizeMode), named as its --resize_mode.
 RESIZE_MODES = ("keep_ratio", "center_crop", "border", "keep_ratio_largest", "no")
 
 
 @dataclass
-class PackOptions(StageOptions):
+class PackOptions(MissingImagesOptions, StageOptions):
     """Every option of `caption-debias pack` (the CLI reads defaults and --help from here)."""
 
     # img2dataset's default; >= the model's input (224 for B/16) so its transform still crops
@@ -40,4 +40,4 @@ class PackOptions(StageOptions):
                 "--image-root is required: the input's manifest records none "
                 "(the folder the prepared rows' `image` paths are relative to)"
             )
-        self.check_image_root()
+        self.check_image_root(urls=True)  # read through image_source: a folder here or an fsspec URL

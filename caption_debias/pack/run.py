@@ -7,7 +7,6 @@ depend on --workers or the engine, and a rerun reuses each finished tar whose si
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import time
 from collections import Counter
@@ -17,8 +16,10 @@ from typing import Any, Iterator
 
 from caption_debias import engines, runner, storage
 from caption_debias.dataset import MANIFEST as PREPARED_MANIFEST
-from caption_debias.dataset import PreparedDataset, default_image_root, read_manifest
+from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
+from caption_debias.image_source import ImageCounts, Root, check_missing
+from caption_debias.image_source.stage import record, stage_root
 from caption_debias.pack import state
 from caption_debias.pack.images import resizer_version
 from caption_debias.pack.options import PackOptions
@@ -40,12 +41,9 @@ from caption_debias.runner import (
 def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = None) -> dict[str, Any]:
     """Pack the prepared (or curated) folder `prepared` into webdataset tars in `out`; returns the manifest."""
     options = options or PackOptions()
-    read_manifest(prepared)  # a folder that is not a prepared one says so before an option that needs it does
-    if not options.image_root:  # the root the input was prepared (or curated) with, when it records one
-        options = dataclasses.replace(options, image_root=default_image_root(None, [prepared]) or "")
-    if options.image_root:
-        storage.require_local(options.image_root, "--image-root")  # img2dataset's resizer reads local files
-    options = options.validate()
+    # the root given, else the one the input records (a folder that is not a prepared one says so
+    # first): resolved once here, read under by every worker, recorded in the manifest
+    options, root = stage_root(options, [prepared])
     started = time.monotonic()
     ds = PreparedDataset.open(prepared)
     out = storage.as_path(out)
@@ -54,7 +52,7 @@ def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = No
     folder = state.stage_folder(out)
     with folder.locked(), engines.runtime(options):
         try:
-            return _pack(ds, str(prepared), folder, options, started)
+            return _pack(ds, str(prepared), folder, options, started, root)
         except OSError as exc:  # a write no writer named (a full disk's errors name no file)
             raise WriteFailed(f"{exc.filename or out}: {os_error_text(exc)}") from None
 
@@ -83,7 +81,9 @@ def _tasks(ds: PreparedDataset, options: PackOptions, out: Path, shaping: dict[s
         yield Task(index, str(out), fp, sidecar_name(index), work=rows)
 
 
-def _pack(ds: PreparedDataset, given: str, folder: StageFolder, options: PackOptions, started: float) -> dict[str, Any]:
+def _pack(
+    ds: PreparedDataset, given: str, folder: StageFolder, options: PackOptions, started: float, root: Root
+) -> dict[str, Any]:
     out = folder.out
     input_digest = hashlib.sha256((ds.folder / PREPARED_MANIFEST).read_bytes()).hexdigest()
     shaping = {"input_manifest_sha256": input_digest, **options.output_shaping()}
@@ -91,13 +91,15 @@ def _pack(ds: PreparedDataset, given: str, folder: StageFolder, options: PackOpt
     say(f"packing {ds.rows:,} rows of {given} into tars of {options.samples_per_shard:,} samples", options.quiet)
     tars: list[dict[str, Any]] = []
     reasons: Counter = Counter()
-    read = Counter()
+    read, counts = Counter(), [ImageCounts()]
     total = None if options.split else ds.rows
     progress = Progress("pack", "rows", total, quiet=options.quiet, interval=options.log_interval)
     with folder.partial_lines(state.REMOVED) as removed:  # removed.jsonl appears whole or not at all
 
         def on_side(task: Task, side: dict[str, Any]) -> None:
             read["rows"] += side["rows"]
+            if side.get("images"):  # a sidecar of an older run has none
+                counts[0] = counts[0].merge(ImageCounts.from_dict(side["images"]))
             for entry in side["removed"]:
                 reasons[entry["reason"]] += 1
                 removed.write(entry)
@@ -108,11 +110,13 @@ def _pack(ds: PreparedDataset, given: str, folder: StageFolder, options: PackOpt
         reused = run_tasks(folder, _tasks(ds, options, out, shaping), fn, engines.mapper(options), on_side, progress)
         if not tars:
             raise UserError(f"{given}: no rows to pack" + (f" in split {options.split!r}" if options.split else ""))
+    check_missing("pack", counts[0], root, options.max_missing_images)
     folder.prune({state.TAR_GLOB: [t["path"] for t in tars]}, len(tars), sidecar_dirs=[state.STATE_DIR])
     write_json({t["path"]: t["samples"] for t in tars}, out / state.SIZES)
     written = sum(t["samples"] for t in tars)
     reconcile("pack", read=read["rows"], written=written, removed=sum(reasons.values()))
     manifest = _manifest(ds, given, options, tars, read["rows"], reasons, input_digest, started)
+    manifest["images"] = record(root, counts[0], options.max_missing_images)
     write_json(manifest, out / state.MANIFEST)
     if not options.quiet:
         _summary(manifest, out, reused)

@@ -16,6 +16,8 @@ from typing import Any
 
 from caption_debias import storage
 from caption_debias.augment import kept_caption
+from caption_debias.image_files import ImageProblem
+from caption_debias.image_source import ImageCounts
 from caption_debias.pack.images import ImageFailed, ImageReader
 from caption_debias.pack.options import PackOptions
 from caption_debias.runner import Task, WriteFailed, os_error_text, sha256_file, temp_path, write_json
@@ -82,14 +84,18 @@ def pack_tar(task: Task, options: PackOptions) -> dict[str, Any]:
     tmp = temp_path(path)  # local; for a remote folder put under its name once complete
     reader = ImageReader(options.image_root, options)
     removed: list[dict[str, Any]] = []
-    written = 0
+    written, counts = 0, ImageCounts()
     try:
         with open(tmp, "wb") as fh:
             with TarWriter(fh, encoder=False, mtime=TAR_MTIME) as writer:
-                for position, row in enumerate(rows):
-                    try:
-                        resized = reader.resized(row["image"])
-                    except ImageFailed as failed:
+                images, keys = [row["image"] for row in rows], [row["key"] for row in rows]
+                for position, (row, resized) in enumerate(zip(rows, reader.resized_rows(images, keys))):
+                    counts.add(
+                        ImageProblem(resized.reason, resized.detail) if isinstance(resized, ImageFailed) else resized,
+                        row["image"],
+                    )
+                    if isinstance(resized, ImageFailed):
+                        failed = resized
                         removed.append(
                             {
                                 "key": row["key"],
@@ -134,6 +140,7 @@ def pack_tar(task: Task, options: PackOptions) -> dict[str, Any]:
         "sha256": digest,
         "bytes": size,
         "removed": removed,
+        "images": counts.as_dict(),
     }
     write_json(side, task.sidecar_path)
     return side

@@ -1,9 +1,10 @@
 """The model side of `score`: load any spec once per process, images and token-id texts -> normalised embeddings.
 
-Images: `decode_image` is the one-row specification (a row's file or stored bytes -> the
-model's eval transform, or why not); `encode_images` runs it on a few threads that stay a
-couple of batches ahead of the model, as a DataLoader with workers would (Pillow's decoders
-and torch's ops release the GIL, so decoding overlaps the forward pass).
+Images: `decode_image` is the one-row specification (a row's stored bytes or its image under
+the root -> the model's eval transform, or why not); `encode_images` reads a shard's images
+through one ImageSource (rows grouped by tar, each tar read once) and decodes them on a few
+threads that stay a couple of batches ahead of the model, as a DataLoader with workers would
+(Pillow's decoders and torch's ops release the GIL, so decoding overlaps the forward pass).
 Texts come from the stored `sentence_tokens` (augment.layout: [SOT] ids [EOT], cut at the
 model's context with EOT last, open_clip's rule), never from re-tokenizing; a batch is cut
 after its last EOT (model/trim.py), texts sorted by length so a batch wastes little.
@@ -12,19 +13,22 @@ after its last EOT (model/trim.py), texts sorted by length so a batch wastes lit
 from __future__ import annotations
 
 import hashlib
+import heapq
+import itertools
 import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from caption_debias import image_files, storage
+from caption_debias import image_files
 from caption_debias.errors import UserError
-from caption_debias.image_files import ImageProblem, ImageRoot
+from caption_debias.image_files import ImageProblem
+from caption_debias.image_source import ImageSource
 from caption_debias.progress import add_work, advance
 
 OK, MISSING, UNREADABLE = 0, 1, 2
@@ -165,53 +169,104 @@ def set_threads(workers: int) -> None:
 # -- images ---------------------------------------------------------------------------------
 
 
-def decode_image(
-    image: str,
-    data: bytes | None,
-    root: Path | ImageRoot | None,
-    preprocess: Callable,
-    draft_side: int | None = None,
-) -> tuple[int, Any, str | None]:
-    """Specification: (status, preprocessed tensor or None, error) of one row's image.
-
-    Stored bytes (curate --embed-images) win over the file; a URL cannot be read here. Files
-    are read through the image root's boundary and pictures decoded as every other stage
-    decodes them (image_files: inside the root, regular files only, size and pixel limits,
-    EXIF orientation, transparency onto white). `draft_side`: a JPEG is decoded at the smallest
-    DCT scale whose sides are still >= it (Pillow's draft mode, libjpeg's scaling), which the
-    preprocess then resizes as usual.
-    """
-    from PIL import UnidentifiedImageError
-
-    try:
-        if data is None:
-            if storage.is_url(image):
-                return MISSING, None, "a URL: score reads local files or stored image_bytes"
-            if root is None:
-                return MISSING, None, "no --image-root"
-            data = (root if isinstance(root, ImageRoot) else ImageRoot(root)).read(image)
-        im = image_files.open_image(data, image)
+def decode_bytes(data: bytes, name: str, preprocess: Callable, draft_side: int | None = None) -> Any:
+    """The model's eval transform of an image's bytes, decoded as every other stage decodes them
+    (image_files: size and pixel limits, EXIF orientation, transparency onto white); ImageProblem
+    when it is not a picture. `draft_side`: a JPEG is decoded at the smallest DCT scale whose
+    sides are still >= it (Pillow's draft mode, libjpeg's scaling), which the preprocess then
+    resizes as usual."""
+    with image_files.decoding(None):
+        im = image_files.open_image(data, name)
         if draft_side and im.format == "JPEG":
             im.draft("RGB", (draft_side, draft_side))
         im.load()  # decodes every byte: a truncated or corrupt file fails here
         rgb = image_files.to_rgb(im)
+    return preprocess(rgb)
+
+
+def _status(exc: ImageProblem) -> tuple[int, None, str]:
+    return (MISSING if exc.reason == image_files.MISSING else UNREADABLE), None, exc.detail
+
+
+def decode_image(
+    image: str,
+    data: bytes | None,
+    root: str | Path | ImageSource | None,
+    preprocess: Callable,
+    draft_side: int | None = None,
+    key: object = None,
+) -> tuple[int, Any, str | None]:
+    """Specification: (status, preprocessed tensor or None, error) of one row's image.
+
+    Stored bytes (curate --embed-images) win over the root; else the image is read through the
+    root's ImageSource (a file, a tar member, a parquet sample, or a URL row's download under
+    the root, found by its `key`), one row alone.
+    """
+    try:
+        if data is None:
+            if root is None:
+                return MISSING, None, "no --image-root"
+            source = root if isinstance(root, ImageSource) else ImageSource(str(root))
+            data = source.read(image, key)
+        return OK, decode_bytes(data, image, preprocess, draft_side), None
     except ImageProblem as exc:
-        return (MISSING if exc.reason == image_files.MISSING else UNREADABLE), None, exc.detail
-    except UnidentifiedImageError:
-        return UNREADABLE, None, "not an image Pillow can identify"
-    except Exception as exc:  # noqa: BLE001  Pillow's plugins raise many types on corrupt input
-        return UNREADABLE, None, f"{type(exc).__name__}: {exc}"
-    return OK, preprocess(rgb), None
+        return _status(exc)
+
+
+def _stored(
+    images: Sequence[str], data: Sequence[bytes | None], decode: Callable, threads: int, ahead: int
+) -> Iterator[tuple[int, Any]]:
+    """(row, decode(bytes) or ImageProblem) of the rows with stored bytes, in row order, at most
+    `ahead` decoded ahead of the caller."""
+
+    def one(i: int):
+        try:
+            return decode(data[i], images[i])
+        except ImageProblem as exc:
+            return exc
+
+    rows = iter(i for i, d in enumerate(data) if d is not None)
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        pending: deque = deque((i, pool.submit(one, i)) for i in itertools.islice(rows, ahead))
+        while pending:
+            i, fut = pending.popleft()
+            nxt = next(rows, None)
+            if nxt is not None:
+                pending.append((nxt, pool.submit(one, nxt)))
+            yield i, fut.result()
+
+
+def decoded_rows(
+    images: Sequence[str],
+    data: Sequence[bytes | None],
+    source: ImageSource | None,
+    decode: Callable[[bytes, str], Any],
+    threads: int,
+    ahead: int,
+    keys: Sequence[object] | None = None,
+) -> Iterator[tuple[int, Any]]:
+    """(row, tensor or ImageProblem) of every row, in row order: stored bytes decoded on a pool,
+    the others read through the source (a shard's rows grouped by tar, each tar read once, in
+    member order) and decoded on its threads."""
+    no_root = [(i, ImageProblem(image_files.MISSING, "no --image-root")) for i, d in enumerate(data) if d is None]
+    parts: list[Iterator[tuple[int, Any]]] = [_stored(images, data, decode, threads, ahead)]
+    if source is None:
+        parts.append(iter(no_root))
+    elif no_root:
+        wanted = [image if d is None else None for image, d in zip(images, data)]
+        parts.append(source.in_row_order(wanted, decode, keys, threads))
+    return heapq.merge(*parts, key=lambda item: item[0])
 
 
 def encode_images(
     sm: ScoreModel,
     images: Sequence[str],
     data: Sequence[bytes | None],
-    root: Path | None,
+    root: str | Path | ImageSource | None,
     batch_size: int,
     threads: int,
     draft: bool = False,
+    keys: Sequence[object] | None = None,
 ) -> tuple[np.ndarray, list[int], list[str | None]]:
     """([N, D] float32 normalised embeddings, NaN where not OK; status per row; error per row).
 
@@ -225,17 +280,12 @@ def encode_images(
     out = np.full((n, dim), np.nan, np.float32)
     status: list[int] = [OK] * n
     errors: list[str | None] = [None] * n
-    preprocess = sm.loaded.preprocess
     if n == 0:
         return out, status, errors
     add_work(n)
-
     draft_side = sm.image_side if draft else None
-    boundary = ImageRoot(root) if root is not None else None
-
-    def decode(i: int):
-        return decode_image(images[i], data[i], boundary, preprocess, draft_side)
-
+    preprocess = sm.loaded.preprocess
+    source = None if root is None else root if isinstance(root, ImageSource) else ImageSource(str(root))
     ready: list[tuple[int, Any]] = []  # (row, tensor) decoded, not yet encoded
 
     def flush(final: bool) -> None:
@@ -245,27 +295,18 @@ def encode_images(
             out[list(rows)] = _encode_image_batch(sm, torch.stack(tensors))
             advance(len(rows))
 
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        pending: deque = deque()
-        ahead = max(1, PREFETCH_BATCHES) * batch_size + threads
-        it = iter(range(n))
-        for i in it:
-            pending.append((i, pool.submit(decode, i)))
-            if len(pending) >= ahead:
-                break
-        while pending:
-            i, fut = pending.popleft()
-            nxt = next(it, None)
-            if nxt is not None:
-                pending.append((nxt, pool.submit(decode, nxt)))
-            st, tensor, err = fut.result()
-            status[i], errors[i] = st, err
-            if st == OK:
-                ready.append((i, tensor))
-                flush(False)
-            else:
-                advance(1)
-        flush(True)
+    def decode(data: bytes, name: str):
+        return decode_bytes(data, name, preprocess, draft_side)
+
+    ahead = max(1, PREFETCH_BATCHES) * batch_size + threads
+    for i, result in decoded_rows(images, data, source, decode, threads, ahead, keys):
+        if isinstance(result, ImageProblem):
+            status[i], _, errors[i] = _status(result)
+            advance(1)
+        else:
+            ready.append((i, result))
+            flush(False)
+    flush(True)
     return out, status, errors
 
 

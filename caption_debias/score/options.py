@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from caption_debias.errors import UserError
-from caption_debias.options import StageOptions, option
+from caption_debias.options import MissingImagesOptions, StageOptions, option
 
 DEVICES = ("cpu", "cuda")
 PRECISIONS = ("fp32", "bf16", "amp")
@@ -19,7 +19,7 @@ GROUNDING_EPS = 1e-6  # added to the reference similarities' standard deviation 
 
 
 @dataclass
-class ScoreOptions(StageOptions):
+class ScoreOptions(MissingImagesOptions, StageOptions):
     """Every option of `caption-debias score` (the CLI reads defaults and --help from here)."""
 
     model: str = option(

@@ -7,6 +7,7 @@ the same inputs, model and options reuses each one that matches.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from functools import partial
@@ -18,6 +19,8 @@ import numpy as np
 from caption_debias import engines, runner, storage
 from caption_debias.dataset import MANIFEST
 from caption_debias.errors import UserError
+from caption_debias.image_source import ImageCounts, Root, check_missing, no_root_line
+from caption_debias.image_source.stage import record, resolve_recorded
 from caption_debias.input_folders import Inputs, Tally, open_inputs
 from caption_debias.model.describe import describe
 from caption_debias.model.names import warn_random_weights
@@ -56,6 +59,23 @@ def reference_candidates(total: int, size: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     want = min(total, 2 * size + 16)
     return rng.choice(total, size=want, replace=False).astype(np.int64) if want else np.zeros(0, np.int64)
+
+
+def _resolve_roots(inputs: Inputs, given: str | None) -> tuple[Inputs, dict[str, Root]]:
+    """Each input's image root resolved once (a given one, or the one its manifest records): the
+    inputs with resolved roots on their shards and lineage entries, and {as typed: Root}."""
+    roots: dict[str, Root] = {}
+    for f in inputs.folders:
+        typed = f["image_root"]
+        if typed is not None and typed not in roots:
+            roots[typed] = resolve_recorded(typed, given_by_user=bool(given), folder=f["path"])
+    if not roots:
+        return inputs, roots
+    folders = [{**f, "image_root": roots[f["image_root"]].resolved} if f["image_root"] else f for f in inputs.folders]
+    shards = [
+        dataclasses.replace(s, image_root=roots[s.image_root].resolved) if s.image_root else s for s in inputs.shards
+    ]
+    return Inputs(folders, shards, inputs.manifests), roots
 
 
 def _check_image_roots(inputs: Inputs) -> None:
@@ -118,10 +138,11 @@ def _encode_reference(
                 sm,
                 [facts[o][1] for o in group],
                 [facts[o][2] for o in group],
-                Path(root) if root else None,
+                root or None,
                 options.batch_size,
                 options.decode_threads,
                 options.draft_decode,
+                keys=[facts[o][0] for o in group],
             )
             for o, e, st in zip(group, emb, status):
                 if st == encode.OK:
@@ -234,7 +255,12 @@ def _score(given: list[str | Path], folder: StageFolder, options: ScoreOptions) 
     started = time.monotonic()
     out = folder.out
     inputs = open_inputs(given, out, tokenizer_rule=_clip_bpe_only, image_roots=True, image_root=options.image_root)
+    inputs, roots = _resolve_roots(inputs, options.image_root)
     _check_image_roots(inputs)
+    if not roots:
+        say(no_root_line("score"), options.quiet)
+    shared_root = next(iter(roots.values())) if len(roots) == 1 else None
+    options = dataclasses.replace(options, image_root=None if shared_root is None else shared_root.resolved)
     say(f"loading model {describe(options.model, options.pretrained)}", options.quiet)
     sm = encode.cached(options.model, options.pretrained, options.device, options.precision, None)
     warn_random_weights("score", options.model, options.pretrained, options.quiet)
@@ -261,7 +287,7 @@ def _score(given: list[str | Path], folder: StageFolder, options: ScoreOptions) 
         below="encodings",  # images and texts, counted per batch by the encoders of an in-process shard
         heartbeat=True,  # worker processes report per shard: a line every interval all the same
     )
-    tally, context = Tally(inputs), Counter()
+    tally, context, counts = Tally(inputs), Counter(), [ImageCounts()]
     with progress, folder.partial_lines(REMOVED) as removed:
 
         def on_side(task: Task, side: dict[str, Any]) -> None:
@@ -269,10 +295,14 @@ def _score(given: list[str | Path], folder: StageFolder, options: ScoreOptions) 
             for key in ("captions_over_context", "sentences_over_context", "sentences"):
                 context[key] += side[key]
             removed.write_all(side["removed"])
+            if side.get("images"):  # a sidecar of an older run has none
+                counts[0] = counts[0].merge(ImageCounts.from_dict(side["images"]))
             progress.update(tally.read, extra=f"{len(tally.shards)} shards")
 
         fn = partial(shard.score_shard, params=params)
         reused = run_tasks(folder, _tasks(inputs, out, params), fn, mapper, on_side, progress)
+    if roots:  # the first root tried names the run's (several inputs: the first input's)
+        check_missing("score", counts[0], next(iter(roots.values())), options.max_missing_images)
     folder.prune(
         {f"{SHARDS_DIR}/part-*.parquet": [s["path"] for s in tally.shards]},
         n_tasks=len(inputs.shards),
@@ -286,6 +316,9 @@ def _score(given: list[str | Path], folder: StageFolder, options: ScoreOptions) 
         context=context,
         elapsed_s=time.monotonic() - started,
     )
+    manifest["images"] = record(shared_root, counts[0], options.max_missing_images)
+    if roots and shared_root is None:  # inputs read under different roots: each input entry names its own
+        manifest["images"]["opened"] = True
     write_json(manifest, out / MANIFEST)
     if not options.quiet:
         print_summary(manifest, str(out), Counter(shards=reused))

@@ -17,6 +17,8 @@ import pyarrow as pa
 
 from caption_debias import runner, storage
 from caption_debias.errors import UserError
+from caption_debias.image_files import ImageProblem
+from caption_debias.image_source import ImageCounts, ImageSource, Root
 from caption_debias.input_folders import InputShard
 from caption_debias.records import excerpt
 from caption_debias.runner import Task, shard_name, write_json, write_shard
@@ -139,12 +141,17 @@ def _signals(
     return signals.shard_signals(image_emb, caption_emb, sentence_emb, rows, ref_emb, excluded, threads=threads)
 
 
+def _source(image_root: str | None) -> ImageSource | None:
+    """The source of a shard's images: its folder's root, resolved by the driver (image_source.stage)."""
+    return None if not image_root else ImageSource(Root(image_root, image_root))
+
+
 def score_table(
     table: pa.Table, shard: InputShard, params: ShardParams, sm: encode.ScoreModel
 ) -> tuple[pa.Table, dict[str, Any]]:
     """The scored table of one input shard and its facts (removed lines, context counts)."""
     n = table.num_rows
-    images = table.column("image").to_pylist()
+    images, row_keys = table.column("image").to_pylist(), table.column("key").to_pylist()
     data = table.column("image_bytes").to_pylist() if "image_bytes" in table.column_names else [None] * n
     orders = np.arange(shard.start, shard.start + n, dtype=np.int64)
     ref_orders, ref_images, ref_emb = read_reference(params.reference)
@@ -155,15 +162,15 @@ def score_table(
 
     # images: each encoded once; a reference row's embedding is the reference file's
     todo = [i for i in range(n) if int(orders[i]) not in ref_at]
-    root = Path(shard.image_root) if shard.image_root else None
     emb, status, errors = encode.encode_images(
         sm,
         [images[i] for i in todo],
         [data[i] for i in todo],
-        root,
+        _source(shard.image_root),
         params.batch_size,
         params.decode_threads,
         params.draft_decode,
+        keys=[row_keys[i] for i in todo],
     )
     image_emb = np.full((n, dim), np.nan, np.float32)
     row_status = np.full(n, encode.OK, np.int8)
@@ -176,6 +183,12 @@ def score_table(
         if j is not None:
             image_emb[i] = ref_emb[j]
     keep = row_status == encode.OK
+    counts = ImageCounts()  # every row's image was looked for: stored bytes, the root, or the reference's
+    for i in range(n):
+        ok = row_status[i] == encode.OK
+        counts.add(
+            None if ok else ImageProblem(encode.STATUS_REASON[int(row_status[i])], row_error[i] or ""), images[i]
+        )
     removed = []
     if not keep.all():
         keys, captions = table.column("key").to_pylist(), table.column("caption").to_pylist()
@@ -214,7 +227,7 @@ def score_table(
         image_emb[kept_rows] if keep_emb else None,
         caption_emb if keep_emb else None,
     )
-    return out, {"removed": removed, **over, "sentences": len(sentences)}
+    return out, {"removed": removed, **over, "sentences": len(sentences), "images": counts.as_dict()}
 
 
 def score_shard(task: Task, params: ShardParams) -> dict[str, Any]:
