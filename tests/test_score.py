@@ -418,6 +418,14 @@ def test_image_root_from_the_manifest_or_stored_bytes(world, scored, tmp_path):
     clip = dict(zip(base["key"], base["clip_score"]))
     assert len(got["key"]) >= ROWS - 2  # curate may remove a near-duplicate of these simple scenes
     assert got["clip_score"] == pytest.approx([clip[k] for k in got["key"]], abs=1e-6)
+    # moved with its images inside, its recorded root gone: the stored bytes, not a refusal
+    manifest["options"]["image_root"] = str(tmp_path / "gone")
+    if isinstance(manifest.get("images"), dict):
+        manifest["images"]["root"] = str(tmp_path / "gone")
+    (embedded / "manifest.json").write_text(json.dumps(manifest))
+    score_folder([embedded], tmp_path / "bytes-gone-root", opts)
+    moved = PreparedDataset.open(tmp_path / "bytes-gone-root").read(["key", "clip_score"]).to_pydict()
+    assert moved == got
     plain = tmp_path / "plain"
     curate([world["prepared"]], plain, CurateOptions(quiet=True))
     manifest = json.loads((plain / "manifest.json").read_text())

@@ -63,34 +63,48 @@ def reference_candidates(total: int, size: int, seed: int) -> np.ndarray:
 
 def _resolve_roots(inputs: Inputs, given: str | None) -> tuple[Inputs, dict[str, Root]]:
     """Each input's image root resolved once (a given one, or the one its manifest records): the
-    inputs with resolved roots on their shards and lineage entries, and {as typed: Root}."""
+    inputs with resolved roots on their shards and lineage entries, and {as typed: Root}. A
+    recorded root that is gone is dropped for a folder whose rows carry their image bytes."""
     roots: dict[str, Root] = {}
+    gone: set[str] = set()
     for f in inputs.folders:
         typed = f["image_root"]
-        if typed is not None and typed not in roots:
+        if typed is None or typed in roots or f["path"] in gone:
+            continue
+        try:
             roots[typed] = resolve_recorded(typed, given_by_user=bool(given), folder=f["path"])
-    if not roots:
+        except UserError:
+            if given or not _carries_bytes(inputs, f["path"]):
+                raise
+            gone.add(f["path"])  # moved with its images inside: the stored bytes are what score reads
+    if not roots and not gone:
         return inputs, roots
-    folders = [{**f, "image_root": roots[f["image_root"]].resolved} if f["image_root"] else f for f in inputs.folders]
-    shards = [
-        dataclasses.replace(s, image_root=roots[s.image_root].resolved) if s.image_root else s for s in inputs.shards
-    ]
+
+    def resolved(folder: str, typed: str | None) -> str | None:
+        return None if typed is None or folder in gone else roots[typed].resolved
+
+    folders = [{**f, "image_root": resolved(f["path"], f["image_root"])} for f in inputs.folders]
+    shards = [dataclasses.replace(s, image_root=resolved(s.folder, s.image_root)) for s in inputs.shards]
     return Inputs(folders, shards, inputs.manifests), roots
 
 
 def _check_image_roots(inputs: Inputs) -> None:
     """A folder with no image root (given or recorded) must carry its images (curate --embed-images)."""
     for f in inputs.folders:
-        if f["image_root"] is not None:
-            continue
-        first = next((s for s in inputs.shards if s.folder == f["path"] and s.rows), None)
-        if first is None:
-            continue
-        t = storage.read_table(first.path, columns=["image_bytes"]) if _has_bytes(first.path) else None
-        if t is None or t.column("image_bytes").null_count == t.num_rows:
+        if f["image_root"] is None and not _carries_bytes(inputs, f["path"]):
             raise UserError(
                 f"{f['path']}: give --image-root (its manifest records no image root and its rows carry no image_bytes)"
             )
+
+
+def _carries_bytes(inputs: Inputs, folder: str) -> bool:
+    """Whether a folder's first non-empty shard stores image bytes (an empty folder needs no images)."""
+    first = next((s for s in inputs.shards if s.folder == folder and s.rows), None)
+    if first is None:
+        return True
+    if not _has_bytes(first.path):
+        return False
+    return storage.read_table(first.path, columns=["image_bytes"]).column("image_bytes").null_count < first.rows
 
 
 def _has_bytes(path: str) -> bool:
