@@ -34,6 +34,7 @@ def cli(*args: str, cwd: Path | None = None, timeout: int = 180) -> subprocess.C
         text=True,
         timeout=timeout,
         cwd=cwd,
+        env={**os.environ},  # Python's view of the environment: a C library's setenv (COLUMNS) does not leak in
     )
 
 
