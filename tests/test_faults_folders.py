@@ -224,6 +224,48 @@ def test_no_command_writes_where_its_input_lies(world, tmp_path, place):
         assert digests(given) == before, name
 
 
+def _reader_runs(world: Path):
+    """(name, the flag that names its output, run(input, out)) of the commands that read a folder and
+    write a place beside the stages: view's snapshot and a training run."""
+    from caption_debias.train.config import TrainConfig
+    from caption_debias.train.loop import train
+    from caption_debias.view.options import ViewOptions
+    from caption_debias.view.server import run_view
+
+    return {
+        "view --static": ("--static", lambda i, o: run_view([str(i)], ViewOptions(static=str(o), quiet=True))),
+        "train": (
+            "--out",
+            lambda i, o: train(TrainConfig(data=str(i), out=str(o), model="tiny", image_root=str(world), quiet=True)),
+        ),
+    }
+
+
+@pytest.mark.parametrize("place", ["same", "input inside out", "out inside input"])
+def test_view_static_and_train_write_nowhere_their_input_lies(world, tmp_path, place):
+    for name, (flag, run) in _reader_runs(world).items():
+        base = tmp_path / name.replace(" --", "_")
+        if place == "out inside input":
+            given, out = base / "in", base / "in" / "out"
+        elif place == "input inside out":
+            given, out = base / "out" / "in", base / "out"
+        else:
+            given, out = base / "in", base / "in"
+        shutil.copytree(world / "mine", given)
+        before = digests(given)
+        with pytest.raises(UserError) as err:
+            run(given, out)
+        line = str(err.value)
+        assert "\n" not in line and flag in line, (name, line)
+        assert {
+            "same": "the input is also",
+            "input inside out": "the input is inside",
+            "out inside input": "is inside the input",
+        }[place] in line, (name, line)
+        assert digests(given) == before, name
+        assert not (out / "index.html").exists() and not (out / "checkpoints").exists(), name
+
+
 # -- a damaged Parquet page: the input file at fault, in one line ------------------------------
 
 
