@@ -1,6 +1,7 @@
 # Two entry points: `make demo` and `make test` (`make test-slow` runs the slow end-to-end tests; CI runs both). Each creates .venv when it is missing and
 # installs everything (`.[all,test]`); `pip install caption-debias` alone is the data-only core.
-# `make lint` is the ruff gate (check + format) that CI runs before the tests.
+# `make lint` is the ruff gate (check + format) and the type checker (mypy over the root modules, the runner, engines/
+# and image_source/: [tool.mypy] in pyproject.toml) that CI runs before the tests.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -28,6 +29,7 @@ test-slow: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .
