@@ -1,5 +1,6 @@
 # Two entry points: `make demo` and `make test` (`make test-slow` runs the slow end-to-end tests; CI runs both). Each creates .venv when it is missing and
-# installs everything (`.[all,test]`); `pip install caption-debias` alone is the data-only core.
+# installs everything (`.[all,test]`) at the versions pinned in constraints.txt; `pip install caption-debias` alone is the
+# data-only core.
 # `make lint` is the ruff gate (check + format) and the type checker (mypy over the root modules, the runner, engines/
 # and image_source/: [tool.mypy] in pyproject.toml) that CI runs before the tests.
 PYTHON ?= python3
@@ -9,10 +10,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-slow lint format install clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[all,test]"
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[all,test]"
 	touch $(STAMP)
 
 install: $(STAMP)
