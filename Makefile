@@ -1,6 +1,7 @@
 # Two entry points: `make demo` and `make test` (`make test-slow` runs the slow end-to-end tests; CI runs both). Each creates .venv when it is missing and
 # installs everything (`.[all,test]`) at the versions pinned in constraints.txt; `pip install caption-debias` alone is the
 # data-only core.
+# `make test` runs the test files on every core (pytest-xdist, a file per worker: its module fixtures are made once).
 # `make lint` is the ruff gate (check + format) and the type checker (mypy over the root modules, the runner, engines/
 # and image_source/: [tool.mypy] in pyproject.toml) that CI runs before the tests.
 PYTHON ?= python3
@@ -22,7 +23,7 @@ demo: $(STAMP)
 	$(BIN)/caption-debias demo --out demo-out
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" -n auto --dist loadfile
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
