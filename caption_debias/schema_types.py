@@ -159,22 +159,7 @@ class RemovedLine(TypedDict):
     """caption-debias removal (one line of OUT/removed.jsonl of a curated folder)."""
 
     key: str
-    reason: Literal[
-        "image_missing",
-        "image_unreadable",
-        "image_too_small",
-        "eval_overlap",
-        "repetitive_caption",
-        "truncated_caption",
-        "invalid_signal",
-        "low_alignment",
-        "ungrounded_caption",
-        "duplicate_image",
-        "duplicate_caption",
-        "near_duplicate_caption",
-        "semantic_duplicate",
-        "excluded_by_user",
-    ]
+    reason: Literal["image_missing", "image_unreadable", "image_too_small", "eval_overlap", "repetitive_caption", "truncated_caption", "invalid_signal", "low_alignment", "ungrounded_caption", "duplicate_image", "duplicate_caption", "near_duplicate_caption", "semantic_duplicate", "excluded_by_user"]  # fmt: skip
     detail: dict[str, Any]
     image: str
     caption: str
