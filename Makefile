@@ -1,6 +1,9 @@
 # Two entry points: `make demo` and `make test` (`make test-slow` runs the slow end-to-end tests; CI runs both). Each creates .venv when it is missing and
-# installs everything (`.[all,test]`); `pip install caption-debias` alone is the data-only core.
-# `make lint` is the ruff gate (check + format) that CI runs before the tests.
+# installs everything (`.[all,test]`) at the versions pinned in constraints.txt; `pip install caption-debias` alone is the
+# data-only core.
+# `make test` runs the test files on every core (pytest-xdist, a file per worker: its module fixtures are made once).
+# `make lint` is the ruff gate (check + format) and the type checker (mypy over the root modules, the runner, engines/
+# and image_source/: [tool.mypy] in pyproject.toml) that CI runs before the tests.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -8,10 +11,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-slow lint format install clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[all,test]"
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[all,test]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -20,7 +23,7 @@ demo: $(STAMP)
 	$(BIN)/caption-debias demo --out demo-out
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" -n auto --dist loadfile
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
@@ -28,6 +31,7 @@ test-slow: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -17,7 +17,7 @@ pack`) once; then, for each --precisions entry (`amp`: fp16 autocast + GradScale
 
 Rates are images per second over all processes, after --warmup steps. Under torchrun every
 process is one GPU (NCCL; gloo on CPU) and --batch is per process. Writes
-$OUT/gpu_throughput.json (or ./gpu_throughput.json).
+$OUT/gpu_throughput.json (or benchmarks/results/gpu_throughput.json).
 
     python benchmarks/bench_train_gpu.py [--batch 256 --steps 60 --warmup 10 --workers 8 --precisions amp,amp_bf16]
     torchrun --nproc_per_node 8 benchmarks/bench_train_gpu.py --batch 256
@@ -319,7 +319,8 @@ def main() -> None:
         rates["debias_full_over_plain"] = round(rates["debias_full"] / rates["plain"], 3)  # target >= 0.95
         rates["debias_over_plain"] = round(rates["debias"] / rates["plain"], 3)
     if rank == 0:
-        out = Path(os.environ.get("OUT", ".")) / "gpu_throughput.json"
+        out = Path(os.environ.get("OUT") or Path(__file__).parent / "results") / "gpu_throughput.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2))
         print(json.dumps(result, indent=2))
     if world > 1:

@@ -11,12 +11,13 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence, cast
 
 import pyarrow as pa
 
 from caption_debias import shard_digests, storage
 from caption_debias.errors import UserError
+from caption_debias.schema_types import Manifest
 
 MANIFEST = "manifest.json"
 REJECTS = "rejects.jsonl"
@@ -86,10 +87,11 @@ class ShardChanged(IncompleteFolder):
     """A shard whose bytes are not the ones its manifest's digest was taken of."""
 
 
-def read_manifest(folder: str | Path) -> tuple[Any, dict[str, Any]]:
+def read_manifest(folder: Any) -> tuple[Path, Manifest]:
     """(folder as a path, its manifest), or one line saying why `folder` is not a prepared folder:
     not there, a file, unfinished (naming the command), no manifest, or one that is not ours.
-    Cheap (no shard is opened): a command calls it before anything else needs the folder."""
+    Cheap (no shard is opened): a command calls it before anything else needs the folder. `folder`: a
+    path or URL; the path returned is a UPath for a remote folder."""
     folder = storage.as_path(folder)
     path = folder / MANIFEST
     if not folder.is_dir():
@@ -109,7 +111,7 @@ def read_manifest(folder: str | Path) -> tuple[Any, dict[str, Any]]:
         raise UserError(f"{path}: unreadable manifest ({exc})") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("shards"), list):
         raise UserError(f"{path}: not a caption-debias manifest")
-    return folder, manifest
+    return folder, cast(Manifest, manifest)  # its keys: schemas/manifest.schema.json
 
 
 def inside(folder: Any, rel: Any, what: str) -> Any:
@@ -138,7 +140,7 @@ def inside(folder: Any, rel: Any, what: str) -> Any:
 @dataclass
 class PreparedDataset:
     folder: Path  # a UPath for a remote folder
-    manifest: dict[str, Any]
+    manifest: Manifest
 
     @classmethod
     def open(cls, folder: str | Path, *, allow_incomplete: bool = False) -> "PreparedDataset":
@@ -228,7 +230,7 @@ class PreparedDataset:
                         yield json.loads(line)
 
 
-def _shard_problem(folder: Path, shards: list[dict[str, Any]]) -> str | None:
+def _shard_problem(folder: Path, shards: Sequence[Mapping[str, Any]]) -> str | None:
     """What is wrong with the first listed shard that does not match the manifest, or None."""
     for shard in shards:
         try:

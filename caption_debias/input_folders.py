@@ -12,7 +12,7 @@ import hashlib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from caption_debias.dataset import MANIFEST, PreparedDataset
 from caption_debias.errors import UserError
 from caption_debias.runner import reconcile
 from caption_debias.schema import SCHEMA_VERSION
+from caption_debias.schema_types import Manifest
 
 DEFAULT_TOKENIZER = "clip-bpe"  # what a manifest without a tokenizer entry was made with
 
@@ -40,7 +41,7 @@ class InputShard:
 class Inputs:
     folders: list[dict[str, Any]]  # lineage entries for the manifest
     shards: list[InputShard]
-    manifests: list[dict[str, Any]]
+    manifests: list[Manifest]
 
     @property
     def rows(self) -> int:
@@ -73,7 +74,9 @@ def open_inputs(
     names = [str(f) for f in folders]
     if any(storage.same_place(a, b) for i, a in enumerate(names) for b in names[:i]):
         raise UserError("the same input folder is given twice")
-    entries, shards, manifests = [], [], []
+    entries: list[dict[str, Any]] = []
+    shards: list[InputShard] = []
+    manifests: list[Manifest] = []
     start = 0
     for name in names:
         path = storage.as_path(name)
@@ -106,7 +109,7 @@ def open_inputs(
     return Inputs(entries, shards, manifests)
 
 
-def _tokenizer(manifest: dict[str, Any]) -> str:
+def _tokenizer(manifest: Mapping[str, Any]) -> str:
     return (manifest.get("tokenizer") or {}).get("name", DEFAULT_TOKENIZER)
 
 
@@ -189,5 +192,5 @@ class Tally:
 
 def carried(inputs: Inputs) -> dict[str, Any]:
     """What the output keeps of the first input's manifest: how its ids were made."""
-    first = inputs.manifests[0] if inputs.manifests else {}
+    first: Mapping[str, Any] = inputs.manifests[0] if inputs.manifests else {}
     return {k: first.get(k, {}) for k in ("tokenizer", "segmenter", "summary")}

@@ -59,11 +59,11 @@ def candidates(recorded: str, named_by: Any) -> Iterator[Any]:
             yield above / path
 
 
-def find_input(entry: dict[str, Any], named_by: Any) -> tuple[Any | None, str]:
-    """(the input folder an `inputs[]` entry names, or None, and why not)."""
+def find_input(entry: dict[str, Any], named_by: Any) -> tuple[Any | None, dict[str, Any], str]:
+    """(the input folder an `inputs[]` entry names, or None; its manifest as read there; why not)."""
     recorded = entry.get("path")
     if not isinstance(recorded, str) or not recorded:
-        return None, "no path recorded"
+        return None, {}, "no path recorded"
     changed = False
     for place in candidates(recorded, named_by):
         found = read_manifest(place)
@@ -73,8 +73,8 @@ def find_input(entry: dict[str, Any], named_by: Any) -> tuple[Any | None, str]:
         if want and hashlib.sha256(found[1]).hexdigest() != want:
             changed = True
             continue
-        return place, ""
-    return None, "changed since (its manifest is not the one recorded)" if changed else "not found"
+        return place, found[0], ""
+    return None, {}, "changed since (its manifest is not the one recorded)" if changed else "not found"
 
 
 def _pass(folder: Any, manifest: dict[str, Any], missing: list[dict[str, str]]) -> dict[str, Any]:
@@ -146,20 +146,19 @@ def passes(folder: Any) -> list[dict[str, Any]]:
         missing: list[dict[str, str]] = []
         scored_by = None
         for entry in _input_entries(manifest):
-            found, why = find_input(entry, place)
+            found, inner, why = find_input(entry, place)
             if found is None:
                 missing.append({"path": str(entry.get("path")), "why": why})
                 continue
-            inner = read_manifest(found)[0]
             if manifest.get("scored_from") and stage_of(inner) == "score":
                 # curate --score-model: its scoring is part of this pass (and its removals are counted here)
                 scored_by = ((inner.get("scoring") or {}).get("model") or {}).get("name")
                 for entry_of_scored in _input_entries(inner):
-                    got, why = find_input(entry_of_scored, found)
+                    got, got_manifest, why = find_input(entry_of_scored, found)
                     if got is None:
                         missing.append({"path": str(entry_of_scored.get("path")), "why": why})
                     else:
-                        visit(got, read_manifest(got)[0], depth + 1)
+                        visit(got, got_manifest, depth + 1)
                 continue
             visit(found, inner, depth + 1)
         step = _pass(place, manifest, missing)
@@ -197,7 +196,7 @@ def image_root(folder: Any, manifest: dict[str, Any] | None = None, depth: int =
     if depth >= MAX_DEPTH or stage_of(manifest) == "prepare":
         return None
     for entry in manifest.get("inputs") or []:
-        place, _ = find_input(entry, folder)
+        place, _, _ = find_input(entry, folder)
         if place is not None:
             root = image_root(place, None, depth + 1)
             if root is not None:

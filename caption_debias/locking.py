@@ -45,10 +45,10 @@ class FolderLocked(UserError):
 def lock_files(folder: str | Path, beside: bool = False) -> tuple[Path, Path]:
     """(lock file, holder file) of `folder`: inside it, or beside it as .NAME.caption-debias.lock[.json]
     (for a folder that must hold only its own files, such as an export meant to be uploaded as is)."""
-    folder = storage.as_path(folder)
+    place = storage.as_path(folder)
     if beside:
-        return folder.parent / f".{folder.name}{LOCK_FILE}", folder.parent / f".{folder.name}{HOLDER_FILE}"
-    return folder / LOCK_FILE, folder / HOLDER_FILE
+        return place.parent / f".{place.name}{LOCK_FILE}", place.parent / f".{place.name}{HOLDER_FILE}"
+    return place / LOCK_FILE, place / HOLDER_FILE
 
 
 def holder(folder: str | Path, beside: bool = False) -> dict | None:

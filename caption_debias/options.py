@@ -99,15 +99,15 @@ def required(help: str, **limits: Any) -> Any:
 
 def is_required(f: dataclasses.Field) -> bool:
     """Whether a field has no default (declared with `required()`)."""
-    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
 
 
 def field_default(f: dataclasses.Field) -> Any:
     """A field's default value, whether given as a value or as a factory."""
     if f.default is not dataclasses.MISSING:
         return f.default
-    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-        return f.default_factory()  # type: ignore[misc]
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
     raise ValueError(f"field {f.name} has no default")
 
 

@@ -44,7 +44,7 @@ import os
 import sys
 import threading
 import time
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any, Callable, TextIO
 
 DEFAULT_INTERVAL = 30.0
@@ -159,7 +159,7 @@ class Progress:
         self.lock = threading.RLock()  # a heartbeat thread and the caller print through one place
         self.bar: Any = None
         self.closed = False
-        self._token = None
+        self._token: Token[Progress | None] | None = None
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
         if self.mode == "bar":

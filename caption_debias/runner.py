@@ -75,12 +75,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, cast
 
 from caption_debias import __version__, shard_digests, storage
 from caption_debias.engines.local import Ready
 from caption_debias.errors import UserError
 from caption_debias.locking import LOCK_FILES, folder_lock
+from caption_debias.schema_types import TaskSidecar
 from caption_debias.shard_digests import sha256_file  # noqa: F401  (the digest manifests record and readers check)
 from caption_debias.worker_life import exit_if_orphaned
 
@@ -262,10 +263,11 @@ class Task:
     def sidecar_path(self) -> Path:
         return self.folder / self.sidecar
 
-    def finished(self) -> dict[str, Any] | None:
+    def finished(self) -> TaskSidecar | None:
         """The sidecar an earlier run left for this very task, with its output in place; else None."""
         output = self.folder / self.output if self.output else None
-        return load_sidecar(self.sidecar_path, self.fingerprint, self.folder, output, verify_digest=self.verify_digest)
+        side = load_sidecar(self.sidecar_path, self.fingerprint, self.folder, output, verify_digest=self.verify_digest)
+        return cast(TaskSidecar, side)  # a task's sidecar (schemas/sidecar.schema.json), or None
 
 
 Engine = Callable[[Callable[[Any], Any], Iterable[Any]], Iterator[Any]]  # engines.mapper(options)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from caption_debias import storage
 
@@ -41,7 +41,7 @@ def file_sha256(path: Path) -> str:
     return digest
 
 
-def mismatch(folder: Any, shards: list[dict[str, Any]]) -> str | None:
+def mismatch(folder: Any, shards: Sequence[Mapping[str, Any]]) -> str | None:
     """What is wrong with the first listed shard whose bytes differ from its recorded sha256, or None.
 
     A manifest without digests (written before they were recorded) is read, with one note on

@@ -58,7 +58,7 @@ def is_remote(path: Any) -> bool:
     return protocol(path) is not None
 
 
-def as_path(path: str | os.PathLike) -> Any:
+def as_path(path: str | os.PathLike[str]) -> Any:
     """A pathlib.Path for a local path or file:// URL, a UPath for any other URL.
 
     A URL whose fsspec backend is not installed is one line naming the package.

@@ -6,17 +6,10 @@ import json
 import random
 from pathlib import Path
 
+from caption_debias.synth import world as synth_world
+
 COLOURS = ["red", "green", "blue", "yellow", "purple", "orange", "white", "black"]
-RGB = {
-    "red": (220, 40, 40),
-    "green": (40, 180, 60),
-    "blue": (40, 80, 230),
-    "yellow": (240, 220, 40),
-    "purple": (150, 50, 200),
-    "orange": (250, 140, 20),
-    "white": (245, 245, 245),
-    "black": (20, 20, 20),
-}
+RGB = {**synth_world.COLOURS, "black": (20, 20, 20)}  # the synthetic world's palette, and black
 
 
 def make_images(root: Path, n: int, seed: int = 0, size: int = 64) -> list[tuple[str, list[str]]]:

@@ -239,6 +239,7 @@ def test_verdict_not_judged_where_the_remove_interval_reaches_zero():
     assert verdict(summary, "quick").endswith("target on this seed met")
 
 
+@pytest.mark.slow  # a whole demo run: minutes on 2 cores (shared with the slow tests above)
 def test_report_links_results_instead_of_dumping_them(demo_run):
     out, results, tables = demo_run
     page = (out / "report.html").read_text("utf-8")
@@ -248,6 +249,7 @@ def test_report_links_results_instead_of_dumping_them(demo_run):
     assert ("not judged" in page) == (not judged) and ("not judged" in tables[0]) == (not judged)
 
 
+@pytest.mark.slow  # a whole demo run: minutes on 2 cores (shared with the slow tests above)
 def test_report_shows_grounding_per_arm(demo_run):
     """The grounding stage scores a planted world with every model; the report has the AUROC per
     model and a few hallucinated captions shaded sentence by sentence, the swapped one outlined."""

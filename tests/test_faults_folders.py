@@ -196,32 +196,65 @@ def _stage_runs(world: Path, tmp_path: Path):
 FILE_OUTPUTS = {"export-captions": ".jsonl", "urls": ".parquet"}  # the others write a folder
 
 
-@pytest.mark.parametrize("place", ["same", "input inside out", "out inside input"])
+PLACES = {
+    "same": "the input is also",
+    "input inside out": "the input is inside",
+    "out inside input": "is inside the input",
+}
+
+
+def _places(base: Path, place: str, suffix: str = "") -> tuple[Path, Path] | None:
+    """(input, output) that overlap as `place` says; None where a file output cannot be the input folder."""
+    if place == "out inside input":
+        return base / "in", base / "in" / f"out{suffix}"
+    if place == "input inside out":
+        return base / f"out{suffix}" / "in", base / f"out{suffix}"
+    return None if suffix else (base / "in", base / "in")
+
+
+def _refused_untouched(world: Path, name: str, run, given: Path, out: Path, place: str, flag: str) -> None:
+    """`run(given, out)` is refused in one line naming `flag` and the overlap, and the input is as it was."""
+    shutil.copytree(world / "mine", given)
+    before = digests(given)
+    with pytest.raises(UserError) as err:
+        run(given, out)
+    line = str(err.value)
+    assert "\n" not in line and flag in line, (name, line)
+    assert PLACES[place] in line, (name, line)
+    assert digests(given) == before, name
+
+
+@pytest.mark.parametrize("place", list(PLACES))
 def test_no_command_writes_where_its_input_lies(world, tmp_path, place):
-    runs = _stage_runs(world, tmp_path)
-    for name, run in runs.items():
-        base = tmp_path / name.replace("-", "_")
-        suffix = FILE_OUTPUTS.get(name, "")
-        if place == "out inside input":
-            given, out = base / "in", base / "in" / f"out{suffix}"
-        elif place == "input inside out":
-            given, out = base / f"out{suffix}" / "in", base / f"out{suffix}"
-        elif suffix:
-            continue  # a file cannot be the input folder
-        else:
-            given, out = base / "in", base / "in"
-        shutil.copytree(world / "mine", given)
-        before = digests(given)
-        with pytest.raises(UserError) as err:
-            run(given, out)
-        line = str(err.value)
-        assert "\n" not in line and ("--out" in line), (name, line)
-        assert {
-            "same": "the input is also",
-            "input inside out": "the input is inside",
-            "out inside input": "is inside the input",
-        }[place] in line, (name, line)
-        assert digests(given) == before, name
+    for name, run in _stage_runs(world, tmp_path).items():
+        places = _places(tmp_path / name.replace("-", "_"), place, FILE_OUTPUTS.get(name, ""))
+        if places is not None:
+            _refused_untouched(world, name, run, *places, place, "--out")
+
+
+def _reader_runs(world: Path):
+    """(name, the flag that names its output, run(input, out)) of the commands that read a folder and
+    write a place beside the stages: view's snapshot and a training run."""
+    from caption_debias.train.config import TrainConfig
+    from caption_debias.train.loop import train
+    from caption_debias.view.options import ViewOptions
+    from caption_debias.view.server import run_view
+
+    return {
+        "view --static": ("--static", lambda i, o: run_view([str(i)], ViewOptions(static=str(o), quiet=True))),
+        "train": (
+            "--out",
+            lambda i, o: train(TrainConfig(data=str(i), out=str(o), model="tiny", image_root=str(world), quiet=True)),
+        ),
+    }
+
+
+@pytest.mark.parametrize("place", list(PLACES))
+def test_view_static_and_train_write_nowhere_their_input_lies(world, tmp_path, place):
+    for name, (flag, run) in _reader_runs(world).items():
+        given, out = _places(tmp_path / name.replace(" --", "_"), place)
+        _refused_untouched(world, name, run, given, out, place, flag)
+        assert not (out / "index.html").exists() and not (out / "checkpoints").exists(), name
 
 
 # -- a damaged Parquet page: the input file at fault, in one line ------------------------------

@@ -29,6 +29,15 @@ def world(tmp_path_factory):
     return data, images, other
 
 
+@pytest.fixture(scope="module")
+def straight(world, tmp_path_factory) -> Path:
+    """The uninterrupted run of the default config, made once: every resume of it here must match it."""
+    from caption_debias.train.loop import train
+
+    data, images, _ = world
+    return train(_cfg(data, images, tmp_path_factory.mktemp("straight") / "a"))
+
+
 def _cfg(data, images, out, **kw) -> TrainConfig:
     base = dict(
         data=str(data),
@@ -94,13 +103,12 @@ def _interrupted(monkeypatch, cfg: TrainConfig, step: int) -> None:
     restore()
 
 
-def test_resume_is_judged_on_meaning_not_spelling(world, tmp_path, monkeypatch):
+def test_resume_is_judged_on_meaning_not_spelling(world, straight, tmp_path, monkeypatch):
     """Relative vs absolute data, a symlink, another working directory and a moved run folder all
     resume (bit-exact); another learning rate or other data are refused."""
     from caption_debias.train.loop import train
 
     data, images, other = world
-    straight = train(_cfg(data, images, tmp_path / "straight"))
 
     home = tmp_path / "home"
     home.mkdir()
@@ -136,7 +144,7 @@ def _tiny_with_patch_dropout(tmp_path: Path) -> str:
 
 
 @pytest.mark.parametrize("workers", [0, 1])
-def test_resume_with_patch_dropout_is_bit_exact(world, tmp_path, monkeypatch, workers):
+def test_resume_with_patch_dropout_is_bit_exact(world, straight, tmp_path, monkeypatch, workers):
     """A model that draws random numbers in training (patch dropout) continues exactly: the data
     loader no longer draws from the RNG the dropout uses, which is restored after it starts."""
     from caption_debias.train.loop import train
@@ -144,22 +152,23 @@ def test_resume_with_patch_dropout_is_bit_exact(world, tmp_path, monkeypatch, wo
     data, images, _ = world
     model = _tiny_with_patch_dropout(tmp_path)
     kw = dict(model=model, workers=workers)
-    straight = train(_cfg(data, images, tmp_path / "a", **kw))
-    nodrop = train(_cfg(data, images, tmp_path / "n"))
-    assert [d["loss"] for d in _lines(straight)] != [d["loss"] for d in _lines(nodrop)]  # dropout is on
+    dropped = train(_cfg(data, images, tmp_path / "a", **kw))
+    nodrop = straight  # the same data and options without patch dropout
+    assert [d["loss"] for d in _lines(dropped)] != [d["loss"] for d in _lines(nodrop)]  # dropout is on
     _interrupted(monkeypatch, _cfg(data, images, tmp_path / "b", **kw), step=2)
     resumed = train(_cfg(data, images, tmp_path / "b", resume="latest", **kw))
-    assert _lines(resumed) == _lines(straight)
-    _same_weights(straight / "checkpoints" / "step_00000004.pt", resumed / "checkpoints" / "step_00000004.pt")
+    assert _lines(resumed) == _lines(dropped)
+    _same_weights(dropped / "checkpoints" / "step_00000004.pt", resumed / "checkpoints" / "step_00000004.pt")
 
 
 @pytest.mark.parametrize("damage", ["truncated", "empty", "garbage"])
-def test_damaged_latest_checkpoint_is_skipped_and_the_run_stays_exact(world, tmp_path, monkeypatch, capfd, damage):
+def test_damaged_latest_checkpoint_is_skipped_and_the_run_stays_exact(
+    world, straight, tmp_path, monkeypatch, capfd, damage
+):
     from caption_debias.model.load import load_model
     from caption_debias.train.loop import train
 
     data, images, _ = world
-    straight = train(_cfg(data, images, tmp_path / "a"))
     _interrupted(monkeypatch, _cfg(data, images, tmp_path / "b"), step=3)
     latest = tmp_path / "b" / "checkpoints" / "step_00000003.pt"
     blob = latest.read_bytes()

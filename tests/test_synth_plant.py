@@ -197,3 +197,31 @@ def test_cli_plant_and_overwrite_without_it(tmp_path):
     assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0 and "--plant" in bad.stderr
     again = subprocess.run([*exe, "--overwrite"], capture_output=True, text=True)
     assert again.returncode == 0 and not (tmp_path / "w" / PLANTED_FILE).exists()  # no stale key
+
+
+@pytest.mark.parametrize("n", [48, 60, 64])
+def test_small_worlds_plant_mismatched_captions_across_groups(n, tmp_path):
+    # the rows first drawn to trade captions were all of one group at these sizes (seed 0, split train)
+    world.write_world(tmp_path, n, 0, plant=PlantSpec())
+    key = json.loads((tmp_path / PLANTED_FILE).read_text("utf-8"))
+    records = _records(tmp_path)
+    by_id = {r["id"]: i for i, r in enumerate(records)}
+    rows = [e["row"] for e in key["mismatched"]]
+    assert len(rows) == max(2, round(0.05 * n))
+    assert sorted(by_id[e["caption_of"]] for e in key["mismatched"]) == sorted(rows)  # a cycle
+    group_of = {i: r["group"] for i, r in enumerate(records)}
+    assert all(group_of[e["row"]] != group_of[by_id[e["caption_of"]]] for e in key["mismatched"])
+
+
+def test_mismatched_rows_of_one_group_are_traded_or_refused():
+    from caption_debias.synth.plant import _across_groups, _interleaved_cycle
+
+    groups = ["a"] * 6 + ["b", "c", "d", "d"]
+    assert _across_groups([0, 1, 2], [3, 6, 7], groups) == [0, 7, 6]
+    assert _across_groups([0, 6], [1, 7], groups) == [0, 6]  # already mixed: as drawn
+    with pytest.raises(UserError, match="too few rows outside one group"):
+        _across_groups([0, 1], [2, 3], groups)
+    for rows in ([0, 1, 6, 7], [0, 6, 7], [0, 1, 6, 7, 8, 9]):
+        cycle = _interleaved_cycle(rows, groups)
+        assert sorted(a for a, _ in cycle) == sorted(rows) == sorted(b for _, b in cycle)
+        assert all(groups[a] != groups[b] for a, b in cycle)

@@ -472,13 +472,37 @@ def _duplicates(
     shared_keys,
     thumbs: _ThumbCache,
 ) -> None:
+    """The duplicate reasons: the rows that share a key with another alive row, then the "earlier kept row" loop over them."""
+    involved, phash = _involved(table, options, reason == KEPT, images, shared_keys)
+    if involved.height == 0:
+        return
+    match = _Matcher.over(table, options, involved, phash, thumbs, images)
+    kept_in: dict[tuple[int, int], list[int]] = {}  # (family, bucket) -> kept orders
+    row_buckets: dict[int, list[tuple[int, int]]] = {}
+    for o, f, bkt in involved.iter_rows():
+        row_buckets.setdefault(o, []).append((f, bkt))
+    for o in sorted(row_buckets):
+        buckets = row_buckets[o]
+        hit = match.image(o, buckets, kept_in) or match.caption(o, buckets, kept_in)
+        if hit is None:
+            for key in buckets:
+                kept_in.setdefault(key, []).append(o)
+        else:
+            name, ref, detail = hit
+            reason[o] = CODE[name]
+            d.ref[o] = ref
+            d.detail[o] = detail
+
+
+def _involved(table: SignalTable, options: CurateOptions, alive_mask: np.ndarray, images: bool, shared_keys):
+    """(order, family, bucket) of the alive rows that share a key with another, and the phash by order (or None).
+
+    Families: 0 image key, 1..BLOCKS phash blocks, BLOCKS+1 caption hash, then one per band."""
     import polars as pl
 
-    alive_mask = reason == KEPT
     duplicate_images = not options.keep_duplicate_images
     distance = options.duplicate_image_distance
     blocks = distance + 1
-    # families: 0 image key, 1..BLOCKS phash blocks, BLOCKS+1 caption hash, then one per band
     parts = []
     phash = None
     bands = [band_name(b) for b in range(options.lsh()[0])]
@@ -498,66 +522,67 @@ def _duplicates(
     parts.append(_buckets(shared.pop("caption_hash"), alive_mask, blocks + 1))
     for b, name in enumerate(bands):
         parts.append(_buckets(shared.pop(name), alive_mask, blocks + 2 + b))
-    involved = pl.concat(parts).sort("order", "family")
-    if involved.height == 0:
-        return
-    orders = involved["order"].to_numpy()
-    band_orders = orders[involved["family"].to_numpy() >= blocks + 2]
-    sigs = table.signatures(band_orders)
-    thumb: dict[int, bytes | None] = {}
-    if phash is not None:
-        phash_orders = orders[(involved["family"].to_numpy() >= 1) & (involved["family"].to_numpy() <= blocks)]
-        th = table.rows_where(phash_orders, ["image_thumb"])
-        if th is not None:
-            thumb = dict(zip(th["order"].to_list(), th["image_thumb"].to_list()))
-    image_by = "image sha256" if images else "image path"
-    threshold = options.near_duplicate_threshold
-    kept_in: dict[tuple[int, int], list[int]] = {}  # (family, bucket) -> kept orders
-    row_buckets: dict[int, list[tuple[int, int]]] = {}
-    for o, f, bkt in involved.iter_rows():
-        row_buckets.setdefault(o, []).append((f, bkt))
-    for o in sorted(row_buckets):
-        buckets = row_buckets[o]
-        hit = None
-        if duplicate_images:
-            for f, bkt in buckets:
-                if f == 0 and kept_in.get((f, bkt)):
-                    hit = ("duplicate_image", kept_in[(f, bkt)][0], {"by": image_by, "similarity": 1.0})
-                    break
-            if hit is None and phash is not None and o in phash:
-                cands = {k for f, bkt in buckets if 1 <= f <= blocks for k in kept_in.get((f, bkt), ())}
-                near = _best(
-                    [
-                        (img.hamming(phash[o], phash[k]), k)
-                        for k in cands
-                        if img.hamming(phash[o], phash[k]) <= distance
-                        and same_picture(
-                            phash[o],
-                            phash[k],
-                            thumbs.resolve(o, thumb.get(o)),
-                            thumbs.resolve(k, thumb.get(k)),
-                            distance,
-                        )
-                    ]
-                )
-                if near:
-                    hit = ("duplicate_image", near[1], _phash_detail(near[0]))
-        if hit is None:
-            for f, bkt in buckets:
-                if f == blocks + 1 and kept_in.get((f, bkt)):
-                    hit = ("duplicate_caption", kept_in[(f, bkt)][0], {"by": "caption text", "similarity": 1.0})
-                    break
-        if hit is None and o in sigs:
-            cands = {k for f, bkt in buckets if f >= blocks + 2 for k in kept_in.get((f, bkt), ())}
-            sig = sigs[o]
-            near = _best([(-j, k) for k in cands if (j := minhash.estimate(sig, sigs[k])) >= threshold])
-            if near:
-                hit = ("near_duplicate_caption", near[1], {"by": "caption minhash", "similarity": -near[0]})
-        if hit is None:
-            for key in buckets:
-                kept_in.setdefault(key, []).append(o)
-        else:
-            name, ref, detail = hit
-            reason[o] = CODE[name]
-            d.ref[o] = ref
-            d.detail[o] = detail
+    return pl.concat(parts).sort("order", "family"), phash
+
+
+@dataclass
+class _Matcher:
+    """The earlier kept row a row duplicates, if any: by image (key, then phash), then by caption (hash, then MinHash)."""
+
+    options: CurateOptions
+    blocks: int
+    image_by: str
+    phash: dict[int, int] | None
+    thumb: dict[int, bytes | None]
+    sigs: dict[int, np.ndarray]
+    thumbs: _ThumbCache
+
+    @classmethod
+    def over(cls, table: SignalTable, options: CurateOptions, involved, phash, thumbs: _ThumbCache, images: bool):
+        blocks = options.duplicate_image_distance + 1
+        orders = involved["order"].to_numpy()
+        family = involved["family"].to_numpy()
+        sigs = table.signatures(orders[family >= blocks + 2])
+        thumb: dict[int, bytes | None] = {}
+        if phash is not None:
+            th = table.rows_where(orders[(family >= 1) & (family <= blocks)], ["image_thumb"])
+            if th is not None:
+                thumb = dict(zip(th["order"].to_list(), th["image_thumb"].to_list()))
+        image_by = "image sha256" if images else "image path"
+        return cls(options, blocks, image_by, phash, thumb, sigs, thumbs)
+
+    def image(self, o: int, buckets: list[tuple[int, int]], kept_in: dict) -> tuple | None:
+        if self.options.keep_duplicate_images:
+            return None
+        for f, bkt in buckets:
+            if f == 0 and kept_in.get((f, bkt)):
+                return ("duplicate_image", kept_in[(f, bkt)][0], {"by": self.image_by, "similarity": 1.0})
+        phash, distance = self.phash, self.options.duplicate_image_distance
+        if phash is None or o not in phash:
+            return None
+        cands = {k for f, bkt in buckets if 1 <= f <= self.blocks for k in kept_in.get((f, bkt), ())}
+        near = _best(
+            [
+                (img.hamming(phash[o], phash[k]), k)
+                for k in cands
+                if img.hamming(phash[o], phash[k]) <= distance
+                and same_picture(phash[o], phash[k], self._thumb(o), self._thumb(k), distance)
+            ]
+        )
+        return ("duplicate_image", near[1], _phash_detail(near[0])) if near else None
+
+    def _thumb(self, o: int) -> bytes | None:
+        return self.thumbs.resolve(o, self.thumb.get(o))
+
+    def caption(self, o: int, buckets: list[tuple[int, int]], kept_in: dict) -> tuple | None:
+        for f, bkt in buckets:
+            if f == self.blocks + 1 and kept_in.get((f, bkt)):
+                return ("duplicate_caption", kept_in[(f, bkt)][0], {"by": "caption text", "similarity": 1.0})
+        if o not in self.sigs:
+            return None
+        cands = {k for f, bkt in buckets if f >= self.blocks + 2 for k in kept_in.get((f, bkt), ())}
+        sig, threshold = self.sigs[o], self.options.near_duplicate_threshold
+        near = _best([(-j, k) for k in cands if (j := minhash.estimate(sig, self.sigs[k])) >= threshold])
+        if near:
+            return ("near_duplicate_caption", near[1], {"by": "caption minhash", "similarity": -near[0]})
+        return None

@@ -37,7 +37,7 @@ def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: int, ma
         pending: deque = deque()
         for item in items:
             if isinstance(item, Ready):
-                done = Future()
+                done: Future = Future()
                 done.set_result(item.value)
                 pending.append(done)
             else:

@@ -60,7 +60,7 @@ class ImageCounts:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ImageCounts:
-        return cls(**{k: d.get(k) for k in ("checked", "missing", "unreadable", "tried", "why")})
+        return cls(**{k: d[k] for k in ("checked", "missing", "unreadable", "tried", "why") if k in d})
 
 
 def check_max_missing(value: float, flag: str = MAX_MISSING_FLAG) -> float:

@@ -87,6 +87,7 @@ def stream(fh, name: str, keys: list[str]) -> Iterator[tuple[str, bytes | ImageP
     import pyarrow as pa
 
     left = dict.fromkeys(keys)
+    problem: ImageProblem | None
     try:
         pf, column = _open(fh, name)
         rows = _rows_of(pf, list(left))

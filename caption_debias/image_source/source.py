@@ -25,6 +25,7 @@ from caption_debias.image_source.roots import PARQUET_BUFFER, Root, files_of, re
 T = TypeVar("T")
 Result = Any  # T, or the row's ImageProblem
 Job = Callable[[], list[tuple[int, Result]]]
+ImageFn = Callable[[bytes, str], T]  # the caller's function: an image's bytes and its reference -> T
 
 
 @dataclass
@@ -95,11 +96,7 @@ class ImageSource:
             return module.read_one(fh, ref.path, ref.member)
 
     def stream(
-        self,
-        images: Sequence[object],
-        fn: Callable[[bytes, str], T],
-        keys: Sequence[object] | None = None,
-        threads: int | None = None,
+        self, images: Sequence[object], fn: ImageFn[T], keys: Sequence[object] | None = None, threads: int | None = None
     ) -> Iterator[tuple[int, T | ImageProblem]]:
         """(row index, fn(bytes, name) or the row's ImageProblem) for every row whose image is not None.
 
@@ -113,11 +110,7 @@ class ImageSource:
             yield from done
 
     def in_row_order(
-        self,
-        images: Sequence[object],
-        fn: Callable[[bytes, str], T],
-        keys: Sequence[object] | None = None,
-        threads: int | None = None,
+        self, images: Sequence[object], fn: ImageFn[T], keys: Sequence[object] | None = None, threads: int | None = None
     ) -> Iterator[tuple[int, T | ImageProblem]]:
         """stream's results in row order: each held until the rows before it are out. Memory is the
         results read ahead of their turn: none when the rows list each tar's members in tar order
@@ -133,11 +126,7 @@ class ImageSource:
                 turn = next(wanted, None)
 
     def map(
-        self,
-        images: Sequence[object],
-        fn: Callable[[bytes, str], T],
-        keys: Sequence[object] | None = None,
-        threads: int | None = None,
+        self, images: Sequence[object], fn: ImageFn[T], keys: Sequence[object] | None = None, threads: int | None = None
     ) -> list[T | ImageProblem | None]:
         """stream's results in row order (None where the image is None): for small results (facts)."""
         out: list[Any] = [None] * len(images)

@@ -59,7 +59,7 @@ def next_member(tar: tarfile.TarFile, name: str, last: str | None) -> tarfile.Ta
         info = tar.next()
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise ImageProblem(UNREADABLE, f"{name}: unreadable after {_after(last)} ({exc})") from None
-    del tar.members[:]  # tarfile keeps every header for getmember; a single pass needs none of them
+    del tar.members[:]  # type: ignore[attr-defined]  # tarfile keeps every header for getmember; a single pass needs none of them
     if info is None and not _ended_cleanly(tar):
         raise ImageProblem(UNREADABLE, f"{name}: truncated or corrupt after {_after(last)}")
     return info
@@ -165,7 +165,10 @@ def read_one(fh, name: str, member: str) -> bytes:
 
 
 def _linked(fh, name: str, link: tarfile.TarInfo) -> bytes:
-    return read_links(fh, name, [link.name])[link.name]
+    target = read_links(fh, name, [link.name])[link.name]
+    if isinstance(target, ImageProblem):
+        raise target  # as _member_bytes: the specification raises a row's problem
+    return target
 
 
 def read_links(fh, name: str, links: list[str]) -> dict[str, bytes | ImageProblem]:

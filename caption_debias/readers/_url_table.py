@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from caption_debias import storage
@@ -24,19 +23,20 @@ def chosen_caption_columns(options: Any, default: Sequence[str]) -> list[str]:
 
 
 def url_records(
-    path: Path,
+    path: Any,
     name: str,
     options: Any,
     *,
     source: str,
-    url_column: str,
     caption_column: str,
+    url_column: str = "url",
     meta_columns: Sequence[str] = (),
     clean: Callable[[str, dict[str, Any]], str] | None = None,
 ) -> Iterator[Record | Reject]:
-    """One record per row of a Parquet URL table: image = URL, source id = --key-column when present."""
+    """One record per row of a Parquet URL table (a local path or a URL): image = URL, source id = --key-column when present."""
     import pyarrow as pa
 
+    path = storage.as_path(path)
     key_column = getattr(options, "key_column", "key")
     try:
         pf = storage.parquet_file(path, named=False)

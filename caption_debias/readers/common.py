@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import csv
 import math
 import re
+import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator, TextIO
 
 from caption_debias import storage
 from caption_debias.image_files import control_character, path_problem
+from caption_debias.records import Reject
 
 
 def image_problem(image: Any) -> str | None:
@@ -117,3 +121,30 @@ def check_column_types(name: str, schema, text: dict[str, str], key: str | None 
             f"{name}: column {key!r} holds {schema.field(key).type} values; record ids must be text or integers "
             "(name another column with --key-column)"
         )
+
+
+@contextmanager
+def open_csv(path: Any) -> Iterator[TextIO]:
+    """A delimited text file as the csv module reads it: long fields allowed, a byte-order mark dropped."""
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long captions exceed the 128 KiB default
+    # utf-8-sig: spreadsheet exports start with a byte-order mark that would hide the first column name.
+    with storage.open_file(path, "r", encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
+        yield fh
+
+
+def csv_rows(
+    reader: Iterator[Any], name: str, location: Callable[[int], Any] = int
+) -> Iterator[tuple[int, Any] | Reject]:
+    """(number from 1, row) of a strict csv reader; a csv error (a quote left open at the end of a
+    cut-off download) is one fatal reject at the next row's `location(number)`, and the end."""
+    number = 0
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            yield Reject(name, location(number + 1), f"truncated input: {exc}", "", fatal=True)
+            return
+        number += 1
+        yield number, row

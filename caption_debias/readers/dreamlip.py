@@ -7,14 +7,12 @@ Each row yields one record per chosen caption column (--caption-column, comma-se
 from __future__ import annotations
 
 import csv
-import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.readers._url_table import chosen_caption_columns
-from caption_debias.readers.common import caption_problem, image_problem
+from caption_debias.readers.common import caption_problem, csv_rows, image_problem, open_csv
 from caption_debias.records import Record, Reject, excerpt
 
 NAME = "dreamlip"
@@ -25,9 +23,7 @@ DEFAULT_CAPTION_COLUMNS = ("longSV_captions",)
 def read(path: Path, name: str, options: Any) -> Iterator[Record | Reject]:
     """Records in row order, then caption-column order; location is 'ROW:COLUMN' (ROW counts data rows from 1)."""
     columns = chosen_caption_columns(options, DEFAULT_CAPTION_COLUMNS)
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long captions exceed the 128 KiB default
-    # utf-8-sig: spreadsheet exports start with a byte-order mark that would hide the first column name.
-    with storage.open_file(path, "r", encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
+    with open_csv(path) as fh:
         # strict=True turns a quote left open at end of file (a cut-off download) into an error.
         reader = csv.reader(fh, strict=True)
         try:
@@ -40,16 +36,11 @@ def read(path: Path, name: str, options: Any) -> Iterator[Record | Reject]:
         if missing:
             raise UserError(f"{name}: no column {missing[0]!r} (columns: {', '.join(header)}); use --caption-column")
         at = {col: i for i, col in enumerate(header)}
-        row_number = 0
-        while True:
-            try:
-                row = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as exc:
-                yield Reject(name, f"{row_number + 1}", f"truncated input: {exc}", "", fatal=True)
-                return
-            row_number += 1
+        for item in csv_rows(reader, name, location=str):
+            if isinstance(item, Reject):
+                yield item
+                continue
+            row_number, row = item
             for col in columns:
                 location = f"{row_number}:{col}"
                 if len(row) != len(header):

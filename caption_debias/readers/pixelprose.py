@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.readers._url_table import chosen_caption_columns, url_records
 from caption_debias.records import Record, Reject
@@ -31,12 +30,5 @@ def read(path: Path, name: str, options: Any) -> Iterator[Record | Reject]:
     if len(columns) != 1:
         raise UserError("pixelprose: name one --caption-column")
     yield from url_records(
-        storage.as_path(path),
-        name,
-        options,
-        source=NAME,
-        url_column="url",
-        caption_column=columns[0],
-        meta_columns=("uid", "sha256"),
-        clean=strip_prefix,
+        path, name, options, source=NAME, caption_column=columns[0], meta_columns=("uid", "sha256"), clean=strip_prefix
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.readers._url_table import chosen_caption_columns, url_records
 from caption_debias.records import Record, Reject
@@ -21,12 +20,4 @@ def read(path: Path, name: str, options: Any) -> Iterator[Record | Reject]:
         raise UserError(
             f"recap-datacomp: --caption-column must be one of {', '.join(CAPTION_COLUMNS)}, not {','.join(columns)!r}"
         )
-    yield from url_records(
-        storage.as_path(path),
-        name,
-        options,
-        source=NAME,
-        url_column="url",
-        caption_column=columns[0],
-        meta_columns=("sha256",),
-    )
+    yield from url_records(path, name, options, source=NAME, caption_column=columns[0], meta_columns=("sha256",))

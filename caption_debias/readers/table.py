@@ -5,13 +5,12 @@ from __future__ import annotations
 import codecs
 import csv
 import json
-import sys
 from pathlib import Path
 from typing import Iterator
 
 from caption_debias import storage
 from caption_debias.errors import UserError
-from caption_debias.readers.common import caption_problem, check_column_types, id_problem
+from caption_debias.readers.common import caption_problem, check_column_types, csv_rows, id_problem, open_csv
 from caption_debias.records import Record, Reject, excerpt
 
 NAME = "table"
@@ -62,24 +61,13 @@ def iter_jsonl(path: Path, name: str) -> Iterator[tuple[int, dict] | Reject]:
 
 
 def _iter_delimited(path: Path, name: str, delimiter: str) -> Iterator[tuple[int, dict] | Reject]:
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # long captions exceed the 128 KiB default
-    # utf-8-sig: spreadsheet exports start with a byte-order mark that would hide the first column name.
-    with storage.open_file(path, "r", encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
+    with open_csv(path) as fh:
         reader = csv.DictReader(fh, delimiter=delimiter, strict=True)  # strict: an unclosed quote at EOF is an error
-        index = 0
-        while True:
-            try:
-                row = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as exc:
-                yield Reject(name, index + 1, f"truncated input: {exc}", "", fatal=True)
-                return
-            index += 1
-            if None in row:  # more fields than the header
-                yield Reject(name, index, "wrong number of fields", excerpt(row))
+        for item in csv_rows(reader, name):
+            if not isinstance(item, Reject) and None in item[1]:  # more fields than the header
+                yield Reject(name, item[0], "wrong number of fields", excerpt(item[1]))
                 continue
-            yield index, row
+            yield item
 
 
 def _iter_parquet(path: Path, name: str, columns: list[str]) -> Iterator[tuple[int, dict] | Reject]:

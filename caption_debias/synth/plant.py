@@ -19,6 +19,7 @@ draws from its own random streams, after the world is made.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
@@ -81,8 +82,8 @@ def plant_plan(
     order = rng.sample(range(n), n)
     h, m, r = counts["hallucinated"], counts["mismatched"], counts["redrawn"]
     hallucinated = sorted(order[:h])
-    mismatched = order[h : h + m]
     pool = sorted(order[h + m : h + m + 2 * r])
+    mismatched = _across_groups(order[h : h + m], order[h + m + 2 * r :], groups)
     rng.shuffle(pool)
     pairs = sorted((min(a, b), max(a, b)) for a, b in zip(pool[0::2], pool[1::2]))
     copies = {copy for _, copy in pairs}
@@ -111,7 +112,39 @@ def plant_plan(
         if all(groups[row] != groups[other] for row, other in cycle):
             break
     else:
-        raise UserError("cannot plant mismatched captions: the chosen rows are all of one group (world too small)")
+        cycle = _interleaved_cycle(mismatched, groups)
     plan["mismatched"] = [{"row": row, "caption_of": other} for row, other in sorted(cycle)]
     plan["redrawn"] = [{"row": copy, "copy_of": source} for source, copy in pairs]
     return plan
+
+
+def _across_groups(chosen: Sequence[int], spare: Sequence[int], groups: Sequence[str]) -> list[int]:
+    """The rows that trade captions, such that no group holds more than half of them (else some caption
+    would stay in its group): `chosen` as drawn when it already is so, else its largest group's last
+    rows traded for the first `spare` (clean) rows of other groups, in the seed's order."""
+    chosen, spare = list(chosen), list(spare)
+    while chosen:
+        big, size = Counter(groups[i] for i in chosen).most_common(1)[0]
+        if size <= len(chosen) // 2:
+            break
+        other = next((i for i in spare if groups[i] != big), None)
+        if other is None:
+            raise UserError(
+                f"cannot plant {len(chosen)} mismatched captions: too few rows outside one group (world too small)"
+            )
+        spare.remove(other)
+        last = max(k for k, i in enumerate(chosen) if groups[i] == big)
+        chosen[last] = other
+    return chosen
+
+
+def _interleaved_cycle(rows: list[int], groups: Sequence[str]) -> list[tuple[int, int]]:
+    """A cycle through `rows` with no two neighbours of one group (no group holds more than half of
+    them): the rows by group, largest first, laid on the even places, then the odd ones."""
+    size = Counter(groups[i] for i in rows)
+    ranked = sorted(rows, key=lambda i: (-size[groups[i]], groups[i], i))
+    places = [*range(0, len(rows), 2), *range(1, len(rows), 2)]
+    ring = [0] * len(rows)
+    for place, row in zip(places, ranked):
+        ring[place] = row
+    return list(zip(ring, ring[1:] + ring[:1]))

@@ -25,6 +25,7 @@ from typing import Any, Callable, ContextManager
 import torch
 import torch.distributed as dist
 
+from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.locking import folder_lock
 from caption_debias.model.load import latest_checkpoint
@@ -55,6 +56,7 @@ def train(cfg: TrainConfig) -> Path:
     rank, world, local_rank, own_pg = init_distributed()
     try:
         cfg = dataclasses.replace(cfg, out=str(run_folder(cfg, world)), logs=None, name=None)
+        storage.refuse_overlap([d for d in (cfg.data, cfg.val_data) if d], cfg.out)  # before the lock goes in
         with folder_lock(cfg.out, "train") if rank == 0 else nullcontext():
             return _train(cfg, rank, world, local_rank)
     finally:

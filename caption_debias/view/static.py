@@ -114,13 +114,8 @@ def write_static(data: ViewData, out: str | Path, *, sample: int, per_reason: in
     """Write the snapshot to OUT (a .html file, or OUT/index.html for a folder); never inside a viewed folder."""
     out = Path(out)
     target = out if out.suffix.lower() in (".html", ".htm") else out / "index.html"
-    resolved = target.resolve()
-    for f in data.folders:
-        for root in [f.path] + ([f.image_root] if f.image_root else []):
-            if storage.is_remote(root):
-                continue  # the snapshot is a local file: never inside a folder on a store
-            if resolved.is_relative_to(Path(root).resolve()):
-                raise UserError(f"--static {out}: inside {root}; the viewer never writes to the folders it reads")
+    read = [place for f in data.folders for place in (f.path, f.image_root) if place and not storage.is_remote(place)]
+    storage.refuse_overlap(read, out, what="--static")  # the viewer never writes where it reads (a local file)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
