@@ -14,8 +14,9 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import Any, cast
 
+from caption_debias.image_files import ImageProblem
 from caption_debias.image_source import refs, tars
 from caption_debias.image_source.roots import Root
 from caption_debias.image_source.source import ImageSource
@@ -35,7 +36,10 @@ class ImageLookup:
     """Single images under one root (see the module docs); thread-safe."""
 
     def __init__(self, source: ImageSource | str | Root, max_tars: int = MAX_TARS, member_buffer: int = MEMBER_BUFFER):
-        self.source = source if isinstance(source, ImageSource) else ImageSource(source)
+        self._setup(source if isinstance(source, ImageSource) else ImageSource(source), max_tars, member_buffer)
+
+    def _setup(self, source: ImageSource, max_tars: int, member_buffer: int) -> None:
+        self.source = source
         self.max_tars, self.member_buffer = max_tars, member_buffer
         self._tars: OrderedDict[str, _OpenTar] = OrderedDict()
         self._lock = threading.Lock()
@@ -48,7 +52,7 @@ class ImageLookup:
         return {"source": self.source, "max_tars": self.max_tars, "member_buffer": self.member_buffer}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["source"], state["max_tars"], state["member_buffer"])
+        self._setup(state["source"], state["max_tars"], state["member_buffer"])
 
     def read(self, image: object, key: object = None) -> bytes:
         """A row's image bytes, or its ImageProblem (ImageSource.read's, without a scan per row)."""
@@ -58,7 +62,7 @@ class ImageLookup:
         entry = self._tar(ref.path)
         with entry.lock:
             if entry.tar is None:  # not a readable tar: its one problem
-                raise entry.found.problem
+                raise cast(ImageProblem, entry.found.problem)
             return tars.read_indexed(entry.tar, entry.found, ref.member)
 
     def stamp(self, image: object, key: object = None) -> str:

@@ -17,8 +17,9 @@ from typing import Any, Sequence, TypeVar
 from caption_debias.errors import UserError
 from caption_debias.image_source.counts import ImageCounts
 from caption_debias.image_source.roots import Root, resolve_root
+from caption_debias.options import ImageRootOptions
 
-StageOpts = TypeVar("StageOpts")  # a stage's options (image_root, quiet, validate())
+StageOpts = TypeVar("StageOpts", bound=ImageRootOptions)  # a stage's options (image_root, quiet, validate())
 
 
 def typed_root(given: str | None, folders: Sequence[str | Path]) -> str | None:
@@ -42,7 +43,7 @@ def stage_root(options: StageOpts, folders: Sequence[str | Path]) -> tuple[Stage
     root = None if given or typed is None else resolve_recorded(typed)
     options = dataclasses.replace(options, image_root=typed if root is None else root.resolved)
     options = options.validate() or options
-    if given:
+    if given and typed is not None:
         root = resolve_recorded(typed, given_by_user=True)
     return dataclasses.replace(options, image_root=None if root is None else root.resolved), root
 

@@ -146,21 +146,17 @@ def _source(image_root: str | None) -> ImageSource | None:
     return None if not image_root else ImageSource(Root(image_root, image_root))
 
 
-def score_table(
-    table: pa.Table, shard: InputShard, params: ShardParams, sm: encode.ScoreModel
-) -> tuple[pa.Table, dict[str, Any]]:
-    """The scored table of one input shard and its facts (removed lines, context counts)."""
+def _image_embeddings(
+    table: pa.Table, shard: InputShard, params: ShardParams, sm: encode.ScoreModel, reference: tuple
+) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
+    """Every row's image embedding (each image encoded once; a reference row's is the reference
+    file's), its status and its error text."""
     n = table.num_rows
     images, row_keys = table.column("image").to_pylist(), table.column("key").to_pylist()
     data = table.column("image_bytes").to_pylist() if "image_bytes" in table.column_names else [None] * n
     orders = np.arange(shard.start, shard.start + n, dtype=np.int64)
-    ref_orders, ref_images, ref_emb = read_reference(params.reference)
+    ref_orders, ref_emb = reference
     ref_at = {int(o): j for j, o in enumerate(ref_orders)}
-    dim = sm.identity["embed_dim"]
-    if not len(ref_emb):
-        ref_emb = np.zeros((0, dim), np.float32)
-
-    # images: each encoded once; a reference row's embedding is the reference file's
     todo = [i for i in range(n) if int(orders[i]) not in ref_at]
     emb, status, errors = encode.encode_images(
         sm,
@@ -172,7 +168,7 @@ def score_table(
         params.draft_decode,
         keys=[row_keys[i] for i in todo],
     )
-    image_emb = np.full((n, dim), np.nan, np.float32)
+    image_emb = np.full((n, sm.identity["embed_dim"]), np.nan, np.float32)
     row_status = np.full(n, encode.OK, np.int8)
     row_error: list[str | None] = [None] * n
     image_emb[todo] = emb
@@ -182,19 +178,41 @@ def score_table(
         j = ref_at.get(int(orders[i]))
         if j is not None:
             image_emb[i] = ref_emb[j]
-    keep = row_status == encode.OK
-    counts = ImageCounts()  # every row's image was looked for: stored bytes, the root, or the reference's
-    for i in range(n):
+    return image_emb, row_status, row_error
+
+
+def _image_outcomes(
+    table: pa.Table, shard: InputShard, row_status: np.ndarray, row_error: list[str | None]
+) -> tuple[ImageCounts, list[dict[str, Any]]]:
+    """Every row's image as looked for (stored bytes, the root, or the reference's), and a removed
+    line for each row whose image could not be encoded."""
+    images = table.column("image").to_pylist()
+    counts = ImageCounts()
+    for i in range(table.num_rows):
         ok = row_status[i] == encode.OK
         counts.add(
             None if ok else ImageProblem(encode.STATUS_REASON[int(row_status[i])], row_error[i] or ""), images[i]
         )
     removed = []
-    if not keep.all():
+    if not (row_status == encode.OK).all():
         keys, captions = table.column("key").to_pylist(), table.column("caption").to_pylist()
-        for i in np.flatnonzero(~keep).tolist():
+        for i in np.flatnonzero(row_status != encode.OK).tolist():
             reason = encode.STATUS_REASON[int(row_status[i])]
             removed.append(_removed_line(keys[i], reason, row_error[i], images[i], captions[i], shard.folder))
+    return counts, removed
+
+
+def score_table(
+    table: pa.Table, shard: InputShard, params: ShardParams, sm: encode.ScoreModel
+) -> tuple[pa.Table, dict[str, Any]]:
+    """The scored table of one input shard and its facts (removed lines, context counts)."""
+    images = table.column("image").to_pylist()
+    ref_orders, ref_images, ref_emb = read_reference(params.reference)
+    if not len(ref_emb):
+        ref_emb = np.zeros((0, sm.identity["embed_dim"]), np.float32)
+    image_emb, row_status, row_error = _image_embeddings(table, shard, params, sm, (ref_orders, ref_emb))
+    keep = row_status == encode.OK
+    counts, removed = _image_outcomes(table, shard, row_status, row_error)
 
     kept_rows = np.flatnonzero(keep)
     captions, sentences, sentence_row, offsets = row_texts(table.column("sentence_tokens"), kept_rows)
