@@ -120,6 +120,17 @@ class ManifestCuration(_ManifestCurationRequired, total=False):
     low_alignment: ManifestCurationLowAlignment
 
 
+class ManifestImages(TypedDict, total=False):
+    """curate, score and pack: the image root the run read under (`root`: absolute, or a URL; null when none was given or recorded) and whether images were opened at all (`opened`: false means no image was checked), with `checked`, `missing`, `unreadable` counts and the `max_missing_images` share that stops a run."""
+
+    root: str | None
+    opened: bool
+    checked: int
+    missing: int
+    unreadable: int
+    max_missing_images: float
+
+
 class _ManifestRequired(TypedDict):
     """Manifest's required keys."""
 
@@ -144,6 +155,7 @@ class Manifest(_ManifestRequired, total=False):
     scoring: ManifestScoring
     curation: ManifestCuration
     scored_from: list[str]
+    images: ManifestImages
 
 
 class RejectLine(TypedDict):
