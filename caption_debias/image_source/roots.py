@@ -85,6 +85,15 @@ class LocalFiles:
         """A counted, buffered reader on a container file (a tar's size is not an image's)."""
         return storage.counted(self.guard.open(rel, max_bytes=None), buffer_size)
 
+    def stamp(self, rel: str) -> str:
+        """The real path, size and modification time of a file under the root (ImageProblem when none)."""
+        real = self.guard.resolve(rel)
+        try:
+            st = real.stat()
+        except OSError as exc:
+            raise ImageProblem(MISSING, f"no file {rel} under the image root ({exc.strerror})") from None
+        return f"{real}|{st.st_size}|{st.st_mtime_ns}"
+
     def entries(self, rel: str = "") -> dict[str, bool]:
         """name -> is a folder, for the entries of a folder under the root (downloads.py)."""
         folder = self.guard.resolve(rel) if rel else self.guard.real
@@ -129,6 +138,20 @@ class RemoteFiles:
 
     def open(self, rel: str, buffer_size: int = storage.RANGE_BUFFER):
         return storage.counted(self._open(rel, cache_type="none"), buffer_size)
+
+    def stamp(self, rel: str) -> str:
+        """An object's size with its ETag (or modification time): one HEAD (ImageProblem when none)."""
+        path = self.path(rel)
+        try:
+            info = self.fs.info(path)
+        except FileNotFoundError:
+            raise ImageProblem(MISSING, f"no file {rel} under the image root") from None
+        except Exception as exc:  # noqa: BLE001  network, permissions
+            raise ImageProblem(UNREADABLE, f"{rel}: {type(exc).__name__}: {exc}") from None
+        if info.get("type") == "directory":
+            raise ImageProblem(MISSING, f"{rel} is a folder, not a file")
+        changed = info.get("ETag") or info.get("etag") or info.get("LastModified") or info.get("mtime")
+        return f"{path}|{info.get('size')}|{changed}"
 
     def entries(self, rel: str = "") -> dict[str, bool]:
         listing = self.fs.ls(self.path(rel), detail=True)

@@ -187,3 +187,46 @@ def read_links(fh, name: str, links: list[str]) -> dict[str, bytes | ImageProble
         except (tarfile.TarError, OSError, KeyError) as exc:
             out[link] = ImageProblem(UNREADABLE, f"{name}#{link}: {exc}")
     return out
+
+
+class MemberIndex:
+    """One tar's member headers, read in one pass (`index`): the first header of every member name,
+    and the fault that ended the pass early (a truncated tar), if one did."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.first: dict[str, tarfile.TarInfo] = {}
+        self.problem: ImageProblem | None = None
+
+    def find(self, member: str) -> tarfile.TarInfo:
+        """The header `read_one` would read for `member` (the first in tar order of its candidates), or ImageProblem."""
+        hits = [self.first[c] for c in candidates(member) if c in self.first]
+        if hits:
+            return min(hits, key=lambda info: info.offset)
+        raise self.problem or ImageProblem(MISSING, f"no member {member} in {self.name}")
+
+
+def index(fh, name: str) -> MemberIndex:
+    """Every member header of the tar on `fh`, in one pass front to back (data skipped within the buffer)."""
+    found = MemberIndex(name)
+    try:
+        tar = open_tar(fh, name)
+        last = None
+        while (info := next_member(tar, name, last)) is not None:
+            last = info.name
+            found.first.setdefault(member_name(info.name), info)
+    except ImageProblem as exc:
+        found.problem = exc
+    return found
+
+
+def read_indexed(tar: tarfile.TarFile, found: MemberIndex, member: str) -> bytes:
+    """The bytes of `member` by its indexed header: one seek and one read on `tar` (open_tar of the
+    same file, kept open), the same bytes and problems as `read_one`."""
+    info = found.find(member)
+    if (info.issym() or info.islnk()) and link_outside(info) is None:
+        data = _linked(tar.fileobj, found.name, info)
+        if isinstance(data, ImageProblem):
+            raise data
+        return data
+    return _member_bytes(tar, info, f"{found.name}#{info.name}")

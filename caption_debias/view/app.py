@@ -18,11 +18,12 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
+from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.view import cards, json_text
 from caption_debias.view.data import FolderChanged, Generation, ViewData
 from caption_debias.view.files import Refused
-from caption_debias.view.images import ImageSource, RootFile, source_for
+from caption_debias.view.images import ImageSource, NoImage, source_for
 from caption_debias.view.query import parse_query
 from caption_debias.view.security import INLINE_FORMATS, allowed_hosts, wrap
 from caption_debias.view.thumbs import ThumbCache, placeholder_svg
@@ -188,9 +189,11 @@ class Routes:
             f = self.data.current().store.folder(folder)
             if f.image_root is None:
                 return _error("no image root for this folder", 404)
-            source = source_for(f.image_root, path, None)
-            if not isinstance(source, RootFile):
+            if storage.is_url(path):
                 return _error("not a file under the image root", 404)
+            source = source_for(f.image_root, path, None, f.images)
+            if isinstance(source, NoImage):
+                raise Refused(source.why)
             return _image_response(source, path)
         except FolderChanged as exc:
             return _error(str(exc), 503)

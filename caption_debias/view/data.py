@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from caption_debias.dataset import dataset_names
 from caption_debias.errors import UserError
+from caption_debias.image_source import resolve_root
 from caption_debias.view import cards, embedding_map
 from caption_debias.view.embedding_map import EmbeddingMap
 from caption_debias.view.folders import Folder, filled_columns, open_folder, stamp
@@ -144,10 +144,11 @@ class Generation:
         """Where one row's picture comes from (view/images.py); KeyError when there is no such row."""
         f = self.store.folder(folder)
         if removed is not None:
-            return source_for(f.image_root, self.removals.line(folder, removed)["image"], None)
-        image = self.store.raw_row(folder, shard, row).get("image")
+            line = self.removals.line(folder, removed)
+            return source_for(f.image_root, line["image"], None, f.images, line["key"])
+        raw = self.store.raw_row(folder, shard, row)
         embedded = self.store.cell(folder, shard, row, "image_bytes") if "image_bytes" in f.schema.names else None
-        return source_for(f.image_root, image, embedded)
+        return source_for(f.image_root, raw.get("image"), embedded, f.images, raw.get("key"))
 
 
 class ViewData:
@@ -156,8 +157,8 @@ class ViewData:
     def __init__(self, folders: list[str], image_root: str | None = None):
         if not folders:
             raise UserError("give at least one folder")
-        if image_root is not None and not Path(image_root).is_dir():
-            raise UserError(f"--image-root {image_root}: no such folder")
+        if image_root is not None:
+            resolve_root(image_root)  # a folder here or on a store, or one line naming it
         self._paths, self._names, self._image_root = list(folders), dataset_names(folders), image_root
         self._generation = Generation(self._paths, self._names, image_root)
         self._reload = threading.Lock()

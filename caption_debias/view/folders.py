@@ -13,17 +13,18 @@ other folder is shown from its own 200 characters.
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from caption_debias import lineage, storage
-from caption_debias.dataset import MANIFEST, PreparedDataset
+from caption_debias.dataset import MANIFEST, PreparedDataset, recorded_image_root
 from caption_debias.errors import UserError
 
 REMOVED = "removed.jsonl"
@@ -42,7 +43,7 @@ class Folder:
     index: int
     name: str
     ds: PreparedDataset
-    image_root: Path | None
+    image_root: Path | str | None  # a local folder, or the URL of one on a store (s3://...)
     kind: str  # prepared | curated
     schema: pa.Schema
     # per shard: row-group start offsets (the last entry is the shard's row count)
@@ -50,6 +51,19 @@ class Folder:
     removed: Any = None  # polars DataFrame of removed.jsonl, or None
     inputs: dict[str, str] = field(default_factory=dict)  # input folder -> sha256 of its manifest, as recorded
     stamp: tuple = ()  # `stamp(path)` when opened
+    _images: Any = None  # the ImageLookup over image_root, made on first need (`images`)
+    _images_lock: Any = field(default_factory=threading.Lock)
+
+    def images(self):
+        """The rows' images under the image root (image_source.lookup.ImageLookup: tar members,
+        parquet samples, URL rows' downloads, files on a store); UserError when the root cannot be listed."""
+        from caption_debias.image_source import ImageSource
+        from caption_debias.image_source.lookup import ImageLookup
+
+        with self._images_lock:
+            if self._images is None:
+                self._images = ImageLookup(ImageSource(str(self.image_root)))
+            return self._images
 
     @property
     def path(self) -> Path:
@@ -68,17 +82,35 @@ def _file_stamp(path: Path) -> tuple | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def stamp(folder: Path) -> tuple:
+def _object_stamp(path: Any) -> tuple | None:
+    """An object's size and ETag (or modification time) on a store, asked again each time (no cached listing)."""
+    try:
+        path.fs.invalidate_cache(path.path)
+        info = path.fs.info(path.path)
+    except (OSError, ValueError):
+        return None
+    return (info.get("size"), str(info.get("ETag") or info.get("LastModified") or info.get("mtime")))
+
+
+def stamp(folder: Any) -> tuple:
     """What changes when a folder is rewritten: the inode, size and mtime of the folder itself and its
     shards/ folder (a file added, removed or renamed in them), of its manifest and of removed.jsonl.
-    Four stats a request."""
+    Four stats a request. On a store (no folders there): the manifest and removed.jsonl, two HEADs."""
+    if storage.is_remote(folder):
+        folder = storage.as_path(folder)
+        return tuple(_object_stamp(folder / name) for name in (MANIFEST, REMOVED))
+    folder = Path(folder)
     return tuple(_file_stamp(p) for p in (folder, folder / SHARDS, folder / MANIFEST, folder / REMOVED))
 
 
-def _image_root(ds: PreparedDataset, given: str | None) -> Path | None:
+def _image_root(ds: PreparedDataset, given: str | None) -> Path | str | None:
     if given is not None:
-        return Path(given)
-    return lineage.image_root(ds.folder, ds.manifest)  # the one the manifests record, back through the lineage
+        return given if storage.is_remote(given) else Path(given)
+    local = lineage.image_root(ds.folder, ds.manifest)  # the one the manifests record, back through the lineage
+    if local is not None:
+        return local
+    recorded = recorded_image_root(ds.manifest)  # a root on a store is not looked for here: used as recorded
+    return recorded if recorded is not None and storage.is_remote(recorded) else None
 
 
 def _recorded_inputs(manifest: dict[str, Any]) -> dict[str, str]:
@@ -99,7 +131,7 @@ def _line_starts(path: Path) -> Any:
     import numpy as np
 
     starts, ends, base, chunk_size = [np.zeros(1, np.int64)], [], 0, 16 << 20
-    with open(path, "rb") as fh:
+    with storage.open_file(path, "rb") as fh:
         while chunk := fh.read(chunk_size):
             nl = np.flatnonzero(np.frombuffer(chunk, np.uint8) == 10).astype(np.int64) + base
             ends.append(nl)
@@ -124,7 +156,8 @@ def read_removed(path: Path, folder_index: int):
         "detail": pl.Struct({"match": pl.String, "by": pl.String, "similarity": pl.Float64}),
     }
     try:
-        df = pl.read_ndjson(path, schema=schema) if path.stat().st_size else pl.DataFrame(schema=schema)
+        source = path if not storage.is_remote(path) else io.BytesIO(path.read_bytes())
+        df = pl.read_ndjson(source, schema=schema) if path.stat().st_size else pl.DataFrame(schema=schema)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise UserError(f"{path}: not curate's removal lines ({str(exc).splitlines()[0][:200]})") from None
     starts = _line_starts(path)
@@ -146,7 +179,7 @@ def read_removed(path: Path, folder_index: int):
 
 def removed_line(path: Path, offset: int) -> dict[str, Any]:
     """The whole removed.jsonl line at `offset` (its full detail)."""
-    with open(path, "rb") as fh:
+    with storage.open_file(path, "rb") as fh:
         fh.seek(offset)
         line = json.loads(fh.readline())
     return line if isinstance(line, dict) else {}
@@ -155,8 +188,8 @@ def removed_line(path: Path, offset: int) -> dict[str, Any]:
 def _packed_input(path: str) -> tuple[str, str | None] | None:
     """A packed folder's input (the prepared or curated folder it was packed from) and image root, else None."""
     try:
-        manifest = json.loads((Path(path) / MANIFEST).read_text("utf-8"))
-    except (OSError, ValueError):
+        manifest = json.loads((storage.as_path(path) / MANIFEST).read_text("utf-8"))
+    except (OSError, ValueError, UserError):
         return None
     if not isinstance(manifest, dict) or manifest.get("kind") != PACKED_KIND:
         return None
@@ -170,7 +203,7 @@ def _packed_input(path: str) -> tuple[str, str | None] | None:
 
 
 def _row_group_starts(shard: Path) -> list[int]:
-    meta = pq.read_metadata(shard)
+    meta = storage.read_metadata(shard)
     starts = [0]
     for i in range(meta.num_row_groups):
         starts.append(starts[-1] + meta.row_group(i).num_rows)
@@ -184,10 +217,10 @@ def open_folder(index: int, path: str, image_root: str | None, name: str) -> Fol
         name = f"{name} (packed from {Path(path).name})"
         if image_root is None and packed_root and Path(packed_root).is_dir():
             image_root = packed_root
-    before = stamp(Path(path))
+    before = stamp(path)
     ds = PreparedDataset.open(path, allow_incomplete=True)
     if ds.shard_paths:
-        schema = pq.read_schema(ds.shard_paths[0])
+        schema = storage.read_schema(ds.shard_paths[0])
     else:
         from caption_debias.schema import shard_arrow_schema
 

@@ -1,11 +1,13 @@
 """Where a row's picture comes from: the one place the viewer turns a row into image bytes.
 
 `source_for` gives an ImageSource for a row: `Embedded` (the row's `image_bytes`), `RootFile` (a
-path under the folder's image root, read through the file gate: view/files.py over
-caption_debias/image_files.py) or `NoImage` (why there is none, shown on the placeholder).
-Thumbnails (view/thumbs.py) and the original image route (view/app.py) only call a source's
-`cache_name`, `size` and `open`; a new kind of place to read from (a member of a tar, an object in
-a bucket) is a new source class here and a branch in `source_for`.
+path under a local image root, read through the file gate: view/files.py over
+caption_debias/image_files.py), `Stored` (anywhere else caption_debias.image_source reads: a
+member `SHARD.tar#MEMBER`, a sample `SHARD.parquet#KEY`, a URL row's download in img2dataset's
+output under the root, any file under a root on a store such as s3://) or `NoImage` (why there is
+none, shown on the placeholder). Thumbnails (view/thumbs.py) and the original image route
+(view/app.py) only call a source's `cache_name`, `size` and `open`; a new kind of place to read
+from is a new source class here and a branch in `source_for`.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ import hashlib
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Callable, Protocol
 
 from caption_debias import storage
-from caption_debias.image_files import MAX_FILE_BYTES, ImageProblem, open_regular
+from caption_debias.errors import UserError
+from caption_debias.image_files import MAX_FILE_BYTES, MISSING, ImageProblem, open_regular
+from caption_debias.image_source import refs
 from caption_debias.view.files import Refused, resolve_inside
 
 
@@ -90,14 +94,69 @@ class RootFile:
             raise Refused.of(why) from None
 
 
-def source_for(image_root: Path | None, image: str | None, embedded: bytes | None) -> ImageSource:
-    """The source of a row's picture: its embedded bytes first, else its path under the image root."""
+NOT_DOWNLOADED = "image is a URL, not downloaded under the image root"
+
+
+def _refused(why: ImageProblem, image: str) -> Refused:
+    if why.reason == MISSING and storage.is_url(image):
+        return Refused(NOT_DOWNLOADED)
+    return Refused.of(why)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A row's image read through caption_debias.image_source (image_source/lookup.py: a tar's
+    members indexed once, each member one seek and one read; a file on a store one GET), into memory
+    (at most image_files.MAX_FILE_BYTES) when a thumbnail or the original is asked for."""
+
+    images: Any  # image_source.lookup.ImageLookup
+    image: str
+    key: str | None = None
+
+    def cache_name(self) -> str:
+        try:
+            return self.images.stamp(self.image, self.key)
+        except ImageProblem as why:
+            raise _refused(why, self.image) from None
+
+    def _bytes(self) -> bytes:
+        try:
+            return self.images.read(self.image, self.key)
+        except ImageProblem as why:
+            raise _refused(why, self.image) from None
+
+    def size(self) -> int:
+        return len(self._bytes())
+
+    def open(self) -> BinaryIO:
+        return io.BytesIO(self._bytes())
+
+
+def source_for(
+    image_root: Path | str | None,
+    image: str | None,
+    embedded: bytes | None,
+    images: Callable[[], Any] | None = None,
+    key: str | None = None,
+) -> ImageSource:
+    """The source of a row's picture: its embedded bytes first, else its image under the image root:
+    a file under a local root through the file gate (RootFile), anything else through the image
+    source (`images()`: the folder's ImageLookup, made on first need)."""
     if embedded:
         return Embedded(embedded)
     if not image:
         return NoImage("no image")
-    if storage.is_url(image):
-        return NoImage("image is a URL")
     if image_root is None:
-        return NoImage("no --image-root")
-    return RootFile(Path(image_root), image)
+        return NoImage("image is a URL" if storage.is_url(image) else "no --image-root")
+    try:
+        kind = refs.parse(image).kind
+    except ImageProblem as why:
+        return NoImage(str(Refused.of(why)))
+    if kind == refs.FILE and not storage.is_remote(image_root):
+        return RootFile(Path(image_root), image)
+    if images is None:
+        return NoImage("image is a URL" if kind == refs.URL else "not a file under the image root")
+    try:
+        return Stored(images(), image, key)
+    except UserError as exc:  # the root cannot be listed (a store that does not answer)
+        return NoImage(str(exc))

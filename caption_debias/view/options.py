@@ -36,7 +36,7 @@ class ViewOptions(ImageRootOptions, QuietOptions):
     seed: int = option(0, "--static: seed of the sample.")
 
     def check(self) -> None:
-        self.check_image_root()
+        self.check_image_root(urls=True)  # a root on a store is read through caption_debias.image_source
         for name in self.allowed_host:
             if not isinstance(name, str) or not _HOST.fullmatch(name):
                 raise UserError(

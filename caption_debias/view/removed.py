@@ -9,16 +9,13 @@ manifest digest (folders.Folder.inputs): a line naming any other folder is shown
 
 from __future__ import annotations
 
-import os
+import hashlib
 import threading
 from typing import Any
-
-import pyarrow.parquet as pq
 
 from caption_debias import storage
 from caption_debias.dataset import MANIFEST, PreparedDataset
 from caption_debias.errors import UserError
-from caption_debias.shard_digests import sha256_file
 from caption_debias.view import cards, reasons
 from caption_debias.view.folders import REMOVED, Folder, removed_line
 from caption_debias.view.index import RowIndex
@@ -53,7 +50,7 @@ class Removals:
     def _input(self, f: Folder, path: str) -> PreparedDataset | None:
         """The input folder `path`: one of the folders view was given, or one `f`'s manifest records
         whose manifest is still the one recorded; None for any other."""
-        given = any(os.path.realpath(g.path) == os.path.realpath(path) for g in self.folders)
+        given = any(storage.same_place(g.path, path) for g in self.folders)
         digest = f.inputs.get(path)
         if digest is None and not given:
             return None
@@ -62,7 +59,7 @@ class Removals:
                 return self._inputs[path]
         try:
             ds = PreparedDataset.open(path, allow_incomplete=True)
-            if not given and sha256_file(ds.folder / MANIFEST) != digest:
+            if not given and hashlib.sha256((ds.folder / MANIFEST).read_bytes()).hexdigest() != digest:
                 ds = None  # another folder now, or that one prepared again: its rows are not these
         except (UserError, OSError):
             ds = None
@@ -82,14 +79,9 @@ class Removals:
         ds = self._input(f, input_path)
         if ds is None or not ds.shard_paths or not keys:
             return {}
-        cols = [c for c in ROW_COLUMNS + SENTENCE_COLUMNS if c in pq.read_schema(ds.shard_paths[0]).names]
+        cols = [c for c in ROW_COLUMNS + SENTENCE_COLUMNS if c in storage.read_schema(ds.shard_paths[0]).names]
         with storage.reading(ds.shard_paths):  # a damaged shard: one line naming it
-            df = (
-                pl.scan_parquet([str(p) for p in ds.shard_paths])
-                .filter(pl.col("key").is_in(keys))
-                .select(cols)
-                .collect()
-            )
+            df = storage.scan_parquet(ds.shard_paths).filter(pl.col("key").is_in(keys)).select(cols).collect()
         return {r["key"]: r for r in df.iter_rows(named=True)}
 
     def rows(self, items: list[tuple[int, int]]) -> list[dict[str, Any]]:

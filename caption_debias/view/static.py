@@ -16,6 +16,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.view import json_text
 from caption_debias.view.data import ViewData
@@ -116,6 +117,8 @@ def write_static(data: ViewData, out: str | Path, *, sample: int, per_reason: in
     resolved = target.resolve()
     for f in data.folders:
         for root in [f.path] + ([f.image_root] if f.image_root else []):
+            if storage.is_remote(root):
+                continue  # the snapshot is a local file: never inside a folder on a store
             if resolved.is_relative_to(Path(root).resolve()):
                 raise UserError(f"--static {out}: inside {root}; the viewer never writes to the folders it reads")
     try:
