@@ -125,7 +125,7 @@ def time_webdataset(tars: list[str], fn, n: int) -> tuple[float, float]:
     import webdataset as wds
 
     start, cpu = time.perf_counter(), time.process_time()
-    done = sum(1 for sample in wds.WebDataset(tars, shardshuffle=False) if fn(sample["jpg"], sample["__key__"]))
+    done = sum(1 for s in wds.WebDataset(tars, shardshuffle=False) if fn(s["jpg"], s["__key__"]) is not None)
     elapsed = (time.perf_counter() - start, time.process_time() - cpu)
     assert done == n, (done, n)
     return elapsed

@@ -8,6 +8,8 @@ import hashlib
 import io
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -16,7 +18,9 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw
 
-from caption_debias.dataset import PreparedDataset
+sys.path.insert(0, str(Path(__file__).parent))
+
+from caption_debias.dataset import PreparedDataset  # noqa: E402
 from caption_debias.errors import UserError
 from caption_debias.locking import FolderLocked
 from caption_debias.pack.folder import PackedFolder, is_packed
@@ -187,6 +191,63 @@ def test_open_clip_train_pipeline_reads_the_tars(world):
     assert train.dataloader.num_samples == 25 and len(batches) == 5  # ceil(22 / 5) full batches
     got = {tuple(t.tolist()) for _, text in batches for t in text}
     assert got <= {tuple(t.tolist()) for t in tokenizer(captions)} and len(got) > 10
+
+
+def _open_clip_args(line: str) -> dict[str, str]:
+    """--train-data and --train-num-samples of pack's printed open_clip_train line, as a shell splits it."""
+    words = shlex.split(line.split("open_clip_train:", 1)[1])
+    return {w: words[i + 1] for i, w in enumerate(words) if w in ("--train-data", "--train-num-samples")}
+
+
+def test_the_printed_line_for_an_s3_out_trains_through_open_clip_train(world, capsys):
+    """pack --out s3://...: the printed --train-data opens with webdataset's own gopen (its `pipe:`
+    running `aws s3 cp ... -` against moto on loopback); bare s3:// URLs have no gopen handler."""
+    pytest.importorskip("s3fs")
+    pytest.importorskip("moto.server")
+    if shutil.which("aws") is None:
+        pytest.skip("no aws CLI (pip install awscli)")
+    import open_clip
+    from image_worlds import moto_s3
+    from open_clip_train.data import get_wds_dataset
+
+    prepared, images, out, manifest = world
+    with moto_s3() as (server, fs, bucket):
+        url = f"s3://{bucket}/packed"
+        options = PackOptions(image_root=str(images), image_size=SIZE, samples_per_shard=PER_TAR)
+        pack(prepared, url, options)
+        line = next(x for x in capsys.readouterr().err.splitlines() if "open_clip_train:" in x)
+        flags = _open_clip_args(line)
+        assert flags["--train-data"] == f"pipe:aws s3 cp {url}/{{00000..00003}}.tar -", line
+        assert flags["--train-num-samples"] == "22", line
+        tokenizer = open_clip.get_tokenizer("ViT-B-32")
+        args = argparse.Namespace(
+            train_data=flags["--train-data"],
+            val_data=None,
+            train_num_samples=int(flags["--train-num-samples"]),
+            val_num_samples=None,
+            dataset_resampled=False,
+            train_data_upsampling_factors=None,
+            seed=0,
+            workers=0,
+            world_size=1,
+            batch_size=5,
+        )
+        train = get_wds_dataset(args, open_clip.image_transform(32, is_train=True), True, epoch=0, tokenizer=tokenizer)
+        batches = list(train.dataloader)
+        tar_gets = server.gets(".tar")
+    local = {s["txt"] for s in __import__("webdataset").WebDataset(_pattern(out, manifest), shardshuffle=False)}
+    captions = {tuple(t.tolist()) for t in tokenizer([c.decode() for c in local])}
+    assert len(batches) == 5 and {tuple(t.tolist()) for _, text in batches for t in text} <= captions
+    assert sum(len(images) for images, _ in batches) == 25 and len(tar_gets) >= 4  # every tar read from the store
+
+
+def test_the_printed_line_for_a_local_out_is_the_folders_pattern(world):
+    from caption_debias.pack.run import open_clip_train_flags
+
+    prepared, images, out, manifest = world
+    assert open_clip_train_flags(out, manifest) == f"--train-data '{_pattern(out, manifest)}'"
+    line = open_clip_train_flags("memory://bucket/p", manifest)
+    assert _open_clip_args("open_clip_train: " + line)["--train-data"].startswith("pipe:python -c ")
 
 
 def test_random_access_reader_matches_the_tars(world):

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from view_fixtures import curated_world
+
+sys.path.insert(0, str(Path(__file__).parent))
+from view_fixtures import curated_world  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -59,3 +63,56 @@ def test_prepared_folder_without_image_root_gets_placeholders_and_the_flag_fixes
     page = write_report(stats, tmp_path / "b", image_root=str(world["images"]))["html"].read_text()
     assert page[page.index("<h2>Samples</h2>") :].count('src="data:image/jpeg') == 3
     assert "<h2>Samples</h2>" not in write_report(stats, tmp_path / "c", samples=False)["html"].read_text()
+
+
+def _section(files) -> str:
+    page = files["html"].read_text()
+    return page[page.index("<h2>Samples</h2>") :]
+
+
+@pytest.fixture(scope="module")
+def wds(tmp_path_factory):
+    from image_worlds import built, i2d_world, url_world
+
+    urls = built(tmp_path_factory, "urls", url_world)
+    return built(tmp_path_factory, "wds", lambda base: i2d_world(base, "webdataset", urls))
+
+
+def test_samples_of_a_folder_whose_rows_name_tar_members_show_the_members(wds, tmp_path):
+    from caption_debias.stats.compute import compute_stats
+    from caption_debias.stats.report import write_report
+
+    section = _section(write_report(compute_stats([wds.prepared]), tmp_path / "r"))
+    assert section.count('src="data:image/jpeg;base64,') == 3 and "data:image/svg+xml" not in section
+
+
+def test_samples_of_an_s3_folder_with_its_image_root_on_s3(wds, tmp_path):
+    """Once dropped without a word (the report of an s3:// folder had no Samples section)."""
+    pytest.importorskip("s3fs")
+    pytest.importorskip("moto.server")
+    from image_worlds import moto_s3, upload
+
+    from caption_debias.stats.compute import compute_stats
+    from caption_debias.stats.report import write_report
+
+    with moto_s3() as (server, fs, bucket):
+        root = upload(fs, wds.root, f"s3://{bucket}/images")
+        folder = upload(fs, wds.prepared, f"s3://{bucket}/prepared")
+        files = write_report(compute_stats([folder]), tmp_path / "r", image_root=root)
+        section = _section(files)
+        assert section.count('src="data:image/jpeg;base64,') == 3 and "data:image/svg+xml" not in section
+        assert f"caption-debias view {folder}" in section
+
+
+def test_a_scored_folder_is_named_scored_not_curated(tmp_path_factory, world, tmp_path):
+    from score_fixtures import tiny_scored
+
+    from caption_debias.stats.compute import compute_stats
+    from caption_debias.stats.report import write_report
+
+    scored = tiny_scored(tmp_path_factory.mktemp("scored"), 6, {})
+    files = write_report(compute_stats([world["curated"], scored["scored"]]), tmp_path / "r")
+    section = _section(files)
+    assert "(curated)</span>" in section and "(scored)</span>" in section
+    assert section.count("(curated)</span>") == 1
+    assert "Removed by curate:" in section

@@ -112,6 +112,7 @@ def test_view_of_an_s3_folder_with_its_images_on_s3(wds, tmp_path):
     with moto_s3() as (server, fs, bucket):
         root = upload(fs, wds.root, f"s3://{bucket}/images")
         folder = upload(fs, wds.prepared, f"s3://{bucket}/prepared")
+        assert ViewData([folder]).total_rows == len(wds.refs)  # no --image-root: the folder alone opens
         lines: list[str] = []
         out = tmp_path / "s3.html"
         run_view([folder], ViewOptions(image_root=root, static=str(out)), announce=lines.append)

@@ -14,9 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from caption_debias import storage
 from caption_debias.curate import images as img
 from caption_debias.curate import minhash
 from caption_debias.curate.signals import caption_hash
+from caption_debias.errors import UserError
 
 
 @dataclass
@@ -48,6 +50,10 @@ def load(specs: list[str], image_root: str | None, lsh: tuple[int, int], threads
     for spec in specs:
         name, _, path = spec.partition("=")
         root = image_root if (_uses_training_root(name) and image_root) else None
+        if root is not None and storage.is_remote(root):
+            raise UserError(
+                f"--decontaminate {spec}: its images are looked up under --image-root, which must be a local folder here"
+            )
         data = load_benchmark(name, path, root)
         facts = img.image_facts_batch([Path(p) for p in data.images], threads) if image_root is not None else []
         found = 0

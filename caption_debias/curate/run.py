@@ -198,6 +198,7 @@ def _score_first(given: list[str | Path], out: Path, options: CurateOptions) -> 
             keep_embeddings=options.semantic_duplicate_threshold is not None,
             workers=options.workers,
             quiet=options.quiet,
+            max_missing_images=options.max_missing_images,
         ),
     )
     path = scored / "removed.jsonl"

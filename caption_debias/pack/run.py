@@ -8,6 +8,7 @@ depend on --workers or the engine, and a rerun reuses each finished tar whose si
 from __future__ import annotations
 
 import hashlib
+import shlex
 import time
 from collections import Counter
 from functools import partial
@@ -169,9 +170,34 @@ def train_data_pattern(n_tars: int) -> str:
     return f"{{{tar_name(0)[:-4]}..{tar_name(n_tars - 1)[:-4]}}}.tar"
 
 
+# fsspec's reader in a `pipe:` for a store webdataset has no handler for (the toolkit's own dependency)
+FSSPEC_CAT = (
+    'python -c "import shutil,sys,fsspec; shutil.copyfileobj(fsspec.open(sys.argv[1]).open(), sys.stdout.buffer)"'
+)
+
+
+def open_clip_train_flags(out: Any, manifest: dict[str, Any]) -> str:
+    """open_clip_train's data flags for the packed tars, in a form webdataset's gopen opens: a local
+    folder as it is (open_clip_train reads sizes.json beside the tars); s3:// through `aws s3 cp
+    URL -` in a `pipe:` (webdataset has no s3 handler); gs:// and http(s):// as they are (its gsutil and
+    curl handlers); any other store through fsspec in a `pipe:`. Off a local folder open_clip_train
+    cannot read sizes.json, so the line names --train-num-samples."""
+    pattern = f"{str(out).rstrip('/')}/{manifest['train_data']}"
+    proto = storage.protocol(str(out))
+    if proto is None:
+        return f"--train-data '{pattern}'"
+    if proto in ("s3", "s3a"):
+        data = f"pipe:aws s3 cp s3{pattern[len(proto) :]} -"
+    elif proto in ("gs", "http", "https"):
+        data = pattern
+    else:
+        data = f"pipe:{FSSPEC_CAT} {pattern}"
+    return f"--train-data {shlex.quote(data)} --train-num-samples {manifest['counts']['written']}"
+
+
 def _summary(manifest: dict[str, Any], out: Path, reused: int) -> None:
     c = manifest["counts"]
-    train_data = f"--train-data '{out}/{manifest['train_data']}'"
+    train_data = open_clip_train_flags(out, manifest)
     Summary(
         "pack",
         str(out),

@@ -21,4 +21,4 @@ class StatsOptions(ImageRootOptions, ProgressOptions):
     phrase_words: int = option(3, "Opening phrase = this many lowercased words of the first sentence.", min=1)
 
     def check(self) -> None:
-        self.check_image_root()
+        self.check_image_root(urls=True)  # the Samples' thumbnails read a root on a store too

@@ -286,7 +286,8 @@ def write_report(
     """Write stats.json, report.md, plots/*.png and report.html into report_dir (locked while written).
 
     `samples`: add the Samples section (rows per source, removals per reason, thumbnails from
-    `image_bytes` or the files under `image_root`, default the root curate used); local folders only."""
+    `image_bytes` or the images under `image_root`, default the root the manifests record), for
+    folders here or on a store alike."""
     from caption_debias import storage
     from caption_debias.locking import folder_lock
 
@@ -315,10 +316,6 @@ def report_figures(stats: dict[str, Any]) -> dict[str, bytes]:
 
 
 def _samples(stats: dict[str, Any], image_root: str | None) -> list | None:
-    from caption_debias import storage
-
-    if any(storage.is_remote(f) for f in stats["folders"]):
-        return None  # the viewer's reader works on local folders
     return sample_rows.collect(stats["folders"], image_root)
 
 

@@ -10,9 +10,12 @@ import shlex
 from typing import Any
 
 from caption_debias import html_report
+from caption_debias.errors import UserError
+from caption_debias.lineage import stage_of
 
 PER_SOURCE = 3
 PER_REASON = 2
+STAGE_WORDS = {"prepare": "prepared", "curate": "curated", "score": "scored", "pack": "packed"}
 
 STYLE = """
 .samples { display:grid; grid-template-columns: repeat(auto-fill, minmax(300px, 1fr)); gap:12px; margin: 0 0 14px; }
@@ -59,9 +62,21 @@ def collect(folders: list[str], image_root: str | None = None, thumbs_dir=None) 
     thumbs = ThumbCache(thumbs_dir)
     out = []
     for folder in folders:
-        data = ViewData([folder], image_root)
+        try:
+            data = ViewData([folder], image_root)
+        except UserError as exc:  # one line in the report, not a report lost (nor a section dropped unsaid)
+            out.append({"name": str(folder), "path": str(folder), "why": str(exc)})
+            continue
         f = data.folders[0]
-        entry: dict[str, Any] = {"name": f.name, "path": str(f.path), "kind": f.kind, "sources": {}, "reasons": {}}
+        stage = stage_of(f.ds.manifest)
+        entry: dict[str, Any] = {
+            "name": f.name,
+            "path": str(f.path),
+            "kind": STAGE_WORDS.get(stage, stage),
+            "stage": stage,
+            "sources": {},
+            "reasons": {},
+        }
         for source, addresses in data.first_per_source(PER_SOURCE).items():
             cards = data.rows(addresses)
             for c in cards:
@@ -129,13 +144,16 @@ def html_section(samples: list[dict[str, Any]]) -> str:
         ),
     ]
     for s in samples:
+        if "why" in s:
+            parts.append(html_report.note(f"Samples of {e(s['name'])} not shown: {e(s['why'])}"))
+            continue
         heading = f"{e(s['name'])} <span class='note'>({e(s['kind'])})</span>" if len(samples) > 1 else ""
         if heading:
             parts.append(f"<h3>{heading}</h3>")
         for source, cards in s["sources"].items():
             parts.append(f"<h3>{e(source)}</h3><div class='samples'>{''.join(_card_html(c) for c in cards)}</div>")
         if s["reasons"]:
-            parts.append(f"<h3>Removed by curate: {PER_REASON} examples per reason</h3>")
+            parts.append(f"<h3>Removed by {e(s['stage'])}: {PER_REASON} examples per reason</h3>")
             cards = [c for rows in s["reasons"].values() for c in rows]
             parts.append(f"<div class='samples'>{''.join(_card_html(c) for c in cards)}</div>")
     parts.append(html_report.note(_view_line(samples)))
@@ -152,6 +170,9 @@ def markdown_section(samples: list[dict[str, Any]]) -> list[str]:
         return " ".join(f"{MD_MARK.get(x['role'], '')}{x['text']}{MD_MARK.get(x['role'], '')}" for x in sents)
 
     for s in samples:
+        if "why" in s:
+            lines += [f"Samples of {s['name']} not shown: {s['why']}", ""]
+            continue
         for source, cards in s["sources"].items():
             lines += [f"### {s['name']} · {source}", ""]
             lines += [f"- `{c['key']}` ({c.get('num_tokens')} tokens): {caption(c)}" for c in cards] + [""]
