@@ -239,3 +239,55 @@ def test_a_root_on_s3_gives_the_local_rows_and_signals(wds, tiny, tmp_path):
     assert _by_key(tmp_path / "s3-s", cols) == _by_key(tmp_path / "local-s", cols)
     assert remote_s["counts"] == local_s["counts"]
     assert json.loads((tmp_path / "s3-p" / "manifest.json").read_text())["counts"]["written"] == len(wds.refs)
+
+
+# -- the batched readers against their row-by-row references ----------------------------------------
+
+
+def test_curate_facts_through_the_source_equal_the_per_file_reference(wds, loose):
+    from caption_debias.curate import images
+    from caption_debias.image_source import ImageSource
+
+    keys = sorted(loose.refs)
+    files = [loose.refs[k] for k in keys]
+    reference = images.image_facts_batch(files, 1, root=loose.root)
+    assert images.source_facts(ImageSource(str(loose.root), threads=3), files) == reference
+    from_tars = images.source_facts(ImageSource(str(wds.root), threads=2), [wds.refs[k] for k in keys])
+    assert from_tars == reference
+
+
+def test_pack_resized_rows_equal_resized_one_row_at_a_time(wds):
+    from caption_debias.pack.images import ImageReader
+
+    reader = ImageReader(str(wds.root), PackOptions(image_size=32))
+    refs = [*sorted(wds.refs.values()), "00000.tar#nope.jpg"]
+    batched = list(reader.resized_rows(refs, [None] * len(refs)))
+    for ref, got in zip(refs, batched):
+        try:
+            want = reader.resized(ref)
+        except Exception as exc:  # noqa: BLE001  ImageFailed: compared by reason and detail
+            want = exc
+        assert repr(vars(got)) == repr(vars(want)), ref
+
+
+def test_score_decoded_rows_equal_decode_image_one_row_at_a_time(wds):
+    pytest.importorskip("open_clip")
+    import torch
+    from open_clip.transform import image_transform
+
+    from caption_debias.image_source import ImageSource
+    from caption_debias.score.encode import OK, decode_bytes, decode_image, decoded_rows
+
+    preprocess = image_transform(32, is_train=False)
+    refs = [*sorted(wds.refs.values()), "00001.tar#nope.jpg"]
+    source = ImageSource(str(wds.root))
+    stored = [None] * len(refs)
+    stored[1] = source.read(refs[0])  # a row carrying image_bytes (curate --embed-images) among rows read by the source
+    rows = list(decoded_rows(refs, stored, source, lambda d, n: decode_bytes(d, n, preprocess, 32), 2, 4))
+    assert [i for i, _ in rows] == list(range(len(refs)))
+    for (i, got), ref in zip(rows, refs):
+        status, want, error = decode_image(ref, stored[i], source, preprocess, 32)
+        if status == OK:
+            assert torch.equal(got, want), ref
+        else:
+            assert got.detail == error, ref

@@ -10,7 +10,7 @@ import json
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from caption_debias import storage
 from caption_debias.errors import UserError
@@ -27,6 +27,9 @@ class RetrievalData:
     text_image: list[int]  # caption index -> image index
     definition: str = ""  # what exactly was read (for reports)
     info: dict = field(default_factory=dict)
+    # image_source.lookup.ImageLookup when `images` are references under an image root read through
+    # caption_debias.image_source (tar members, parquet samples, a root on a store); None: local paths
+    source: Any = field(default=None, repr=False, compare=False)
     # Image features per model (weakly keyed by the nn.Module), so eval + probe encode images once.
     image_features: weakref.WeakKeyDictionary = field(
         default_factory=weakref.WeakKeyDictionary, repr=False, compare=False
@@ -42,11 +45,22 @@ class RetrievalData:
 
     def check_images(self) -> None:
         """One clear error when image files are missing, before any model work."""
+        if self.source is not None:
+            return self._check_stored()
         missing = [p for p in self.images if not Path(p).is_file()]
         if missing:
             first = Path(missing[0])
             why = " (not a regular file)" if first.exists() else ""  # a FIFO, device or folder: never opened
             raise UserError(f"{self.name}: {len(missing)} of {len(self.images)} images missing, first: {first}{why}")
+
+    def _check_stored(self) -> None:
+        """Every image found under the source's root (one pass per tar: ImageSource.stream)."""
+        found = self.source.source.map([str(i) for i in self.images], lambda data, name: None)
+        missing = [(i, p) for i, p in zip(self.images, found) if isinstance(p, ImageProblem) and p.reason == MISSING]
+        if missing:
+            image, why = missing[0]
+            where = self.source.root.where(str(image))
+            raise UserError(f"{self.name}: {len(missing)} of {len(self.images)} images missing, first: {where} ({why})")
 
 
 def outside_root(rel, root: ImageRoot | None = None) -> bool:
@@ -270,27 +284,32 @@ def load_sharegpt4v_1k(path: Path, image_root: Path | None, segmenter: str, sam_
     return b.build(name, f"ShareGPT4V-1k: {what} of {file.name}")
 
 
-def load_prepared(path: Path, image_root: Path | None, name: str | None = None) -> RetrievalData:
-    """A prepared folder: rows grouped by image path (several rows of one image = its captions)."""
+def load_prepared(path: Path, image_root: Path | str | None, name: str | None = None) -> RetrievalData:
+    """A prepared folder: rows grouped by image (several rows of one image = its captions). Loose files
+    under a local root are paths; tar members, parquet samples, URL rows' downloads and any root on a
+    store are read through caption_debias.image_source (`_load_stored`)."""
     from caption_debias.dataset import PreparedDataset
 
     ds = PreparedDataset.open(path)
     root = image_root
     if root is None:
         opt = (ds.manifest.get("options") or {}).get("image_root")
-        root = Path(opt) if opt else None
+        root = opt if opt else None
     if root is None:
         raise UserError(f"{path}: give --image-root (the manifest records no image root)")
-    table = ds.read(["image", "sentences"])
+    table = ds.read(["key", "image", "sentences"])
+    rows = list(zip(*(table.column(c).to_pylist() for c in ("key", "image", "sentences"))))
+    info = {"segmenter": (ds.manifest.get("segmenter") or {}).get("name")}
+    if storage.is_remote(str(root)) or any(_stored_kind(image) for _, image, _ in rows):
+        return _load_stored(path, str(root), rows, name, info)
+    root = Path(root)
     index: dict[str, int] = {}
     images: list[Path] = []
     captions: list[list[str]] = []
     text_image: list[int] = []
     skipped = 0  # prepare never writes such paths; a folder made by other means might
     guard = ImageRoot(root)
-    for image, sents in zip(table.column("image").to_pylist(), table.column("sentences").to_pylist()):
-        if storage.is_url(image):
-            raise UserError(f"{path}: image {image!r} is a URL; evaluation needs local images")
+    for _, image, sents in rows:
         if outside_root(image, guard):
             skipped += 1
             continue
@@ -299,19 +318,67 @@ def load_prepared(path: Path, image_root: Path | None, name: str | None = None) 
             images.append(root / image)
         captions.append(list(sents))
         text_image.append(index[image])
+    return _prepared_data(path, name, images, captions, text_image, skipped, info)
+
+
+def _stored_kind(image) -> bool:
+    """Whether a row's image is read through image_source: a URL, a tar member or a parquet sample."""
+    from caption_debias.image_source import refs
+
+    try:
+        return refs.parse(image).kind != refs.FILE
+    except ImageProblem:
+        return False
+
+
+def _load_stored(path: Path, root: str, rows, name: str | None, info: dict) -> RetrievalData:
+    """The rows' images as references under `root` read by ImageLookup (URL rows: their downloads' members)."""
+    from caption_debias.image_source import ImageSource
+    from caption_debias.image_source.lookup import ImageLookup
+
+    lookup = ImageLookup(ImageSource(root))
+    index: dict[str, int] = {}
+    images: list[str] = []
+    captions: list[list[str]] = []
+    text_image: list[int] = []
+    skipped, missing = 0, []
+    for key, image, sents in rows:
+        try:
+            ref = str(lookup.source.locate(image, key))
+        except ImageProblem as exc:
+            if exc.reason == MISSING:
+                missing.append(f"{image} ({exc.detail})")
+            else:
+                skipped += 1
+            continue
+        if ref not in index:
+            index[ref] = len(images)
+            images.append(ref)
+        captions.append(list(sents))
+        text_image.append(index[ref])
+    if missing:
+        raise UserError(f"{name or path.name}: {len(missing)} of {len(rows)} images missing, first: {missing[0]}")
+    data = _prepared_data(path, name, images, captions, text_image, skipped, info)
+    data.source = lookup
+    return data
+
+
+def _prepared_data(path, name, images, captions, text_image, skipped: int, info: dict) -> RetrievalData:
     definition = f"prepared folder {path} (sentences as prepared)"
     if skipped:
         definition += f"; {skipped} rows skipped: {SKIPPED_WHY}"
     if not images:
         raise UserError(f"{path}: prepared folder has no rows ({definition})")
     return RetrievalData(
-        name or path.name,
-        images,
-        captions,
-        text_image,
-        definition,
-        {"segmenter": (ds.manifest.get("segmenter") or {}).get("name"), "skipped_outside_image_root": skipped},
+        name or path.name, images, captions, text_image, definition, {**info, "skipped_outside_image_root": skipped}
     )
+
+
+def image_root_of(image_root: str | Path | None) -> Path | str | None:
+    """--image-root as the loaders take it: a Path for a local folder, the URL itself for a store."""
+    if image_root is None:
+        return None
+    return str(image_root) if storage.is_remote(str(image_root)) else Path(image_root)
 
 
 Loader = Callable[[Path, "Path | None", str], RetrievalData]
@@ -333,13 +400,17 @@ def load_benchmark(
 ) -> RetrievalData:
     """name=None (or 'prepared') reads a prepared folder; otherwise one of BENCHMARKS."""
     path = storage.as_path(data) if name in (None, "prepared") else Path(data)  # prepared folders may be URLs
-    root = Path(image_root) if image_root is not None else None
+    root = image_root_of(image_root)
     if not path.exists():
         raise UserError(f"{path}: no such file or folder")
     if name in (None, "prepared"):
         return load_prepared(path, root)
     if name not in BENCHMARKS:
         raise UserError(f"unknown benchmark {name!r} (choose from prepared, {', '.join(BENCHMARKS)})")
+    if isinstance(root, str):
+        raise UserError(
+            f"--image-root {root}: a benchmark layout reads a local folder (a URL root is for prepared folders)"
+        )
     try:
         return BENCHMARKS[name](path, root, segmenter)
     except (KeyError, TypeError, AttributeError) as exc:  # a field missing or of the wrong kind

@@ -28,8 +28,10 @@ RECALL_RULES = ("pessimistic", "clip_benchmark")
 TEMPLATE_SETS = ("openai", "simple")
 
 
-def _image_root(image_root: str | Path | None) -> Path | None:
-    return None if image_root is None else Path(image_root)
+def _image_root(image_root: str | Path | None) -> Path | str | None:
+    from caption_debias.evaluate.benchmarks import image_root_of
+
+    return image_root_of(image_root)
 
 
 def check_data(specs: Sequence[DataSpec]) -> None:
@@ -66,7 +68,7 @@ class _EncodeOptions(ImageRootOptions, ProgressOptions):
     )
 
     def check(self) -> None:
-        self.check_image_root()
+        self.check_image_root(urls=True)  # a prepared folder's images may be on a store (image_source)
         check_device_name(self.device)
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from caption_debias import storage
 from caption_debias.errors import UserError
-from caption_debias.evaluate.benchmarks import RetrievalData, load_prepared
+from caption_debias.evaluate.benchmarks import RetrievalData, image_root_of, load_prepared
 from caption_debias.evaluate.metrics import retrieval_recall, text_to_image_ranks_chunked
 from caption_debias.evaluate.variants import DEFAULT_VARIANTS, make_variant, parse_variants, short_counts
 from caption_debias.image_files import ImageProblem, decode_rgb, read_regular
@@ -31,7 +31,7 @@ def as_data(data: Any, image_root: str | Path | None = None) -> RetrievalData:
     if isinstance(data, (tuple, list)) and len(data) == 2:
         data, image_root = data
     if isinstance(data, (str, Path)):
-        return load_prepared(storage.as_path(data), Path(image_root) if image_root is not None else None)
+        return load_prepared(storage.as_path(data), image_root_of(image_root))
     raise TypeError(f"cannot evaluate on {type(data).__name__}: give RetrievalData or a prepared folder")
 
 
@@ -45,23 +45,27 @@ def model_device(loaded) -> "torch.device":
 
 
 class _ImageFiles:
-    """Map-style dataset: path -> preprocessed tensor (a class so DataLoader workers can pickle it)."""
+    """Map-style dataset: path -> preprocessed tensor (a class so DataLoader workers can pickle it);
+    with `source` (image_source.lookup.ImageLookup) the paths are references read through it."""
 
-    def __init__(self, paths: Sequence[Path], preprocess: Callable):
-        self.paths, self.preprocess = list(paths), preprocess
+    def __init__(self, paths: Sequence[Path], preprocess: Callable, source=None):
+        self.paths, self.preprocess, self.source = list(paths), preprocess, source
 
     def __len__(self) -> int:
         return len(self.paths)
 
+    def _bytes(self, i: int) -> bytes:
+        return read_regular(self.paths[i]) if self.source is None else self.source.read(str(self.paths[i]))
+
     def __getitem__(self, i: int):
         # Bounded, never blocking, and decoded to the same RGB as train's (image_files).
         try:
-            return self.preprocess(decode_rgb(read_regular(self.paths[i]), str(self.paths[i])))
+            return self.preprocess(decode_rgb(self._bytes(i), str(self.paths[i])))
         except ImageProblem as exc:
             raise UserError(f"{self.paths[i]}: unreadable image ({exc.detail})") from None
 
 
-def encode_images(loaded, paths: Sequence[Path], batch_size: int = 64, workers: int | None = None):
+def encode_images(loaded, paths: Sequence[Path], batch_size: int = 64, workers: int | None = None, source=None):
     """[N, D] normalised image features on the model's device."""
     import torch
     import torch.nn.functional as F
@@ -70,7 +74,7 @@ def encode_images(loaded, paths: Sequence[Path], batch_size: int = 64, workers: 
     if workers is None:  # worker start-up costs more than it saves on small sets
         workers = 0 if len(paths) < 512 else min(8, os.cpu_count() or 1)
     loader = torch.utils.data.DataLoader(
-        _ImageFiles(paths, loaded.preprocess),
+        _ImageFiles(paths, loaded.preprocess, source),
         batch_size=batch_size,
         num_workers=workers,
         pin_memory=device.type == "cuda",
@@ -147,7 +151,7 @@ def run_retrieval(
     add_work(sum(len(u) for u in all_unique.values()) + (data.n_images if image_features is None else 0))
     if image_features is None:  # cached per model: weights are not expected to change during evaluation
         data.check_images()
-        image_features = encode_images(loaded, data.images, batch_size, workers)
+        image_features = encode_images(loaded, data.images, batch_size, workers, data.source)
         data.image_features[loaded.model] = image_features
     text_image = torch.as_tensor(data.text_image, device=image_features.device)
     table, ranks = {}, {}

@@ -45,7 +45,7 @@ class Downloads:
         if not self.found and not self.failed:
             raise ImageProblem(
                 MISSING,
-                f"{url}: the img2dataset output under the image root carries no {KEY_COLUMN} "
+                f"{url} is a URL, and the img2dataset output under the image root carries no {KEY_COLUMN} "
                 "(download from the list `caption-debias urls` writes)",
             )
         key = str(key)

@@ -178,7 +178,7 @@ class TrainConfig(ImageRootOptions, ProgressOptions):
             if r not in REPORTERS and r != "all":
                 raise UserError(f"--report-to {r!r}: choose from {', '.join(REPORTERS)} (comma-separated)")
         check_device_name(self.device)
-        self.check_image_root()
+        self.check_image_root(urls=True)  # images on a store are read through image_source
         check_data(self.data)
 
 

@@ -18,9 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from caption_debias import augment, storage
+from caption_debias import augment
 from caption_debias.errors import UserError
-from caption_debias.image_files import ImageRoot, decode_rgb, read_member
+from caption_debias.image_files import MISSING, ImageProblem, decode_rgb
 from caption_debias.train.config import RECIPES
 
 log = logging.getLogger(__name__)
@@ -35,56 +35,29 @@ class ImageSource(Protocol):
 
 
 class FolderImages:
-    """Images as files under a root folder, named by the shard's `image` column.
-
-    `SHARD.tar#MEMBER` (img2dataset webdataset output, as the img2dataset reader writes it)
-    is read from inside the tar; each process keeps its open tars and their member index.
-    Every path goes through image_files.ImageRoot (inside the root after symlinks, regular
-    files only, bounded reads) and every picture through image_files.decode_rgb, as in pack.
+    """Images under a root (a local folder or a URL such as s3://), named by the shard's `image` column,
+    read through caption_debias.image_source: a file, a member `SHARD.tar#MEMBER` (img2dataset's
+    webdataset output, pack's tars), a sample `SHARD.parquet#KEY`, or a URL row's download found by
+    its key. Each process indexes a tar once and keeps it open (image_source/lookup.py: a row is one
+    seek and one read, never a tar reopened per row); every picture is decoded by
+    image_files.decode_rgb, as in pack. A missing image is FileNotFoundError, any other OSError.
     """
 
     def __init__(self, root: str | Path):
-        self.root = Path(root)
-        if not self.root.is_dir():
-            raise UserError(f"--image-root {self.root}: no such folder")
-        self._guard = ImageRoot(self.root)
-        self._tars: dict[str, Any] = {}
-        self._downloads = None  # img2dataset download index, built on first URL (train/webdataset_source.py)
+        from caption_debias.image_source import ImageSource
+        from caption_debias.image_source.lookup import ImageLookup
 
-    def _tar_member(self, tar_name: str, member: str) -> bytes:
-        import tarfile
-
-        tar = self._tars.get(tar_name)
-        if tar is None:
-            tar = self._tars[tar_name] = tarfile.open(fileobj=self._guard.open(tar_name, max_bytes=None))
-            tar.getmembers()  # index every member once
-        names = [member] + [f"{member.rsplit('.', 1)[0]}.{ext}" for ext in ("jpg", "png", "webp", "jpeg")]
-        for name in names:
-            try:
-                info = tar.getmember(name)
-            except KeyError:
-                continue
-            return read_member(tar, info, f"{tar_name}#{name}")
-        raise FileNotFoundError(f"{member} not in {tar_name}")
+        self.lookup = ImageLookup(ImageSource(str(root)))  # UserError naming the root when there is none
+        self.root = self.lookup.root.resolved
 
     def open(self, key: str, image: str):
-        if storage.is_url(image):
-            # A URL row: its image is in img2dataset's webdataset output under the root, found by key.
-            from caption_debias.train.webdataset_source import build_index, is_img2dataset_webdataset
-
-            if self._downloads is None:  # checked once per process; False: the root holds no download
-                self._downloads = build_index(self.root) if is_img2dataset_webdataset(self.root) else False
-            if self._downloads is False:
-                raise OSError(
-                    f"{image} is a URL; download it first (caption-debias urls, img2dataset) and pass that folder as --image-root"
-                )
-            image = self._downloads.member(key)
-        tar_name, sep, member = image.partition(".tar#")
-        data = self._tar_member(tar_name + ".tar", member) if sep else self._guard.read(image)
+        try:
+            data = self.lookup.read(image, key)
+        except ImageProblem as exc:
+            if exc.reason == MISSING:
+                raise FileNotFoundError(exc.detail) from None
+            raise
         return decode_rgb(data, image)
-
-    def __getstate__(self):  # DataLoader workers open their own tar handles
-        return {**self.__dict__, "_tars": {}, "_downloads": None}
 
 
 @dataclass
