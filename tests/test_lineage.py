@@ -42,7 +42,8 @@ def chain(tmp_path_factory):
     finally:
         os.chdir(here)
     manifests = {f: json.loads((root / f / "manifest.json").read_text()) for f in ("p", "c1", "s1", "c2")}
-    assert manifests["c2"]["options"].get("image_root") is None  # only c1 and s1's inputs record "w"
+    # score -> curate carries the root, resolved (issue 29); c1 and s1's inputs record it too
+    assert manifests["c2"]["options"]["image_root"] == str((root / "w").resolve())
     return root, manifests
 
 
@@ -57,7 +58,10 @@ def test_every_pass_is_found_from_anywhere_and_reconciles(chain, tmp_path, monke
     assert passes[-1]["written"] == manifests["c2"]["counts"]["written"]
     assert passes[-1]["steps"] == {r: n for r, n in manifests["c2"]["counts"]["removed_by_reason"].items() if n}
     assert passes[2]["model"] == "tiny" and passes[-1]["thresholds"]["keep_top_alignment"] == 75.0
-    assert lineage.image_root(root / "c2") == root / "w"  # recorded by c1 and by s1's input, not by c2
+    assert lineage.image_root(root / "c2") == root / "w"
+    # a folder recording none (made before roots were carried): found back through its inputs
+    bare = {**manifests["c2"], "options": {k: v for k, v in manifests["c2"]["options"].items() if k != "image_root"}}
+    assert lineage.image_root(root / "c2", bare) == root / "w"  # recorded by c1 and by s1's input
 
 
 def test_an_input_changed_since_is_not_followed_and_says_why(chain, tmp_path):

@@ -286,12 +286,14 @@ def test_urls_writes_a_remote_list_from_a_remote_folder(tmp_path, bucket):
 
 
 def test_remote_image_root_is_one_line(tmp_path, bucket):
+    """curate reads a URL root (issue 29; tests/test_stage_images.py): one that is not there is one
+    line naming it as typed."""
     from caption_debias.curate.options import CurateOptions
     from caption_debias.curate.run import curate
 
     _table(tmp_path / "t.jsonl")
     prepare([tmp_path / "t.jsonl"], f"{bucket}/p", PrepareOptions(format="table", quiet=True))
-    with pytest.raises(UserError, match=r"--image-root memory://.*must be a local folder"):
+    with pytest.raises(UserError, match=r"^--image-root memory://\S+/images: no such folder$"):
         curate([f"{bucket}/p"], f"{bucket}/c", CurateOptions(image_root=f"{bucket}/images", quiet=True))
 
 
