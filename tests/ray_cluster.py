@@ -15,7 +15,8 @@ Ray on the machine).
     with ray_cluster(tmp_path, nodes=2, cpus=1) as cluster:
         subprocess.run([...caption-debias..., "--engine", "ray"], env=cluster.driver_env())
 
-`two_node_cluster` is the module-scoped pytest fixture of that.
+tests/test_ray_cluster.py's `two_node_cluster` fixture starts one for its module, after the S3
+server whose credentials the nodes must inherit.
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
-
-import pytest
 
 CLUSTER_ENV = "CAPTION_DEBIAS_TEST_RAY_CLUSTER"
 START_TIMEOUT_S = 120
@@ -216,13 +215,3 @@ def ray_cluster(nodes: int = 2, cpus: int = 1) -> Iterator[RayCluster]:
         yield cluster
     finally:
         stop_cluster(cluster)
-
-
-@pytest.fixture(scope="module")
-def two_node_cluster() -> Iterator[RayCluster]:
-    """A head and a second raylet on this machine, one CPU each, token authentication on."""
-    pytest.importorskip("ray")
-    pytest.importorskip("psutil")
-    with ray_cluster(nodes=2, cpus=1) as cluster:
-        yield cluster
-    assert cluster_processes(cluster) == [], "processes of the test cluster outlived it"
