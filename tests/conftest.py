@@ -1,6 +1,13 @@
-"""Shared pytest set-up. Each area keeps its own fixtures in its own test modules."""
+"""Shared pytest set-up: the environment, and the image worlds every image test reads. Each other area keeps
+its own fixtures in its own test modules."""
 
 import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # the fixture modules beside the tests (image_worlds, ...)
 
 # Tests never reach a hub; models are built from local configs.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -11,3 +18,42 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.pop("COLUMNS", None)
     os.environ.pop("LINES", None)
+
+
+# -- the image worlds (tests/image_worlds.py), built once per session, shared by the image tests -------
+# A module that needs another world defines a fixture of the same name; pytest takes the module's.
+
+
+@pytest.fixture(scope="module")
+def urls(tmp_path_factory):
+    from image_worlds import built, url_world
+
+    return built(tmp_path_factory, "urls", url_world)
+
+
+@pytest.fixture(scope="module")
+def wds(tmp_path_factory, urls):
+    from image_worlds import built, i2d_world
+
+    return built(tmp_path_factory, "wds", lambda base: i2d_world(base, "webdataset", urls))
+
+
+@pytest.fixture(scope="module")
+def pq_out(tmp_path_factory, urls):
+    from image_worlds import built, i2d_world
+
+    return built(tmp_path_factory, "pq", lambda base: i2d_world(base, "parquet", urls))
+
+
+@pytest.fixture(scope="module")
+def loose(tmp_path_factory, wds):
+    from image_worlds import built, loose_world
+
+    return built(tmp_path_factory, "loose", lambda base: loose_world(base, wds))
+
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory, loose):
+    from image_worlds import built, packed_world
+
+    return built(tmp_path_factory, "packed", lambda base: packed_world(base, loose))

@@ -10,26 +10,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from image_worlds import built, i2d_world, loose_world, url_world  # noqa: E402
 
 from caption_debias.errors import UserError  # noqa: E402
 from caption_debias.evaluate.retrieval import as_data, evaluate  # noqa: E402
 from caption_debias.model.load import load_model  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def urls(tmp_path_factory):
-    return built(tmp_path_factory, "urls", url_world)
-
-
-@pytest.fixture(scope="module")
-def wds(tmp_path_factory, urls):
-    return built(tmp_path_factory, "wds", lambda base: i2d_world(base, "webdataset", urls))
-
-
-@pytest.fixture(scope="module")
-def loose(tmp_path_factory, wds):
-    return built(tmp_path_factory, "loose", lambda base: loose_world(base, wds))
 
 
 @pytest.fixture(scope="module")

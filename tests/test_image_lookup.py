@@ -12,36 +12,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from image_worlds import built, hostile_root, i2d_world, loose_world, packed_world, url_world  # noqa: E402
+from image_worlds import hostile_root  # noqa: E402
 
 from caption_debias.image_files import ImageProblem  # noqa: E402
 from caption_debias.image_source import ImageSource  # noqa: E402
 from caption_debias.image_source.lookup import ImageLookup  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def urls(tmp_path_factory):
-    return built(tmp_path_factory, "urls", url_world)
-
-
-@pytest.fixture(scope="module")
-def wds(tmp_path_factory, urls):
-    return built(tmp_path_factory, "wds", lambda base: i2d_world(base, "webdataset", urls))
-
-
-@pytest.fixture(scope="module")
-def pq_out(tmp_path_factory, urls):
-    return built(tmp_path_factory, "pq", lambda base: i2d_world(base, "parquet", urls))
-
-
-@pytest.fixture(scope="module")
-def loose(tmp_path_factory, wds):
-    return built(tmp_path_factory, "loose", lambda base: loose_world(base, wds))
-
-
-@pytest.fixture(scope="module")
-def packed(tmp_path_factory, loose):
-    return built(tmp_path_factory, "packed", lambda base: packed_world(base, loose))
 
 
 def results(read, images, keys=None) -> list:

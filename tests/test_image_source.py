@@ -20,16 +20,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 from image_worlds import (  # noqa: E402
     GONE,
     N_PICTURES,
-    built,
     by_key,
     hostile_root,
-    i2d_world,
-    loose_world,
-    packed_world,
     pixels,
     plain,
     raw,
-    url_world,
 )
 
 from caption_debias.errors import UserError  # noqa: E402
@@ -44,31 +39,6 @@ from caption_debias.image_source import (  # noqa: E402
     resolve_root,
 )
 from caption_debias.image_source.roots import LocalFiles  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def urls(tmp_path_factory):
-    return built(tmp_path_factory, "urls", url_world)
-
-
-@pytest.fixture(scope="module")
-def wds(tmp_path_factory, urls):
-    return built(tmp_path_factory, "wds", lambda base: i2d_world(base, "webdataset", urls))
-
-
-@pytest.fixture(scope="module")
-def pq_out(tmp_path_factory, urls):
-    return built(tmp_path_factory, "pq", lambda base: i2d_world(base, "parquet", urls))
-
-
-@pytest.fixture(scope="module")
-def loose(tmp_path_factory, wds):
-    return built(tmp_path_factory, "loose", lambda base: loose_world(base, wds))
-
-
-@pytest.fixture(scope="module")
-def packed(tmp_path_factory, loose):
-    return built(tmp_path_factory, "packed", lambda base: packed_world(base, loose))
 
 
 def reference(source: ImageSource, images, keys=None) -> list:

@@ -13,42 +13,18 @@ pytest.importorskip("moto.server")
 
 sys.path.insert(0, str(Path(__file__).parent))
 from image_worlds import (  # noqa: E402
-    built,
     by_key,
     hostile_root,
-    i2d_world,
-    loose_world,
     moto_s3,
     pixels,
     plain,
     raw,
     upload,
-    url_world,
 )
 
 from caption_debias.errors import UserError  # noqa: E402
 from caption_debias.image_files import MISSING  # noqa: E402
 from caption_debias.image_source import ImageSource, resolve_root  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def urls(tmp_path_factory):
-    return built(tmp_path_factory, "urls", url_world)
-
-
-@pytest.fixture(scope="module")
-def wds(tmp_path_factory, urls):
-    return built(tmp_path_factory, "wds", lambda base: i2d_world(base, "webdataset", urls))
-
-
-@pytest.fixture(scope="module")
-def pq_out(tmp_path_factory, urls):
-    return built(tmp_path_factory, "pq", lambda base: i2d_world(base, "parquet", urls))
-
-
-@pytest.fixture(scope="module")
-def loose(tmp_path_factory, wds):
-    return built(tmp_path_factory, "loose", lambda base: loose_world(base, wds))
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from image_worlds import built, i2d_world, loose_world, moto_s3, upload, url_world  # noqa: E402
+from image_worlds import moto_s3, upload  # noqa: E402
 
 pytest.importorskip("open_clip")
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -41,21 +41,6 @@ TRAIN += ["--precision", "fp32", "--no-tensorboard"]
 
 
 # -- the worlds ----------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def urls(tmp_path_factory):
-    return built(tmp_path_factory, "urls", url_world)
-
-
-@pytest.fixture(scope="module")
-def wds(tmp_path_factory, urls):
-    return built(tmp_path_factory, "wds", lambda base: i2d_world(base, "webdataset", urls))
-
-
-@pytest.fixture(scope="module")
-def loose(tmp_path_factory, wds):
-    return built(tmp_path_factory, "loose", lambda base: loose_world(base, wds))
 
 
 # -- running commands as a user does -------------------------------------------------------------

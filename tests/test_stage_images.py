@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from image_worlds import built, i2d_world, loose_world, moto_s3, upload, url_world  # noqa: E402
+from image_worlds import moto_s3, upload  # noqa: E402
 
 from caption_debias.curate.options import CurateOptions  # noqa: E402
 from caption_debias.curate.run import curate  # noqa: E402
@@ -24,21 +24,6 @@ from caption_debias.pack.options import PackOptions  # noqa: E402
 from caption_debias.pack.run import pack  # noqa: E402
 
 FACTS = ["key", "image_width", "image_height", "image_sha256", "image_phash"]
-
-
-@pytest.fixture(scope="module")
-def urls(tmp_path_factory):
-    return built(tmp_path_factory, "urls", url_world)
-
-
-@pytest.fixture(scope="module")
-def wds(tmp_path_factory, urls):
-    return built(tmp_path_factory, "wds", lambda base: i2d_world(base, "webdataset", urls))
-
-
-@pytest.fixture(scope="module")
-def loose(tmp_path_factory, wds):
-    return built(tmp_path_factory, "loose", lambda base: loose_world(base, wds))
 
 
 @pytest.fixture(scope="module")

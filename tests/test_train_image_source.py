@@ -11,18 +11,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from image_worlds import built, i2d_world, loose_world, url_world  # noqa: E402
+from image_worlds import built, i2d_world, url_world  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def wds(tmp_path_factory):
     urls = built(tmp_path_factory, "urls", url_world)
     return built(tmp_path_factory, "wds", lambda base: i2d_world(base, "webdataset", urls))
-
-
-@pytest.fixture(scope="module")
-def loose(tmp_path_factory, wds):
-    return built(tmp_path_factory, "loose", lambda base: loose_world(base, wds))
 
 
 def _pixels(images, refs: dict[str, str]) -> dict[str, bytes]:

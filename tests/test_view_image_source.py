@@ -15,26 +15,11 @@ import pytest
 pytest.importorskip("starlette")
 
 sys.path.insert(0, str(Path(__file__).parent))
-from image_worlds import GONE, built, i2d_world, pixels, url_world  # noqa: E402
+from image_worlds import GONE, pixels  # noqa: E402
 
 from caption_debias.image_source import ImageSource  # noqa: E402
 from caption_debias.view.data import Query, ViewData  # noqa: E402
 from caption_debias.view.images import NOT_DOWNLOADED  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def urls(tmp_path_factory):
-    return built(tmp_path_factory, "urls", url_world)
-
-
-@pytest.fixture(scope="module")
-def wds(tmp_path_factory, urls):
-    return built(tmp_path_factory, "wds", lambda base: i2d_world(base, "webdataset", urls))
-
-
-@pytest.fixture(scope="module")
-def pq_out(tmp_path_factory, urls):
-    return built(tmp_path_factory, "pq", lambda base: i2d_world(base, "parquet", urls))
 
 
 def client(data, tmp_path):
