@@ -57,3 +57,13 @@ def packed(tmp_path_factory, loose):
     from image_worlds import built, packed_world
 
     return built(tmp_path_factory, "packed", lambda base: packed_world(base, loose))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One system Chromium per browser test module (tests/browser_support.py)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from browser_support import chromium
+
+    with chromium(sync_api) as b:
+        yield b

@@ -7,8 +7,6 @@ Set CAPTION_DEBIAS_VIEW_SCREENSHOTS=DIR to save a PNG of each view (docs/img/vie
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -18,19 +16,10 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 sync_api = pytest.importorskip("playwright.sync_api")
 
+from browser_support import needs_chromium, shot  # noqa: E402
 from view_fixtures import Server, curated_world, mtimes, scored_copy  # noqa: E402
 
-CHROMIUM = os.environ.get("CAPTION_DEBIAS_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="no system Chromium (apt-get install chromium; .ci/run installs it)"
-)
-SHOTS = os.environ.get("CAPTION_DEBIAS_VIEW_SCREENSHOTS")
-
-
-def shot(page, name: str) -> None:
-    if SHOTS:
-        Path(SHOTS).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SHOTS) / f"view-{name}.png"))
+pytestmark = needs_chromium
 
 
 @pytest.fixture(scope="module")
@@ -40,14 +29,6 @@ def world(tmp_path_factory):
     w["scored"] = scored_copy(w["curated"], w["images"], root / "scored")
     w["thumbs"] = root / "thumbs"
     return w
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,7 @@ the pictures of docs/view.md.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -26,33 +24,16 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 sync_api = pytest.importorskip("playwright.sync_api")
 
+from browser_support import needs_chromium, shot  # noqa: E402
 from view_fixtures import Server, curated_world, embedding_folder, planted_world  # noqa: E402
 
-CHROMIUM = os.environ.get("CAPTION_DEBIAS_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="no system Chromium (apt-get install chromium; .ci/run installs it)"
-)
-SHOTS = os.environ.get("CAPTION_DEBIAS_VIEW_SCREENSHOTS")
+pytestmark = needs_chromium
 expect = sync_api.expect
-
-
-def shot(page, name: str, full: bool = False) -> None:
-    if SHOTS:
-        Path(SHOTS).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SHOTS) / f"view-{name}.png"), full_page=full)
 
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
     return planted_world(tmp_path_factory.mktemp("planted"))
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,6 @@ Set CAPTION_DEBIAS_VIEW_SCREENSHOTS=DIR to save view-tars.png (docs/img/view-tar
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -18,12 +16,11 @@ pytest.importorskip("uvicorn")
 sync_api = pytest.importorskip("playwright.sync_api")
 
 sys.path.insert(0, str(Path(__file__).parent))
+from browser_support import CHROMIUM, SHOTS, needs_chromium  # noqa: E402
 from image_worlds import built, i2d_world, url_world  # noqa: E402
 from view_fixtures import Server  # noqa: E402
 
-CHROMIUM = os.environ.get("CAPTION_DEBIAS_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no system Chromium (apt-get install chromium)")
-SHOTS = os.environ.get("CAPTION_DEBIAS_VIEW_SCREENSHOTS")
+pytestmark = needs_chromium
 
 CONTENT_TYPES = """sel => Promise.all([...document.querySelectorAll(sel)].map(
     i => fetch(i.src).then(r => r.headers.get('content-type'))))"""

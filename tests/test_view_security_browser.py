@@ -7,35 +7,22 @@ nothing: a script that ran would set the title to "pwned"."""
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 sync_api = pytest.importorskip("playwright.sync_api")
 
+from browser_support import needs_chromium  # noqa: E402
 from view_fixtures import PWNED, Server, hostile_folder  # noqa: E402
 
-CHROMIUM = os.environ.get("CAPTION_DEBIAS_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="no system Chromium (apt-get install chromium; .ci/run installs it)"
-)
+pytestmark = needs_chromium
 TITLE = "caption-debias view"
 
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory):
     return hostile_folder(tmp_path_factory.mktemp("hostileb"))
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

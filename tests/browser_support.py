@@ -1,0 +1,37 @@
+"""What the browser tests share: the system Chromium that Playwright drives, the mark that skips a
+module where it is missing, and screenshots on request (CAPTION_DEBIAS_VIEW_SCREENSHOTS=DIR: the
+docs/img/view-*.png come from there). The module-scoped `browser` fixture is in conftest.py."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+CHROMIUM = os.environ.get("CAPTION_DEBIAS_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="no system Chromium (apt-get install chromium; .ci/run installs it)"
+)
+SHOTS = os.environ.get("CAPTION_DEBIAS_VIEW_SCREENSHOTS")
+
+
+def shot(page, name: str, full: bool = False) -> None:
+    """Save the page as SHOTS/view-NAME.png when screenshots were asked for."""
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(SHOTS) / f"view-{name}.png"), full_page=full)
+
+
+@contextmanager
+def chromium(sync_api: Any) -> Iterator[Any]:
+    """The system Chromium under Playwright, closed on the way out."""
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield browser
+        finally:
+            browser.close()
