@@ -51,10 +51,31 @@ _BUILT: dict[str, Any] = {}
 
 
 def built(tmp_path_factory, name: str, make: Callable[[Path], Any]) -> Any:
-    """`make(folder)` once per session (its result kept under `name`)."""
+    """`make(folder)` once per session (its result kept under `name`), and once for all the
+    pytest-xdist workers of a run: the first builds it under their shared temp folder and the
+    others read its result there (a world is read-only to the tests; img2dataset's runs are the
+    suite's slowest set-ups)."""
     if name not in _BUILT:
-        _BUILT[name] = make(tmp_path_factory.mktemp(name))
+        _BUILT[name] = _built_once(tmp_path_factory, name, make)
     return _BUILT[name]
+
+
+def _built_once(tmp_path_factory, name: str, make: Callable[[Path], Any]) -> Any:
+    import pickle
+
+    from filelock import FileLock
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return make(tmp_path_factory.mktemp(name))
+    shared = tmp_path_factory.getbasetemp().parent  # the run's folder, above every worker's own
+    folder, result = shared / f"world-{name}", shared / f"world-{name}.pickle"
+    with FileLock(str(shared / f"world-{name}.lock")):
+        if result.is_file():
+            return pickle.loads(result.read_bytes())
+        folder.mkdir()
+        world = make(folder)
+        result.write_bytes(pickle.dumps(world))
+        return world
 
 
 # -- reading results ---------------------------------------------------------------------------
