@@ -12,12 +12,13 @@ import os
 import signal
 import subprocess
 import sys
-import uuid
 
 import pytest
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
+
+from image_worlds import moto_s3  # noqa: E402  (tests/ is on sys.path: conftest.py)
 
 from caption_debias import storage  # noqa: E402
 from caption_debias.dataset import PreparedDataset  # noqa: E402
@@ -28,34 +29,10 @@ from caption_debias.prepare.run import prepare  # noqa: E402
 
 @pytest.fixture(scope="module")
 def s3():
-    """A moto S3 server on loopback; the AWS variables point s3fs (botocore) and polars at it."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    import s3fs
-
-    s3fs.S3FileSystem.clear_instance_cache()
-    fs = s3fs.S3FileSystem()
-    bucket = f"cd-{uuid.uuid4().hex[:8]}"
-    fs.mkdir(bucket)
-    yield fs, bucket
-    server.stop()
-    s3fs.S3FileSystem.clear_instance_cache()
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    """A moto S3 server on loopback (tests/image_worlds.py: moto_s3); the AWS variables point s3fs (botocore)
+    and polars at it."""
+    with moto_s3() as (_server, fs, bucket):
+        yield fs, bucket
 
 
 def _table(path, n: int = 60) -> None:
