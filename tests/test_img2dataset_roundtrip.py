@@ -13,10 +13,10 @@ import pytest
 from PIL import Image
 
 from caption_debias.export.urls import write_url_list
+from caption_debias.image_source import ImageSource
 from caption_debias.prepare.options import PrepareOptions
 from caption_debias.prepare.run import prepare
 from caption_debias.train.data import FolderImages
-from caption_debias.train.webdataset_source import build_index
 
 COLORS = [(220, 30, 30), (30, 200, 40), (40, 60, 220), (230, 220, 30), (150, 40, 160), (240, 140, 20), (20, 200, 200)]
 MISSING = "k7"  # its URL points at no file: img2dataset reports failed_to_download
@@ -68,14 +68,14 @@ def test_images_join_back_on_the_carried_key(downloaded):
 
 def test_index_from_tar_json_members_when_metadata_parquet_is_gone(downloaded, tmp_path):
     _, images, _ = downloaded
-    from_parquet = build_index(images)
+    from_parquet = ImageSource(images).downloads()
     copy = tmp_path / "tars_only"
     copy.mkdir()
     for tar in images.glob("*.tar"):
         (copy / tar.name).write_bytes(tar.read_bytes())
     (copy / "00000_stats.json").write_text("{}")
-    from_json = build_index(copy)
-    assert from_json.members == from_parquet.members and len(from_json.members) == len(COLORS)
+    from_json = ImageSource(copy).downloads()
+    assert from_json.found == from_parquet.found and len(from_json.found) == len(COLORS)
 
 
 def test_train_reads_the_downloaded_tars(downloaded, tmp_path):
