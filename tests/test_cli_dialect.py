@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from cli_process import run_cli
 
-
-def _main(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", "from caption_debias.cli.main import main; main()", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+_main = run_cli
 
 
 @pytest.mark.parametrize("command", ["curate", "stats"])

@@ -14,6 +14,7 @@ from pathlib import Path
 import jsonschema
 import pyarrow.parquet as pq
 import pytest
+from cli_process import run_cli
 
 from caption_debias.curate.options import MODEL_REASONS, REASONS, USER_REASONS, CurateOptions
 from caption_debias.curate.run import curate
@@ -194,10 +195,7 @@ def test_resume_reuses_and_refuses_other_options(world, curated, tmp_path):
         curate([world["prepared"]], tmp_path / "busy", _opts(world))
 
 
-def cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "caption_debias.cli.main", *args], capture_output=True, text=True, timeout=timeout
-    )
+cli = run_cli
 
 
 def test_cli_summary_and_one_line_errors(world, tmp_path):

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 
 from caption_debias.dataset import PreparedDataset
 from caption_debias.prepare.options import PrepareOptions
@@ -27,15 +28,7 @@ def opts(**kw) -> PrepareOptions:
     return PrepareOptions(quiet=True, **kw)
 
 
-def cli(*args: str, cwd: Path | None = None, timeout: int = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "caption_debias.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-        env={**os.environ},  # Python's view of the environment: a C library's setenv (COLUMNS) does not leak in
-    )
+cli = run_cli  # Python's view of the environment: a C library's setenv (COLUMNS) does not leak in
 
 
 def one_line_error(proc: subprocess.CompletedProcess) -> str:

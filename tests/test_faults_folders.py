@@ -14,11 +14,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from cli_process import run_cli
 from PIL import Image
 
 from caption_debias.errors import UserError
@@ -29,10 +29,7 @@ from caption_debias.records import Record, Reject
 SECRET = "VICTIMSECRET"
 
 
-def cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "caption_debias.cli.main", *args], capture_output=True, text=True, timeout=timeout
-    )
+cli = run_cli
 
 
 def one_line_error(proc: subprocess.CompletedProcess) -> str:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 
 from caption_debias.prepare.options import PrepareOptions
 from caption_debias.prepare.run import prepare
@@ -24,14 +25,7 @@ def opts(**kw) -> PrepareOptions:
     return PrepareOptions(quiet=True, **kw)
 
 
-def cli(*args: str, timeout: int = 180, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "caption_debias.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
+cli = run_cli
 
 
 def one_line_error(proc: subprocess.CompletedProcess) -> str:

@@ -10,11 +10,11 @@ import ast
 import io
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_process import run_cli
 
 from caption_debias import image_files
 
@@ -128,13 +128,7 @@ def _prepare(tmp_path: Path, images: dict[str, bytes]) -> Path:
 
 
 def _curate(tmp_path: Path, root: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", "from caption_debias.cli.main import main; main()", "curate"]
-        + [str(tmp_path / "prepared"), "--out", str(tmp_path / "curated"), "--image-root", str(root)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_cli("curate", str(tmp_path / "prepared"), "--out", str(tmp_path / "curated"), "--image-root", str(root))
 
 
 def _removed(folder: Path) -> dict[str, dict]:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -127,10 +128,7 @@ def test_every_limit_of_a_field_is_refused_on_the_command_line_as_validate_refus
     assert _one_line(res.exception) == str(from_python.value)
 
 
-def _cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "caption_debias.cli.main", *args], capture_output=True, text=True, timeout=timeout
-    )
+_cli = run_cli
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 from PIL import Image, ImageDraw
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -343,11 +344,7 @@ def test_pack_refuses_a_folder_another_command_writes(world, tmp_path):
 
 
 def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-c", "from caption_debias.cli.main import main; main()", "pack", *args],
-        capture_output=True,
-        text=True,
-    )
+    return run_cli("pack", *args)
 
 
 def test_cli_packs_and_bad_input_is_one_line(world, tmp_path):

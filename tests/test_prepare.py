@@ -13,6 +13,7 @@ from pathlib import Path
 import jsonschema
 import pyarrow.parquet as pq
 import pytest
+from cli_process import run_cli
 
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import IncompleteInput, UserError
@@ -193,10 +194,7 @@ def test_cut_off_input_keeps_records_then_raises(tmp_path):
     assert last["reason"].startswith("truncated input") and isinstance(last["location"], int)
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "caption_debias.cli.main", *args], capture_output=True, text=True, timeout=120
-    )
+cli = run_cli
 
 
 def test_cli_errors_are_one_line(tmp_path):
