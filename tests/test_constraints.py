@@ -1,5 +1,5 @@
 """constraints.txt pins every package pyproject.toml asks for, at a version its specifier allows, so `make install`
-(`pip install -c constraints.txt -e ".[all,test]"`, CI's too) installs one known set on a fresh clone."""
+(`uv pip install -c constraints.txt -e ".[all,test]"`, CI's too) installs one known set on a fresh clone."""
 
 from __future__ import annotations
 
@@ -43,3 +43,6 @@ def test_make_install_uses_the_constraints():
     makefile = (ROOT / "Makefile").read_text("utf-8")
     assert '-c constraints.txt -e ".[all,test]"' in makefile
     assert re.search(r"^\$\(STAMP\): .*constraints\.txt", makefile, re.M)  # a new pin reinstalls
+    assert "pip install -q -c constraints.txt uv" in makefile and "uv" in pins()  # the installer is pinned too
+    # compiled at install as pip does: under PYTHONDONTWRITEBYTECODE each fresh interpreter compiled torch again
+    assert "uv pip install" in makefile and "--compile-bytecode" in makefile
