@@ -11,10 +11,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-slow lint format install clean
 
-# The install is uv's `pip install`, the same pins as pip's in half the time (docs/benchmarks.md, "Test suite"): pip
-# installs uv into the venv, and pip's own index settings are handed on to uv, which does not read pip's configuration.
-# --compile-bytecode does what pip does at install: without it every fresh interpreter under PYTHONDONTWRITEBYTECODE
-# compiles torch again.
+# The install is uv's `pip install`, the same pins as pip's in a fifth of the time (docs/benchmarks.md, "Test suite"):
+# pip installs uv into the venv, and pip's own index settings are handed on to uv, which does not read pip's
+# configuration. uv does not compile bytecode at install as pip does; each module is compiled when first imported and
+# kept, so make's commands write bytecode even where PYTHONDONTWRITEBYTECODE is set outside (else every fresh
+# interpreter would compile torch again).
+export PYTHONDONTWRITEBYTECODE =
 PIP_SETTING = $(shell $(PYTHON) -m pip config get global.$(1) 2>/dev/null)
 UV_INDEXES = $(addprefix --index-url ,$(call PIP_SETTING,index-url)) \
 	$(addprefix --extra-index-url ,$(call PIP_SETTING,extra-index-url)) \
@@ -23,7 +25,7 @@ UV_INDEXES = $(addprefix --index-url ,$(call PIP_SETTING,index-url)) \
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -c constraints.txt uv
-	$(BIN)/uv pip install -q --python $(BIN)/python --compile-bytecode --index-strategy unsafe-best-match \
+	$(BIN)/uv pip install -q --python $(BIN)/python --index-strategy unsafe-best-match \
 		$(UV_INDEXES) -c constraints.txt -e ".[all,test]"
 	touch $(STAMP)
 
