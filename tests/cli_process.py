@@ -43,9 +43,12 @@ def _serve() -> None:
         for pid, path in list(running.items()):
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
-                Path(path + ".tmp").write_text(str(os.waitstatus_to_exitcode(status)))
-                os.rename(path + ".tmp", path)
                 del running[pid]
+                try:
+                    Path(path + ".tmp").write_text(str(os.waitstatus_to_exitcode(status)))
+                    os.rename(path + ".tmp", path)
+                except FileNotFoundError:  # its caller gave up on it (a timeout) and removed the folder
+                    pass
         if not readable:
             continue
         chunk = os.read(0, 1 << 16)
@@ -149,8 +152,14 @@ def run_cli(
         pid = _server.start({"argv": list(args), "cwd": str(cwd or os.getcwd()), "env": env, **files})
         status, deadline = Path(files["status"]), time.monotonic() + timeout
         while not status.exists():
+            if _server.proc.poll() is not None:
+                raise RuntimeError(
+                    f"the CLI server ended (status {_server.proc.returncode}) while caption-debias {args} ran"
+                )
             if time.monotonic() > deadline:
                 os.kill(pid, signal.SIGKILL)
+                while not status.exists():  # reaped before its folder goes
+                    time.sleep(0.005)
                 raise subprocess.TimeoutExpired(["caption-debias", *args], timeout)
             time.sleep(0.005)
         out, err = (Path(files[name]).read_text("utf-8") for name in ("stdout", "stderr"))
