@@ -70,7 +70,6 @@ def _command(request: dict) -> int:
 
     The modules' own teardown is skipped (os._exit): it takes seconds with torch loaded and writes nothing.
     """
-    import atexit
     import traceback
 
     from caption_debias.cli.main import main
