@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-slow lint format install clean
 
-# The install is uv's `pip install`, the same pins as pip's in a fifth of the time (docs/benchmarks.md, "Test suite"):
+# The install is uv's `pip install`, the same pins as pip's in under a quarter of the time (docs/benchmarks.md, "Test suite"):
 # pip installs uv into the venv, and pip's own index settings are handed on to uv, which does not read pip's
 # configuration. uv does not compile bytecode at install as pip does; each module is compiled when first imported and
 # kept, so make's commands write bytecode even where PYTHONDONTWRITEBYTECODE is set outside (else every fresh
