@@ -74,13 +74,11 @@ def _command(request: dict) -> int:
 
     from caption_debias.cli.main import main
 
-    for fd, (path, mode) in enumerate([(os.devnull, os.O_RDONLY), (request["stdout"], os.O_WRONLY)]):
+    streams = [(os.devnull, os.O_RDONLY), (request["stdout"], os.O_WRONLY), (request["stderr"], os.O_WRONLY)]
+    for fd, (path, mode) in enumerate(streams):  # 0, 1, 2
         target = os.open(path, mode)
         os.dup2(target, fd)
         os.close(target)
-    target = os.open(request["stderr"], os.O_WRONLY)
-    os.dup2(target, 2)
-    os.close(target)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 
 import pytest
+from cli_process import run_cli
 from curate_fixtures import make_world
 
 from caption_debias.curate import keys
@@ -142,19 +141,14 @@ def test_listed_matches_its_row_by_row_specification(tmp_path):
 
 
 def test_cli_bad_keys_file_is_one_line_and_exit_2(world, tmp_path):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "caption_debias.cli.main",
-            "curate",
-            str(world["prepared"]),
-            "--out",
-            str(tmp_path / "o"),
-        ]
-        + ["--exclude-keys", str(tmp_path / "nope.txt"), "-q"],
-        capture_output=True,
-        text=True,
+    proc = run_cli(
+        "curate",
+        str(world["prepared"]),
+        "--out",
+        str(tmp_path / "o"),
+        "--exclude-keys",
+        str(tmp_path / "nope.txt"),
+        "-q",
     )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [

@@ -1,12 +1,12 @@
 """Retrieval and zero-shot figures against an independent plain-open_clip computation; the eval CLI."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from cli_process import run_cli
 from PIL import Image
 
 from caption_debias.errors import UserError
@@ -134,13 +134,7 @@ def _cli(*args):
     return CliRunner().invoke(app, list(args))
 
 
-def _cli_process(*args):
-    """The real console entry point, to see how errors reach the user."""
-    return subprocess.run(
-        [sys.executable, "-c", "from caption_debias.cli.main import main; main()", *args],
-        capture_output=True,
-        text=True,
-    )
+_cli_process = run_cli  # the real console entry point, to see how errors reach the user
 
 
 def test_eval_cli_json_shapes(world, tmp_path):

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
-import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from cli_process import run_cli
 
 from caption_debias.errors import UserError
 from caption_debias.export.captions import export_captions
@@ -160,21 +159,12 @@ def test_url_list_and_command(prepared, tmp_path):
 
 
 def test_cli_export_captions_and_urls(prepared, tmp_path):
-    cli = [sys.executable, "-m", "caption_debias.cli.main"]
-    done = subprocess.run(
-        [*cli, "export-captions", str(prepared), "--out", str(tmp_path / "e.tsv")], capture_output=True, text=True
-    )
+    done = run_cli("export-captions", str(prepared), "--out", str(tmp_path / "e.tsv"))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["format"] == "open_clip-csv"
-    done = subprocess.run(
-        [*cli, "urls", str(prepared), "--out", str(tmp_path / "u.parquet")], capture_output=True, text=True
-    )
+    done = run_cli("urls", str(prepared), "--out", str(tmp_path / "u.parquet"))
     assert done.returncode == 0 and "img2dataset --url_list" in done.stdout
-    bad = subprocess.run(
-        [*cli, "export-captions", str(prepared), "--out", str(tmp_path / "e2.tsv"), "--strip", "middle"],
-        capture_output=True,
-        text=True,
-    )
+    bad = run_cli("export-captions", str(prepared), "--out", str(tmp_path / "e2.tsv"), "--strip", "middle")
     assert bad.returncode != 0 and "Traceback" not in bad.stderr and "unknown --strip" in bad.stderr
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from cli_process import run_cli
 
 from caption_debias import html_report
 from caption_debias.dataset import PreparedDataset
@@ -276,14 +277,7 @@ def test_cli_writes_self_contained_report(folder_a, folder_b, tmp_path):
 
 
 def test_cli_errors_are_one_line(tmp_path):
-    import subprocess
-    import sys
-
-    proc = subprocess.run(
-        [sys.executable, "-c", "from caption_debias.cli.main import main; main()", "stats", str(tmp_path / "missing")],
-        capture_output=True,
-        text=True,
-    )
+    proc = run_cli("stats", str(tmp_path / "missing"))
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "no such folder" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -10,8 +10,6 @@ import importlib.util
 import json
 import os
 import socket
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -19,6 +17,7 @@ from pathlib import Path
 import fsspec
 import pyarrow.parquet as pq
 import pytest
+from cli_process import run_cli
 
 from caption_debias import locking, storage
 from caption_debias.dataset import IncompleteFolder, PreparedDataset
@@ -83,9 +82,7 @@ def test_cli_missing_backend_is_one_line_not_a_traceback(tmp_path):
     if importlib.util.find_spec("gcsfs") is not None:
         pytest.skip("gcsfs is installed here")
     _table(tmp_path / "t.jsonl")
-    main = "from caption_debias.cli.main import main; main()"
-    args = ["prepare", str(tmp_path / "t.jsonl"), "-o", "gs://bucket/prepared", "-q"]
-    res = subprocess.run([sys.executable, "-c", main, *args], capture_output=True, text=True, timeout=120)
+    res = run_cli("prepare", str(tmp_path / "t.jsonl"), "-o", "gs://bucket/prepared", "-q")
     assert res.returncode != 0 and res.stdout == ""
     assert res.stderr.strip().splitlines() == [
         "caption-debias: error: gs://bucket/prepared: gs:// needs the gcsfs package (fsspec's gs backend): pip install gcsfs"

@@ -6,11 +6,10 @@ import hashlib
 import itertools
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 from PIL import Image
 
 from caption_debias.errors import UserError
@@ -158,12 +157,11 @@ def test_bad_arguments_are_user_errors(tmp_path):
 
 
 def test_cli_writes_and_reports_one_line_errors(tmp_path):
-    exe = [sys.executable, "-m", "caption_debias.cli.main", "synth"]
-    ok = subprocess.run([*exe, "--out", str(tmp_path), "--n", "5", "--seed", "2"], capture_output=True, text=True)
+    ok = run_cli("synth", "--out", str(tmp_path), "--n", "5", "--seed", "2")
     assert ok.returncode == 0, ok.stderr
     assert "wrote 5 images" in ok.stdout
     assert len(_captions(tmp_path)) == 5
-    bad = subprocess.run([*exe, "--out", str(tmp_path), "--n", "5"], capture_output=True, text=True)
+    bad = run_cli("synth", "--out", str(tmp_path), "--n", "5")
     assert bad.returncode != 0
     assert bad.stderr.strip().count("\n") == 0 and "already exists" in bad.stderr
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 from PIL import Image
 
 from caption_debias.errors import UserError
@@ -188,14 +187,14 @@ def test_bad_fractions_are_user_errors(tmp_path):
 
 
 def test_cli_plant_and_overwrite_without_it(tmp_path):
-    exe = [sys.executable, "-m", "caption_debias.cli.main", "synth", "--out", str(tmp_path / "w"), "--n", "20"]
-    ok = subprocess.run([*exe, "--plant", "--plant-redrawn", "0.1"], capture_output=True, text=True)
+    exe = ["synth", "--out", str(tmp_path / "w"), "--n", "20"]
+    ok = run_cli(*exe, "--plant", "--plant-redrawn", "0.1")
     assert ok.returncode == 0, ok.stderr
     assert "planted 4 hallucinated, 2 mismatched, 2 redrawn" in ok.stdout
     assert len(json.loads((tmp_path / "w" / PLANTED_FILE).read_text("utf-8"))["redrawn"]) == 2
-    bad = subprocess.run([*exe, "--overwrite", "--plant-mismatched", "0.1"], capture_output=True, text=True)
+    bad = run_cli(*exe, "--overwrite", "--plant-mismatched", "0.1")
     assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0 and "--plant" in bad.stderr
-    again = subprocess.run([*exe, "--overwrite"], capture_output=True, text=True)
+    again = run_cli(*exe, "--overwrite")
     assert again.returncode == 0 and not (tmp_path / "w" / PLANTED_FILE).exists()  # no stale key
 
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from cli_process import run_cli
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
@@ -146,9 +145,9 @@ def test_select_export_and_curate_exclude_keys_on_the_file(served, planted, cont
     shot(page, "selection")
     # the exported file, handed to a real curate run (the command line, as a user runs it)
     out = tmp_path / "curated-v2"
-    cmd = [sys.executable, "-m", "caption_debias.cli.main", "curate", str(planted["scored"]), "--out", str(out)]
+    cmd = ["curate", str(planted["scored"]), "--out", str(out)]
     cmd += ["--drop-ungrounded", "0", "--min-clip-score", "0.1", "--exclude-keys", str(saved), "-q"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = run_cli(*cmd)
     assert proc.returncode == 0, proc.stderr
     before = [r["key"] for r in _rows(planted["curated"], ["key"])]
     after = [r["key"] for r in _rows(out, ["key"])]
