@@ -147,12 +147,12 @@ def _source(image_root: str | None) -> ImageSource | None:
 
 
 def _image_embeddings(
-    table: pa.Table, shard: InputShard, params: ShardParams, sm: encode.ScoreModel, reference: tuple
+    table: pa.Table, images: list, shard: InputShard, params: ShardParams, sm: encode.ScoreModel, reference: tuple
 ) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
     """Every row's image embedding (each image encoded once; a reference row's is the reference
-    file's), its status and its error text."""
+    file's), its status and its error text. `images`: the table's image column as a list."""
     n = table.num_rows
-    images, row_keys = table.column("image").to_pylist(), table.column("key").to_pylist()
+    row_keys = table.column("key").to_pylist()
     data = table.column("image_bytes").to_pylist() if "image_bytes" in table.column_names else [None] * n
     orders = np.arange(shard.start, shard.start + n, dtype=np.int64)
     ref_orders, ref_emb = reference
@@ -182,11 +182,10 @@ def _image_embeddings(
 
 
 def _image_outcomes(
-    table: pa.Table, shard: InputShard, row_status: np.ndarray, row_error: list[str | None]
+    table: pa.Table, images: list, shard: InputShard, row_status: np.ndarray, row_error: list[str | None]
 ) -> tuple[ImageCounts, list[dict[str, Any]]]:
     """Every row's image as looked for (stored bytes, the root, or the reference's), and a removed
     line for each row whose image could not be encoded."""
-    images = table.column("image").to_pylist()
     counts = ImageCounts()
     for i in range(table.num_rows):
         ok = row_status[i] == encode.OK
@@ -210,9 +209,9 @@ def score_table(
     ref_orders, ref_images, ref_emb = read_reference(params.reference)
     if not len(ref_emb):
         ref_emb = np.zeros((0, sm.identity["embed_dim"]), np.float32)
-    image_emb, row_status, row_error = _image_embeddings(table, shard, params, sm, (ref_orders, ref_emb))
+    image_emb, row_status, row_error = _image_embeddings(table, images, shard, params, sm, (ref_orders, ref_emb))
     keep = row_status == encode.OK
-    counts, removed = _image_outcomes(table, shard, row_status, row_error)
+    counts, removed = _image_outcomes(table, images, shard, row_status, row_error)
 
     kept_rows = np.flatnonzero(keep)
     captions, sentences, sentence_row, offsets = row_texts(table.column("sentence_tokens"), kept_rows)
