@@ -11,11 +11,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-slow lint format install clean
 
-# The install is uv's `pip install`, the same pins as pip's in under a quarter of the time (docs/benchmarks.md, "Test suite"):
-# pip installs uv into the venv, and pip's own index settings are handed on to uv, which does not read pip's
-# configuration. uv does not compile bytecode at install as pip does; each module is compiled when first imported and
-# kept, so make's commands write bytecode even where PYTHONDONTWRITEBYTECODE is set outside (else every fresh
-# interpreter would compile torch again).
+# The install is uv's `pip install`, the same pins as pip's in a third of the time or less (docs/benchmarks.md,
+# "Test suite"): pip installs uv into the venv, and pip's own index settings are handed on to uv, which does not read
+# pip's configuration (--index-strategy unsafe-best-match is pip's rule: the best version across all indexes). uv does
+# not compile bytecode at install as pip does; each module is compiled when first imported and kept, so make's
+# commands write bytecode even where PYTHONDONTWRITEBYTECODE is set outside (else every fresh interpreter would
+# compile torch again).
 export PYTHONDONTWRITEBYTECODE =
 PIP_SETTING = $(shell $(PYTHON) -m pip config get global.$(1) 2>/dev/null)
 UV_INDEXES = $(addprefix --index-url ,$(call PIP_SETTING,index-url)) \
