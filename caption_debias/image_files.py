@@ -56,14 +56,13 @@ class ImageProblem(OSError):
     """Why one image cannot be used: `reason` (MISSING or UNREADABLE) and a one-line `detail`.
 
     An OSError, so code that already treats an unreadable file as one bad row keeps doing so.
-    `shown` is the detail without what lies outside the image root (a symlink's target), for
-    whoever may only see inside it (view's web page).
+    A detail names nothing outside the image root (a symlink's target): it goes into outputs
+    (removed.jsonl, reports) and onto view's page.
     """
 
-    def __init__(self, reason: str, detail: str, shown: str | None = None):
+    def __init__(self, reason: str, detail: str):
         super().__init__(detail)
         self.reason, self.detail = reason, detail
-        self.shown = detail if shown is None else shown
 
     def __str__(self) -> str:
         return self.detail
@@ -110,11 +109,7 @@ class ImageRoot:
         except OSError as exc:  # ELOOP (a symlink loop), EACCES, ENAMETOOLONG, ...
             raise ImageProblem(UNREADABLE, f"{image}: {exc.strerror or exc}") from None
         if not real.is_relative_to(self.real):
-            raise ImageProblem(
-                UNREADABLE,
-                f"{image}: a symlink to {real}, outside the image root",
-                f"{image}: a symlink to a file outside the image root",
-            )
+            raise ImageProblem(UNREADABLE, f"{image}: a symlink to a file outside the image root")
         return real
 
     def read(self, image: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:

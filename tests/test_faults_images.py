@@ -152,8 +152,14 @@ def _removed(folder: Path) -> dict[str, dict]:
     return {d["key"]: d for d in map(json.loads, lines)}
 
 
-def _assert_details(details: dict[str, str]) -> None:
-    """What the user reads for each hostile row (the detail of its removal or skip)."""
+def _assert_details(details: dict[str, str], outside: Path | None = None) -> None:
+    """What the user reads for each hostile row (the detail of its removal or skip); none names
+    where a symlink out of the root points (`outside`, the folder beside the root)."""
+    if outside is not None:  # the rows' own text aside (an absolute path row), no symlink target
+        leaked = {
+            n: details[n] for n in ("symlink_out", "dev_zero") if str(outside) in details[n] or "/dev" in details[n]
+        }
+        assert not leaked, leaked
     assert "a FIFO, not a file" in details["fifo"]
     assert "1,073,741,824 bytes, more than the maximum" in details["big"]
     for name in ("dev_zero", "symlink_out"):
@@ -181,7 +187,7 @@ def test_curate_removes_each_hostile_path_as_image_unreadable_and_embeds_nothing
     for key, name in world["hostile"].items():
         assert removed[key]["reason"] == "image_unreadable", (name, removed.get(key))
         details[name] = removed[key]["detail"]["error"]
-    _assert_details(details)
+    _assert_details(details, world["root"] / "outside")
     kept = pq.read_table(sorted(out.glob("shards/*.parquet"))).to_pylist()
     assert {r["key"] for r in kept} == world["good"]
     assert all(r["image_bytes"] == (world["images"] / r["image"]).read_bytes() for r in kept)
@@ -210,7 +216,9 @@ def test_score_removes_each_hostile_path_as_image_unreadable(world, tmp_path):
     removed = _removed(out)
     assert set(removed) == set(world["hostile"])
     assert {d["reason"] for d in removed.values()} == {"image_unreadable"}
-    _assert_details({name: removed[key]["detail"]["error"] for key, name in world["hostile"].items()})
+    _assert_details(
+        {name: removed[key]["detail"]["error"] for key, name in world["hostile"].items()}, world["root"] / "outside"
+    )
     manifest = json.loads((out / "manifest.json").read_text("utf-8"))
     assert manifest["counts"]["written"] == GOOD
     assert peak_kib(proc) < 900 * 1024  # the 1 GiB '.jpg' was never read
@@ -225,7 +233,7 @@ def test_pack_removes_each_hostile_path_as_image_unreadable(world, tmp_path):
     removed = _removed(out)
     assert set(removed) == set(world["hostile"])
     assert {d["reason"] for d in removed.values()} == {"image_unreadable"}
-    _assert_details({world["hostile"][k]: d["detail"] for k, d in removed.items()})
+    _assert_details({world["hostile"][k]: d["detail"] for k, d in removed.items()}, world["root"] / "outside")
     manifest = json.loads((out / "manifest.json").read_text("utf-8"))
     assert manifest["counts"]["written"] == GOOD
     assert peak_kib(proc) < 700 * 1024

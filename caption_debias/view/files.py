@@ -18,7 +18,7 @@ class Refused(Exception):
 
     @classmethod
     def of(cls, why: ImageProblem) -> "Refused":
-        return cls("image not found" if why.reason == MISSING else why.shown)
+        return cls("image not found" if why.reason == MISSING else why.detail)
 
 
 def resolve_inside(root: str | Path, relative: str) -> Path:
