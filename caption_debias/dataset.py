@@ -15,7 +15,7 @@ from typing import Any, Iterator, Mapping, Sequence, cast
 
 import pyarrow as pa
 
-from caption_debias import shard_digests, storage
+from caption_debias import shard_digests, storage, trust
 from caption_debias.errors import UserError
 from caption_debias.schema_types import Manifest
 
@@ -44,17 +44,22 @@ def unfinished_message(folder: Any, command: str) -> str:
     )
 
 
-def recorded_image_root(manifest: dict[str, Any]) -> str | None:
+def recorded_image_root(manifest: dict[str, Any], folder: Any = "the folder") -> str | None:
     """The image root a folder's manifest records: prepare's --image-root (an absolute path), or
     the one curate, score or pack read under (resolved: absolute, or a URL), which defaults to it;
-    else the one root every input of a score run was read under. None when none was given."""
+    else the one root every input of a score run was read under. None when none was given.
+    One that trust.py refuses (a filesystem root, a system or home folder) is one line naming it."""
     if not isinstance(manifest, dict):
         return None
     root = (manifest.get("options") or {}).get("image_root")
     if not root:  # score reads each input under its own root: one they all share is the folder's
         roots = {e.get("image_root") for e in manifest.get("inputs") or [] if isinstance(e, dict)}
         root = roots.pop() if len(roots) == 1 else None
-    return str(root) if root else None
+    if not root:
+        return None
+    if not isinstance(root, str):
+        raise UserError(f"{folder}: its manifest records an image root that is not text; give --image-root")
+    return trust.check_recorded_root(root, folder)
 
 
 def default_image_root(given: str | Path | None, folders: Sequence[str | Path]) -> str | None:
@@ -71,7 +76,7 @@ def default_image_root(given: str | Path | None, folders: Sequence[str | Path]) 
             manifest = json.loads((storage.as_path(folder) / MANIFEST).read_text("utf-8"))
         except (OSError, ValueError, UnicodeDecodeError, UserError):
             continue
-        root = recorded_image_root(manifest)
+        root = recorded_image_root(manifest, folder)
         if root is not None and root not in roots:
             roots.append(root)
     if len(roots) > 1:
@@ -93,13 +98,13 @@ def read_manifest(folder: Any) -> tuple[Path, Manifest]:
     Cheap (no shard is opened): a command calls it before anything else needs the folder. `folder`: a
     path or URL; the path returned is a UPath for a remote folder."""
     folder = storage.as_path(folder)
-    path = folder / MANIFEST
     if not folder.is_dir():
         if folder.exists():  # a dump file given where its prepared folder belongs
             raise UserError(
                 f"{folder}: a file, not a prepared folder; run `caption-debias prepare {folder} --out DIR` first"
             )
         raise UserError(f"{folder}: no such folder")
+    path = folder_file(folder, MANIFEST)
     if not path.is_file():
         command = unfinished_by(folder)
         if command is not None:
@@ -128,12 +133,27 @@ def inside(folder: Any, rel: Any, what: str) -> Any:
         problem = problem.replace("image path", f"{what} path").replace("the image root", "the folder")
         raise UserError(f"{folder}: {MANIFEST} lists a {what} outside the folder ({problem}); it is not read")
     path = folder / rel
-    if not storage.is_remote(folder):
-        real, base = os.path.realpath(path), os.path.realpath(folder)
-        if os.path.commonpath([real, base]) != base:
-            raise UserError(
-                f"{folder}: {MANIFEST} lists {what} {rel}, a symlink that leads outside the folder; it is not read"
-            )
+    if _leaves(folder, path):
+        raise UserError(
+            f"{folder}: {MANIFEST} lists {what} {rel}, a symlink that leads outside the folder; it is not read"
+        )
+    return path
+
+
+def _leaves(folder: Any, path: Any) -> bool:
+    """Whether a local `path` under `folder` is a symlink (or under one) that leads outside it."""
+    if storage.is_remote(folder):
+        return False
+    real, base = os.path.realpath(path), os.path.realpath(folder)
+    return os.path.commonpath([real, base]) != base
+
+
+def folder_file(folder: Any, name: str) -> Any:
+    """A folder's own file (its manifest, rejects.jsonl, removed.jsonl, a key or sidecar), confined as
+    its shards are (`inside`): one that is a symlink out of the folder is one line, never read."""
+    path = storage.as_path(folder) / name
+    if _leaves(folder, path):
+        raise UserError(f"{folder}: {name} is a symlink that leads outside the folder; it is not read")
     return path
 
 
@@ -222,7 +242,7 @@ class PreparedDataset:
         return storage.scan_parquet(self.shard_paths)
 
     def rejects(self) -> Iterator[dict[str, Any]]:
-        path = self.folder / REJECTS
+        path = folder_file(self.folder, REJECTS)
         if path.is_file():
             with storage.open_file(path, "r", encoding="utf-8") as fh:
                 for line in fh:

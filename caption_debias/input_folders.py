@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from caption_debias import shard_digests, storage
+from caption_debias import shard_digests, storage, trust
 from caption_debias.dataset import MANIFEST, PreparedDataset
 from caption_debias.errors import UserError
 from caption_debias.runner import reconcile
@@ -85,7 +85,7 @@ def open_inputs(
         ds = PreparedDataset.open(path)
         tok = _tokenizer(ds.manifest)
         tokenizer_rule(name, tok, _tokenizer(manifests[0]) if manifests else tok)
-        root = (image_root or (ds.manifest.get("options") or {}).get("image_root")) if image_roots else None
+        root = (image_root or _recorded_root(ds.manifest, name)) if image_roots else None
         manifests.append(ds.manifest)
         rows = 0
         for s in ds.manifest["shards"]:
@@ -194,3 +194,9 @@ def carried(inputs: Inputs) -> dict[str, Any]:
     """What the output keeps of the first input's manifest: how its ids were made."""
     first: Mapping[str, Any] = inputs.manifests[0] if inputs.manifests else {}
     return {k: first.get(k, {}) for k in ("tokenizer", "segmenter", "summary")}
+
+
+def _recorded_root(manifest: Mapping[str, Any], folder: str) -> str | None:
+    """The root a folder's manifest records (its options'), through the one trust rule (trust.py)."""
+    recorded = (manifest.get("options") or {}).get("image_root")
+    return trust.check_recorded_root(str(recorded), folder) if recorded else None

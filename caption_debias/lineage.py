@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from caption_debias import storage
+from caption_debias import storage, trust
 
 MANIFEST = "manifest.json"
 MAX_DEPTH = 32  # a lineage deeper than this is cut (a loop of folders naming each other)
@@ -66,6 +66,8 @@ def find_input(entry: dict[str, Any], named_by: Any) -> tuple[Any | None, dict[s
         return None, {}, "no path recorded"
     changed = False
     for place in candidates(recorded, named_by):
+        if trust.recorded_path_problem(str(place)) is not None:
+            continue  # a system or home folder is never an input a folder's files may name
         found = read_manifest(place)
         if found is None:
             continue
@@ -175,7 +177,8 @@ def passes(folder: Any) -> list[dict[str, Any]]:
 def _local_dir(recorded: Any, named_by: Any) -> Path | None:
     if not isinstance(recorded, str) or not recorded or storage.is_url(recorded):
         return None
-    return next((p for p in candidates(recorded, named_by) if Path(p).is_dir()), None)
+    found = next((p for p in candidates(recorded, named_by) if Path(p).is_dir()), None)
+    return None if found is None else Path(trust.check_recorded_root(str(found), named_by))
 
 
 def image_root(folder: Any, manifest: dict[str, Any] | None = None, depth: int = 0) -> Path | None:

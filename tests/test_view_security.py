@@ -75,13 +75,13 @@ def test_every_response_says_nosniff_and_carries_a_policy(world, tmp_path):
     assert responses["image"].status_code == 200 and responses["image"].headers["content-type"] == "image/jpeg"
 
 
-def test_stored_svg_and_markup_are_downloads_never_documents(hostile):
+def test_stored_svg_and_markup_are_refused_never_documents(hostile):
+    """The original-file route serves only what reads as a picture through the gate."""
     c = client([hostile["folder"]], hostile["images"])
     for name in ("evil.svg", "svg_named.png"):  # by its bytes, not its name: an SVG named .png too
         res = c.get(f"/image/0/{name}")
-        assert res.status_code == 200 and res.headers["content-type"] == "application/octet-stream", name
-        assert res.headers["content-disposition"].startswith("attachment"), name
-        assert res.content == (hostile["images"] / name).read_bytes()
+        assert res.status_code == 415 and "not a picture" in res.json()["error"], name
+        assert (hostile["images"] / name).read_bytes() not in res.content
     real = c.get("/image/0/real.png")
     assert real.headers["content-type"] == "image/png" and real.headers["content-disposition"] == "inline"
     # the thumbnail of an SVG is the placeholder the viewer draws, never the stored file

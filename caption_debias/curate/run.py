@@ -21,7 +21,7 @@ import pyarrow as pa
 from caption_debias import engines, image_files, storage
 from caption_debias.curate import dedup, keys, signals, writer
 from caption_debias.curate.options import CurateOptions
-from caption_debias.dataset import MANIFEST
+from caption_debias.dataset import MANIFEST, folder_file
 from caption_debias.errors import UserError
 from caption_debias.image_files import ImageProblem
 from caption_debias.image_source import ImageCounts, ImageSource, Root, check_missing, no_root_line
@@ -201,7 +201,7 @@ def _score_first(given: list[str | Path], out: Path, options: CurateOptions) -> 
             max_missing_images=options.max_missing_images,
         ),
     )
-    path = scored / "removed.jsonl"
+    path = folder_file(scored, REMOVED)
     lines = [json.loads(x) for x in path.read_text("utf-8").splitlines()] if path.is_file() else []
     return _open_inputs([scored], out), lines
 

@@ -288,13 +288,10 @@ def load_prepared(path: Path, image_root: Path | str | None, name: str | None = 
     """A prepared folder: rows grouped by image (several rows of one image = its captions). Loose files
     under a local root are paths; tar members, parquet samples, URL rows' downloads and any root on a
     store are read through caption_debias.image_source (`_load_stored`)."""
-    from caption_debias.dataset import PreparedDataset
+    from caption_debias.dataset import PreparedDataset, recorded_image_root
 
     ds = PreparedDataset.open(path)
-    root = image_root
-    if root is None:
-        opt = (ds.manifest.get("options") or {}).get("image_root")
-        root = opt if opt else None
+    root = image_root if image_root is not None else recorded_image_root(ds.manifest, path)
     if root is None:
         raise UserError(f"{path}: give --image-root (the manifest records no image root)")
     table = ds.read(["key", "image", "sentences"])

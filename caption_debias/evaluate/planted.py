@@ -24,7 +24,9 @@ from caption_debias.errors import UserError
 
 
 def read_key(world: str | Path) -> dict[str, Any]:
-    path = Path(world) / "planted.json"
+    from caption_debias.dataset import folder_file
+
+    path = folder_file(world, "planted.json")
     if not path.is_file():
         raise UserError(f"{path}: no planted key (write the world with `synth --plant`)")
     return json.loads(path.read_text("utf-8"))

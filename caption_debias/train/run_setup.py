@@ -203,7 +203,7 @@ def check_inputs(
     else:
         manifest = open_prepared(cfg.data, cfg.allow_incomplete).manifest  # an unfinished folder says so first
         if cfg.image_root is None:  # the root the data was prepared (or curated) with; config.json records it
-            cfg.image_root = recorded_image_root(manifest)
+            cfg.image_root = recorded_image_root(manifest, cfg.data)
         if cfg.image_root is None:
             raise UserError(
                 "--image-root is required: the data's manifest records none "

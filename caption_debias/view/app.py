@@ -60,7 +60,9 @@ def _failed(exc: Exception):
 
 def _image_response(source: ImageSource, name: str):
     """The original file as a picture when Pillow reads it as a raster format browsers show, else a
-    download; streamed from one open file (never read whole into memory)."""
+    download of a picture browsers do not show (TIFF, ...); streamed from one open file (never read
+    whole into memory). A file Pillow does not read as a picture is refused: the route serves images,
+    not whatever a folder's rows name."""
     from starlette.responses import StreamingResponse
 
     from caption_debias.image_files import ImageProblem, decoding, open_image
@@ -69,8 +71,11 @@ def _image_response(source: ImageSource, name: str):
     try:
         with decoding(None):
             fmt = open_image(fh).format  # the header only
-    except ImageProblem:
+    except (ImageProblem, OSError, ValueError, SyntaxError):  # Pillow's own errors for what is no picture
         fmt = None
+    if fmt is None:
+        fh.close()
+        return _error("refused: not a picture (the image route serves only files that read as images)", 415)
     fh.seek(0)
     kind = INLINE_FORMATS.get(fmt or "")
     disposition = "inline" if kind else f"attachment; filename*=UTF-8''{quote(Path(name).name)}"

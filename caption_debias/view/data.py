@@ -164,6 +164,10 @@ class ViewData:
         self._reload = threading.Lock()
         self._unreadable: tuple[Any, str] | None = None  # (stamps, why) of the last failed reading
 
+    @property
+    def image_root_given(self) -> bool:
+        return self._image_root is not None
+
     # ---- one reading ---------------------------------------------------------------------------
     def _stamps(self) -> tuple:
         return tuple(stamp(f.path) for f in self._generation.folders)

@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 
 from caption_debias import lineage, storage
-from caption_debias.dataset import MANIFEST, PreparedDataset, recorded_image_root
+from caption_debias.dataset import MANIFEST, PreparedDataset, folder_file, recorded_image_root
 from caption_debias.errors import UserError
 
 REMOVED = "removed.jsonl"
@@ -109,7 +109,7 @@ def _image_root(ds: PreparedDataset, given: str | None) -> Path | str | None:
     local = lineage.image_root(ds.folder, ds.manifest)  # the one the manifests record, back through the lineage
     if local is not None:
         return local
-    recorded = recorded_image_root(ds.manifest)  # a root on a store is not looked for here: used as recorded
+    recorded = recorded_image_root(ds.manifest, ds.folder)  # a root on a store is not looked for here: used as recorded
     return recorded if recorded is not None and storage.is_remote(recorded) else None
 
 
@@ -225,7 +225,7 @@ def open_folder(index: int, path: str, image_root: str | None, name: str) -> Fol
         from caption_debias.schema import shard_arrow_schema
 
         schema = shard_arrow_schema()
-    removed_path = ds.folder / REMOVED
+    removed_path = folder_file(ds.folder, REMOVED)
     curated = isinstance(ds.manifest.get("curation"), dict) or removed_path.is_file()
     return Folder(
         index=index,

@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from caption_debias import storage
-from caption_debias.dataset import MANIFEST, PreparedDataset
+from caption_debias.dataset import MANIFEST, PreparedDataset, folder_file
 from caption_debias.errors import UserError
 from caption_debias.view import cards, reasons
 from caption_debias.view.folders import REMOVED, Folder, removed_line
@@ -101,7 +101,7 @@ class Removals:
         """The card of one removed row: its reason, detail and match, and its whole caption when its input is there."""
         f = self.store.folder(folder)
         r = self.line(folder, i)
-        line = removed_line(f.path / REMOVED, r["_offset"])
+        line = removed_line(folder_file(f.path, REMOVED), r["_offset"])
         if found is None:
             found = {(folder, r["input"]): self._input_rows(f, r["input"], [r["key"]])} if r["input"] else {}
         full = found.get((folder, r["input"]), {}).get(r["key"])

@@ -5,8 +5,9 @@
   is `sandbox`ed with nothing allowed (`DATA_POLICY`), so a file opened from the viewer's origin
   cannot run script in it, whatever it holds.
 - Originals are served inline only as the raster formats a browser shows as pictures
-  (`INLINE_FORMATS`, decided by Pillow from the bytes, not by the name); anything else (SVG, HTML,
-  unknown) is a download (`Content-Disposition: attachment`, application/octet-stream).
+  (`INLINE_FORMATS`, decided by Pillow from the bytes, not by the name); another picture Pillow reads
+  (TIFF, ...) is a download (`Content-Disposition: attachment`, application/octet-stream); anything
+  that is no picture (SVG, HTML, text, unknown) is refused (415).
 - Only requests naming an allowed host are answered (DNS rebinding: a page of another site that
   resolves its name to 127.0.0.1 gets 400): the bound address, localhost, and --allowed-host names.
 """

@@ -94,6 +94,11 @@ def describe(data: ViewData) -> list[str]:
     lines: list[str] = []
     for f in data.folders:
         extra = f", {f.removed.height:,} removed" if f.removed is not None else ""
-        root = f"images under {f.image_root}" if f.image_root else "no image root (thumbnails from image_bytes only)"
+        recorded = "" if data.image_root_given else " (recorded in its manifest; --image-root to change)"
+        root = (
+            f"images under {f.image_root}{recorded}"
+            if f.image_root
+            else "no image root (thumbnails from image_bytes only)"
+        )
         lines.append(f"{f.name}: {f.kind}, {f.ds.rows:,} rows{extra}; {root}")
     return lines
