@@ -115,6 +115,7 @@ def test_the_cli_says_it_in_one_line_and_view_names_the_recorded_root(world, tmp
     folder = _recording(world, tmp_path, "/")
     for args in (
         ["curate", str(folder), "--out", str(tmp_path / "c"), "-q"],
+        ["score", str(folder), "--out", str(tmp_path / "sc"), "--model", "tiny", "-q"],
         ["view", str(folder), "--static", str(tmp_path / "v.html")],
     ):
         proc = run_cli(*args)
@@ -183,3 +184,21 @@ def test_the_image_route_serves_only_pictures(world, tmp_path):
         assert res.status_code == 415 and b"do-not-serve" not in res.content and b"<script" not in res.content
     ok = c.get("/image/0/img0000.png")
     assert ok.status_code == 200 and ok.headers["content-type"] == "image/png"
+
+
+def test_a_packed_folder_passes_its_recorded_root_through_the_rule(world, tmp_path):
+    """view reads a packed folder through the folder it was packed from, under the root its manifest
+    records: that root is a recorded one, not one the user typed."""
+    from caption_debias.pack.options import PackOptions
+    from caption_debias.pack.run import pack
+    from caption_debias.view.data import ViewData
+
+    _, prepared, images = world
+    packed = tmp_path / "packed"
+    pack(prepared, packed, PackOptions(image_root=str(images), image_size=32, quiet=True))
+    assert str(ViewData([str(packed)]).folders[0].image_root) == str(images.resolve())
+    manifest = json.loads((packed / "manifest.json").read_text("utf-8"))
+    manifest["options"]["image_root"] = "/"
+    (packed / "manifest.json").write_text(json.dumps(manifest), "utf-8")
+    with pytest.raises(UserError, match="records the image root /, a filesystem root"):
+        ViewData([str(packed)])

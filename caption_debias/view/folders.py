@@ -23,7 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from caption_debias import lineage, storage
+from caption_debias import lineage, storage, trust
 from caption_debias.dataset import MANIFEST, PreparedDataset, folder_file, recorded_image_root
 from caption_debias.errors import UserError
 
@@ -188,7 +188,7 @@ def removed_line(path: Path, offset: int) -> dict[str, Any]:
 def _packed_input(path: str) -> tuple[str, str | None] | None:
     """A packed folder's input (the prepared or curated folder it was packed from) and image root, else None."""
     try:
-        manifest = json.loads((storage.as_path(path) / MANIFEST).read_text("utf-8"))
+        manifest = json.loads(folder_file(path, MANIFEST).read_text("utf-8"))
     except (OSError, ValueError, UserError):
         return None
     if not isinstance(manifest, dict) or manifest.get("kind") != PACKED_KIND:
@@ -199,7 +199,11 @@ def _packed_input(path: str) -> tuple[str, str | None] | None:
             f"{path}: a packed folder; view reads the folder it was packed from ({given or 'not recorded'}), "
             "which is not there"
         )
-    return given, (manifest.get("options") or {}).get("image_root") or None
+    problem = trust.recorded_path_problem(given)
+    if problem is not None:
+        raise UserError(f"{path}: a packed folder whose manifest names its input {given}, {problem}; it is not read")
+    root = (manifest.get("options") or {}).get("image_root") or None
+    return given, None if root is None else trust.check_recorded_root(str(root), path)
 
 
 def _row_group_starts(shard: Path) -> list[int]:
