@@ -178,7 +178,7 @@ class RowIndex:
         return state
 
     def _text_scan(self, text: str, rows_wanted: int | None, match_filter) -> tuple[Any, bool, int]:
-        """Kept rows whose caption holds `text` (any case), scanning the caption column row group by
+        """Kept rows whose caption or key holds `text` (any case), scanning those columns row group by
         row group in file order and stopping once `rows_wanted` rows pass `match_filter` (None: scan all).
 
         The scan's progress is kept per search text, so the next page goes on where this one stopped.
@@ -197,12 +197,12 @@ class RowIndex:
                 if done or (rows_wanted is not None and found.height >= rows_wanted):
                     return found, done, state["rows"]
                 for f, s, g, n in groups[state["groups"] : state["groups"] + step]:
-                    col = (
-                        storage.parquet_file(self.folders[f].ds.shard_paths[s])
-                        .read_row_group(g, columns=["caption"])
-                        .column(0)
+                    part = storage.parquet_file(self.folders[f].ds.shard_paths[s]).read_row_group(
+                        g, columns=["caption", "key"]
                     )
-                    hit = pl.Series(col).str.contains("(?i)" + re.escape(text)).fill_null(False)
+                    needle = "(?i)" + re.escape(text)
+                    hit = pl.Series(part.column(0)).str.contains(needle).fill_null(False)
+                    hit = hit | pl.Series(part.column(1)).str.contains(needle).fill_null(False)
                     state["parts"].append(hit.to_numpy())
                     state["groups"] += 1
                     state["rows"] += n
@@ -213,6 +213,8 @@ class RowIndex:
 
         if q.sources:
             df = df.filter(pl.col("source").cast(pl.String).is_in(list(q.sources)))
+        if q.folder is not None:
+            df = df.filter(pl.col("_folder") == q.folder)
         for col, lo, hi in q.ranges:
             if col not in df.columns:
                 raise UserError(f"no column {col!r} to filter on")
@@ -249,7 +251,11 @@ class RowIndex:
         if q.reason:
             df = df.filter(pl.col("reason") == q.reason)
         if q.text:
-            df = df.filter(pl.col("caption").str.to_lowercase().str.contains(q.text.lower(), literal=True))
+            text = q.text.lower()
+            df = df.filter(
+                pl.col("caption").str.to_lowercase().str.contains(text, literal=True)
+                | pl.col("key").str.to_lowercase().str.contains(text, literal=True)
+            )
         return self.filters(df, q)
 
     def select(self, q: Query, rows_wanted: int | None = None) -> tuple[Any, bool, int | None]:

@@ -22,7 +22,8 @@ class Query:
     view: str = "kept"  # kept | removed
     reason: str | None = None  # removed rows of this reason (None: all reasons)
     sources: tuple[str, ...] = ()
-    text: str = ""
+    folder: int | None = None  # rows of one folder (its index in the view's folder list)
+    text: str = ""  # in the caption or the key, any case
     ranges: tuple[tuple[str, float | None, float | None], ...] = ()
     sort: str | None = None
     descending: bool = False
@@ -36,6 +37,7 @@ class Query:
             self.view,
             self.reason,
             self.sources,
+            self.folder,
             self.text.lower(),
             self.ranges,
             self.sort,
@@ -46,7 +48,8 @@ class Query:
     @property
     def plain(self) -> bool:
         """Kept rows in file order, unfiltered: served from the row groups without the index."""
-        return self.view == "kept" and not (self.sources or self.text or self.ranges or self.sort or self.box)
+        filtered = self.sources or self.folder is not None or self.text or self.ranges or self.sort or self.box
+        return self.view == "kept" and not filtered
 
 
 def count(value: str | None, name: str, default: int, upper: int) -> int:
@@ -94,6 +97,7 @@ def parse_query(params) -> Query:
         view="removed" if params.get("view") == "removed" else "kept",
         reason=params.get("reason") or None,
         sources=tuple(s for s in params.getlist("source") if s),
+        folder=None if not params.get("folder") else count(params.get("folder"), "folder", 0, MAX_OFFSET),
         text=(params.get("q") or "").strip(),
         ranges=tuple(ranges),
         sort=params.get("sort") or None,

@@ -4,7 +4,7 @@
 
 const SNAP = window.CAPTION_DEBIAS_SNAPSHOT || null;
 const PAGE = 48;
-const DEFAULTS = { view: "kept", reason: "", source: "", q: "", rangeCol: "", min: "", max: "", sort: "", desc: false, offset: 0, box: "", map: false, color: "reason" };
+const DEFAULTS = { view: "kept", reason: "", source: "", folder: "", q: "", rangeCol: "", min: "", max: "", sort: "", desc: false, offset: 0, box: "", map: false, color: "reason", cutClip: "", cutGround: "" };
 const state = { ...DEFAULTS };
 let META = null;
 let lastRows = [];
@@ -61,6 +61,7 @@ function queryParams(s, paged) {  // the API's form of the filters (view/query.p
   if (paged) { p.set("offset", s.offset); p.set("limit", PAGE); }
   if (s.reason) p.set("reason", s.reason);
   if (s.source) p.set("source", s.source);
+  if (s.folder !== "") p.set("folder", s.folder);
   if (s.q) p.set("q", s.q);
   if (s.rangeCol && (s.min !== "" || s.max !== "")) p.set("range", `${s.rangeCol}:${s.min}:${s.max}`);
   if (s.sort) { p.set("sort", s.sort); p.set("desc", s.desc ? "1" : "0"); }
@@ -99,7 +100,11 @@ const snapshot = {
     let rows = s.view === "removed" ? SNAP.removed : SNAP.kept;
     if (s.reason) rows = rows.filter((c) => c.reason === s.reason);
     if (s.source) rows = rows.filter((c) => c.source === s.source);
-    if (s.q) { const q = s.q.toLowerCase(); rows = rows.filter((c) => (c.caption || "").toLowerCase().includes(q)); }
+    if (s.folder !== "") rows = rows.filter((c) => String(c.folder) === s.folder);
+    if (s.q) {  // the caption or the key holds the text, any case (view/index.py's rule)
+      const q = s.q.toLowerCase();
+      rows = rows.filter((c) => (c.caption || "").toLowerCase().includes(q) || String(c.key ?? "").toLowerCase().includes(q));
+    }
     if (s.rangeCol) {
       const lo = s.min === "" ? -Infinity : Number(s.min), hi = s.max === "" ? Infinity : Number(s.max);
       rows = rows.filter((c) => { const v = valueOf(c, s.rangeCol); return v != null && v >= lo && v <= hi; });
@@ -123,12 +128,14 @@ const data = SNAP ? snapshot : server;
 // ---- rendering ---------------------------------------------------------------------------------
 function roleClass(role) { return "role-" + role.replace(/ /g, "-"); }
 
-function groundingRange(rows) {
-  let lo = Infinity, hi = -Infinity;
-  for (const c of rows) for (const s of c.sentences || []) {
-    if (typeof s.sentence_grounding === "number") { lo = Math.min(lo, s.sentence_grounding); hi = Math.max(hi, s.sentence_grounding); }
-  }
-  return lo <= hi ? [lo, hi] : null;
+// sentence_grounding is in standard deviations of a sentence's fit to other images (docs/curation.md):
+// about 0 for a generic sentence, high for one only this picture shows, below 0 for what it lacks.
+// One fixed scale, so a shade means the same value under every filter and on every page.
+const GROUNDING_FULL = 4;   // green at its darkest from here up
+const GROUNDING_LOW = 0.5;  // below this a sentence fits this picture no better than a generic one
+function groundingShade(g) {
+  if (g < 0) return `rgba(192, 57, 43, ${(0.10 + 0.35 * Math.min(1, -g / 2)).toFixed(3)})`;
+  return `rgba(46, 160, 67, ${(0.06 + 0.5 * Math.min(1, g / GROUNDING_FULL)).toFixed(3)})`;
 }
 
 // the text with every occurrence of the search (any case) marked; each piece escaped on its own
@@ -144,19 +151,39 @@ function highlight(text, needle) {
   return out + esc(t.slice(at));
 }
 
-function sentencesHtml(card, range) {
+// what the thresholds in the panel would do to a card (view/thresholds.py says it for every row, with
+// curate's rules; this marks the page's rows the same way: below the cut goes, summaries are never masked)
+function cuts() {
+  return { clip: state.cutClip === "" ? null : Number(state.cutClip), ground: state.cutGround === "" ? null : Number(state.cutGround) };
+}
+function wouldGo(card) {
+  if (card.reason) return null;
+  const c = cuts(), sc = card.scalars || {};
+  if (c.clip !== null && !(sc.clip_score >= c.clip)) return "low_alignment";
+  if (c.ground !== null) {
+    const detail = (card.sentences || []).filter((s) => s.role === "detail" && typeof s.sentence_grounding === "number");
+    if (detail.length && Math.max(...detail.map((s) => s.sentence_grounding)) < c.ground) return "ungrounded_caption";
+  }
+  return null;
+}
+function wouldStrike(card, s) {  // masked in a row that stays
+  const g = cuts().ground;
+  return g !== null && !card.reason && !wouldGo(card) && s.role === "detail" && typeof s.sentence_grounding === "number" && s.sentence_grounding < g;
+}
+
+function sentencesHtml(card) {
   if (!card.sentences || !card.sentences.length) return highlight(card.caption, state.q);
   const weakest = card.scalars ? card.scalars.min_grounding_position : undefined;
   return card.sentences.map((s, i) => {
     const cls = ["sent", roleClass(s.role)];
+    if (wouldStrike(card, s)) cls.push("would-strike");
     if (weakest === i + 1) cls.push("weakest");
     const tips = [s.role];
     let style = "";
     if (s.sentence_keep === false) { cls.push("dropped"); tips.push("dropped by sentence_keep"); }
     if (typeof s.sentence_grounding === "number") {
       tips.push("grounding " + s.sentence_grounding.toFixed(3));
-      const a = range && range[1] > range[0] ? (s.sentence_grounding - range[0]) / (range[1] - range[0]) : 0.5;
-      style = ` style="background: rgba(46, 160, 67, ${(0.08 + 0.5 * a).toFixed(3)})"`;
+      style = ` style="background: ${groundingShade(s.sentence_grounding)}"`;
     }
     if (weakest === i + 1) tips.push("the weakest detail sentence");
     return `<span class="${cls.join(" ")}" title="${esc(tips.join(" · "))}"${style}>${highlight(s.text, state.q)}</span>`;
@@ -173,7 +200,10 @@ function scalarsHtml(card) {
   const out = [];
   const sc = card.scalars || {};
   if (typeof sc.clip_score === "number") out.push(`<span class="score">clip_score ${sc.clip_score.toFixed(3)}</span>`);
-  if (typeof sc.min_detail_grounding === "number") out.push(`<span class="weak" title="the lowest sentence_grounding of a detail sentence, and where it sits">weakest detail ${sc.min_detail_grounding.toFixed(2)} (sentence ${fmt(sc.min_grounding_position)})</span>`);
+  if (typeof sc.min_detail_grounding === "number") {
+    const low = sc.min_detail_grounding < GROUNDING_LOW ? " low" : "";
+    out.push(`<span class="weak${low}" title="the lowest sentence_grounding of a detail sentence, and where it sits (red below ${GROUNDING_LOW}: no better than a generic sentence)">weakest detail ${sc.min_detail_grounding.toFixed(2)} (sentence ${fmt(sc.min_grounding_position)})</span>`);
+  }
   if (typeof sc.masked_sentences === "number" && sc.masked_sentences) out.push(`<span class="masked">${fmt(sc.masked_sentences)} masked</span>`);
   for (const k of ["caption_repetition", "duplicate_count", "image_width", "image_height"]) {
     if (sc[k] != null && k !== "clip_score") out.push(`<span>${esc(k)} ${fmt(sc[k])}</span>`);
@@ -185,7 +215,7 @@ function bitsText(detail) {  // a perceptual-hash match: how many of the 64 bits
   return detail && typeof detail.hamming === "number" ? ` · ${detail.hamming} of 64 bits differ` : "";
 }
 
-function cardHtml(card, range) {
+function cardHtml(card) {
   const reason = card.reason ? `<span class="badge reason">${esc(card.reason)}</span>` : "";
   let match = "";
   if (card.match) {
@@ -195,21 +225,26 @@ function cardHtml(card, range) {
   const why = card.why ? `<div class="why" title="the signal that removed it, and the rule">${esc(card.why)}</div>` : "";
   const partial = card.reason && card.full_caption === false ? `<div class="muted">first 200 characters (the input folder is not there)</div>` : "";
   const picked = selected.has(card.key);
-  return `<article class="card${card.reason ? " removed" : ""}${picked ? " picked" : ""}" data-id="${esc(card.id)}" data-key="${esc(card.key)}">
+  const going = wouldGo(card);
+  const would = going ? `<span class="badge would" title="what curate would do with the thresholds above">would go: ${esc(going)}</span>` : "";
+  const folder = META && META.folders.length > 1 && META.folders[card.folder] ? `<span class="badge folder" title="the folder this row is in">${esc(META.folders[card.folder].name)}</span>` : "";
+  return `<article class="card${card.reason ? " removed" : ""}${picked ? " picked" : ""}${going ? " would-go" : ""}" data-id="${esc(card.id)}" data-key="${esc(card.key)}">
   <div class="thumb"><img src="${esc(card.thumb)}" alt="${esc(card.key)}"></div>
   <div class="body">
-    <div class="head"><input type="checkbox" class="pick" title="select this row (export its key)"${picked ? " checked" : ""}><span class="key">${esc(card.key)}</span><span class="badge src">${esc(card.source)}</span>${reason}</div>
+    <div class="head"><input type="checkbox" class="pick" title="select this row (export its key)"${picked ? " checked" : ""}><span class="key">${highlight(card.key, state.q)}</span>${folder}<span class="badge src">${esc(card.source)}</span>${reason}${would}</div>
     <div class="counts">${tokensHtml(card.num_tokens)} <span class="nsent">${card.sentences ? card.sentences.length : 0} sentences</span> ${scalarsHtml(card)}</div>
     ${why}${match}
-    <p class="caption">${sentencesHtml(card, range)}</p>${partial}
+    <p class="caption">${sentencesHtml(card)}</p>${partial}
+    <button class="full-caption" title="the whole caption on the card, however long">full caption</button>
   </div>
 </article>`;
 }
 
+let lastPage = null;  // the page on the grid, drawn again once the folder names are known
 function render(res) {
+  lastPage = res;
   lastRows = res.rows;
-  const range = groundingRange(res.rows);
-  $("grid").innerHTML = res.rows.length ? res.rows.map((c) => cardHtml(c, range)).join("") : `<p class="empty">No rows match.</p>`;
+  $("grid").innerHTML = res.rows.length ? res.rows.map(cardHtml).join("") : `<p class="empty">No rows match.</p>`;
   const end = res.offset + res.rows.length;
   const what = state.view === "removed" ? "removed" : "kept";
   const n = (x) => x.toLocaleString("en");
@@ -224,6 +259,11 @@ function render(res) {
   for (const el of document.querySelectorAll(".card")) {
     const card = lastRows.find((c) => c.id === el.dataset.id);
     el.querySelector(".pick").addEventListener("change", (ev) => { pick([card.key], ev.target.checked); });
+    el.querySelector(".full-caption").addEventListener("click", (ev) => {
+      ev.stopPropagation();
+      const full = el.querySelector(".caption").classList.toggle("full");
+      ev.target.textContent = full ? "shorter" : "full caption";
+    });
     el.addEventListener("click", (ev) => {
       if (ev.target.classList.contains("pick")) return;
       const open = card.match && (ev.target.classList.contains("compare") || card.reason) ? openPair : openDetail;
@@ -246,11 +286,20 @@ async function load() {
   }
 }
 
-// the server read a folder again (it was rewritten on disk): new counts, reasons and columns
-async function reread(generation) {
-  META = await data.meta();
+// the folders' metadata in the controls; the grid drawn again where the cards depend on it
+async function applyMeta(meta) {
+  META = meta;
   fillControls(META);
   syncControls();
+  await fillThresholds(META);
+  previewThresholds();
+  // cards name their folders and carry the thresholds' marks once the metadata is there
+  if ((META.folders.length > 1 || state.cutClip !== "" || state.cutGround !== "") && lastPage) render(lastPage);
+}
+
+// the server read a folder again (it was rewritten on disk): new counts, reasons and columns
+async function reread(generation) {
+  await applyMeta(await data.meta());
   $("status").textContent += ` (the folders changed on disk and were read again)`;
 }
 
@@ -292,7 +341,7 @@ function diffHtml(words) {
 }
 
 function side(card, label, diff) {
-  const text = diff ? `<p class="caption diff">${diffHtml(diff)}</p>` : `<p class="caption">${sentencesHtml(card, groundingRange([card]))}</p>`;
+  const text = diff ? `<p class="caption diff">${diffHtml(diff)}</p>` : `<p class="caption">${sentencesHtml(card)}</p>`;
   return `<div class="side"><h3>${esc(label)}</h3><img class="big" src="${esc(card.thumb)}" alt="${esc(card.key)}">
   <div class="head"><span class="key">${esc(card.key)}</span><span class="badge src">${esc(card.source)}</span>${card.reason ? `<span class="badge reason">${esc(card.reason)}</span>` : ""}</div>
   <div class="counts">${tokensHtml(card.num_tokens)}</div>${imageLink(card)}
@@ -318,6 +367,78 @@ async function openPair(card) {
   <div class="pair">${side(p.removed, "removed", d && d.left)}${right}</div>`);
 }
 
+// ---- thresholds: curate's cuts chosen on the page (view/thresholds.py counts them over every row) -----
+function download(name, text, type) {
+  const a = document.createElement("a");
+  a.href = URL.createObjectURL(new Blob([text], { type }));
+  a.download = name;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+}
+
+let lastPreview = null;
+// the panel when a folder holds what a cut reads; the sliders span the values there (api/thresholds)
+async function fillThresholds(meta) {
+  const th = meta.thresholds || {};
+  $("thresholds").hidden = Boolean(SNAP) || !(th.min_clip_score || th.drop_ungrounded);
+  if ($("thresholds").hidden) return;
+  let ranges = {};
+  try { ranges = (await getJSON("api/thresholds")).ranges; } catch (e) { $("th-counts").textContent = "error: " + e.message; }
+  for (const [id, name] of [["th-clip", "min_clip_score"], ["th-ground", "drop_ungrounded"]]) {
+    const r = ranges[name];
+    $(id + "-label").hidden = !th[name] || !r;
+    if (!r) continue;
+    $(id).min = r[0];
+    $(id).max = r[1] + ((r[1] - r[0]) * 0.02 || 0.01);  // a cut just above every value: all of them
+    $(id).step = "any";
+  }
+  syncThresholds();
+}
+
+function syncThresholds() {
+  for (const [id, key] of [["th-clip", "cutClip"], ["th-ground", "cutGround"]]) {
+    const on = state[key] !== "";
+    $(id + "-on").checked = on;
+    if (on) $(id).value = state[key];
+    $(id + "-value").textContent = on ? Number(state[key]).toFixed(3) : "off";
+  }
+}
+
+let previewTimer = null;
+async function previewThresholds() {
+  const c = cuts();
+  $("th-config").disabled = c.clip === null && c.ground === null;
+  if ($("thresholds").hidden || (c.clip === null && c.ground === null)) { $("th-counts").textContent = ""; lastPreview = null; return; }
+  const p = new URLSearchParams();
+  if (c.clip !== null) p.set("min_clip_score", c.clip);
+  if (c.ground !== null) p.set("drop_ungrounded", c.ground);
+  try {
+    const res = await getJSON("api/thresholds?" + p);
+    lastPreview = res;
+    const n = (x) => x.toLocaleString("en");
+    const by = Object.entries(res.removed).map(([r, k]) => `${esc(r)} ${n(k)}`).join(", ");
+    $("th-counts").innerHTML = `would remove <b id="th-removed">${n(res.removed_total)}</b> of ${n(res.rows)} rows${by ? ` (${by})` : ""}; the rows left: <b id="th-masked">${n(res.masked_sentences)}</b> sentences masked in ${n(res.masked_rows)} rows`;
+  } catch (e) { $("th-counts").textContent = "error: " + e.message; }
+}
+
+function thresholdChanged() {
+  state.cutClip = $("th-clip-on").checked ? $("th-clip").value : "";
+  state.cutGround = $("th-ground-on").checked ? $("th-ground").value : "";
+  syncThresholds();
+  if (lastPage) render(lastPage);
+  clearTimeout(previewTimer);
+  previewTimer = setTimeout(() => { history.replaceState(null, "", stateToHash(state) || location.pathname + location.search); previewThresholds(); }, 150);
+}
+
+function writeConfig() {
+  if (!lastPreview) return;
+  const text = JSON.stringify(lastPreview.config, null, 1) + "\n";
+  download("curate-thresholds.json", text, "application/json");
+  $("status").textContent = "wrote curate-thresholds.json: caption-debias curate FOLDER --config curate-thresholds.json --out OUT removes and masks what the panel counts";
+}
+
 // ---- controls ----------------------------------------------------------------------------------
 function fillControls(meta) {
   $("folders").textContent = meta.folders.map((f) => `${f.name} (${f.kind}, ${f.rows.toLocaleString("en")} rows${f.removed ? `, ${f.removed.toLocaleString("en")} removed` : ""})`).join(" · ");
@@ -331,6 +452,8 @@ function fillControls(meta) {
   $("legend-grounding").hidden = !meta.columns.includes("sentence_grounding");
   $("legend-weakest").hidden = !meta.columns.includes("sentence_grounding");
   $("source").innerHTML = `<option value="">all sources</option>` + meta.sources.map((s) => `<option>${esc(s)}</option>`).join("");
+  $("folder").innerHTML = `<option value="">all folders</option>` + meta.folders.map((f, i) => `<option value="${i}">${esc(f.name)}</option>`).join("");
+  $("folder-filter").hidden = meta.folders.length < 2;
   const numeric = meta.numeric.map((c) => `<option>${esc(c)}</option>`).join("");
   $("range-col").innerHTML = `<option value="">column…</option>` + numeric;
   $("sort").innerHTML = `<option value="">file order</option>` + numeric;
@@ -343,6 +466,7 @@ function syncControls() {
   const rows = state.view === "kept" ? "kept" : `removed:${state.reason}`;
   if ([...$("rows").options].some((o) => o.value === rows)) $("rows").value = rows;
   $("source").value = state.source;
+  if ([...$("folder").options].some((o) => o.value === state.folder)) $("folder").value = state.folder;
   if (META) {
     const opts = numericFor(state.view).map((c) => `<option>${esc(c)}</option>`).join("");
     $("sort").innerHTML = `<option value="">file order</option>` + opts;
@@ -355,6 +479,7 @@ function syncControls() {
   $("range-max").value = state.max;
   $("search").value = state.q;
   $("map-color").value = state.color;
+  syncThresholds();
   $("map-clear").hidden = !state.box;
 }
 
@@ -606,6 +731,7 @@ function wire() {
     change();
   });
   $("source").addEventListener("change", (e) => { state.source = e.target.value; change(); });
+  $("folder").addEventListener("change", (e) => { state.folder = e.target.value; change(); });
   let timer = null;
   $("search").addEventListener("input", (e) => { clearTimeout(timer); timer = setTimeout(() => { state.q = e.target.value.trim(); change(); }, 300); });
   for (const id of ["range-col", "range-min", "range-max"]) {
@@ -623,11 +749,14 @@ function wire() {
   $("sel-clear").addEventListener("click", () => { selected.clear(); showSelection(); keepSelection(); });
   $("sel-export").addEventListener("click", exportKeys);
   wireMap();
+  for (const id of ["th-clip", "th-clip-on", "th-ground", "th-ground-on"]) $(id).addEventListener("input", thresholdChanged);
+  $("th-config").addEventListener("click", writeConfig);
   window.addEventListener("popstate", () => {  // back / forward: the view that URL names
     Object.assign(state, hashToState(location.hash));
     syncControls();
     if (state.map && META && META.map) openMap().catch((e) => { $("map-status").textContent = "error: " + e.message; });
     else $("map-panel").hidden = true;
+    previewThresholds();
     load();
   });
 }
@@ -637,9 +766,7 @@ async function main() {
   wire();
   syncControls();
   await load();  // the first page needs no index; the metadata (filters, sort columns) waits for the index
-  META = await data.meta();
-  fillControls(META);
-  syncControls();
+  await applyMeta(await data.meta());
   restoreSelection();
   if (SNAP) $("top").insertAdjacentHTML("beforeend", `<span class="badge snap">static snapshot: ${esc(SNAP.note || "")}</span>`);
   if (state.map && META.map) openMap().catch((e) => { $("map-status").textContent = "error: " + e.message; });
