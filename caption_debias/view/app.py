@@ -147,6 +147,16 @@ class Routes:
 
         return self.answer(points, generation=True)
 
+    def thresholds(self, request):
+        """What curate --min-clip-score / --drop-ungrounded would remove and mask (view/thresholds.py)."""
+        from caption_debias.view.query import bound
+
+        p = request.query_params  # parsed inside answer: a malformed value is its one-line 400
+        return self.answer(
+            lambda g: g.thresholds.preview(bound(p.get("min_clip_score")), bound(p.get("drop_ungrounded"))),
+            generation=True,
+        )
+
     def map_values(self, request):
         return self.answer(lambda g: g.map_values(request.query_params.get("column") or ""))
 
@@ -235,6 +245,7 @@ def create_app(data: ViewData, thumbs: ThumbCache | None = None, hosts: list[str
             Route("/api/keys", r.keys),
             Route("/api/map", r.map),
             Route("/api/map/values", r.map_values),
+            Route("/api/thresholds", r.thresholds),
             Route("/api/pair", r.pair),
             Route("/api/thumb", r.thumb),
             Route("/image/{folder:int}/{path:path}", r.image),

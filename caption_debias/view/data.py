@@ -34,6 +34,7 @@ from caption_debias.view.index import RowIndex
 from caption_debias.view.query import PAGE_MAX, Query
 from caption_debias.view.removed import Removals
 from caption_debias.view.rows import Address, RowStore
+from caption_debias.view.thresholds import ThresholdPreview
 
 __all__ = ["FolderChanged", "Generation", "Query", "ViewData"]
 
@@ -58,6 +59,7 @@ class Generation:
         self.removals = Removals(self.folders, self.index, self.store)
         self.map = EmbeddingMap(self.folders, self.removals)
         self.index.embedding_map = self.map
+        self.thresholds = ThresholdPreview(self.folders)
 
     def stale(self) -> bool:
         """Whether a folder was rewritten (or is being rewritten) since this reading."""
@@ -138,6 +140,7 @@ class Generation:
             "ranges": self.index.ranges(),
             "generation": self.number,
             "map": self.map.available,
+            "thresholds": self.thresholds.available,
         }
 
     def image_source(self, folder: int, shard: int | None, row: int | None, removed: int | None) -> ImageSource:
