@@ -271,6 +271,12 @@ def _lengths(lists: pa.Array) -> np.ndarray:
     return pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
 
 
+def embedding_usable(e: pa.Array) -> np.ndarray:
+    """Per row: an embedding curate would use (not null, every value finite, unit length); view's
+    neighbours take the same rows."""
+    return _valid(e) & ~_bad_embeddings(e)
+
+
 def _bad_embeddings(e: pa.Array) -> np.ndarray:
     """Per row: an embedding with a null, NaN or infinite value, or not of unit length (sums of
     squares per row from one cumulative sum over the flat values)."""

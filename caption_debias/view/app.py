@@ -166,6 +166,17 @@ class Routes:
             return self.answer(lambda g: g.removals.row(_number(p, "f"), _number(p, "removed")))
         return self.answer(lambda g: cards.detail(g.store, _number(p, "f"), _number(p, "s"), _number(p, "r")))
 
+    def neighbours(self, request):
+        """Rows like this one: a kept row's nearest kept rows by its image or caption embedding (view/neighbours.py)."""
+        p = request.query_params
+
+        def nearest(g: Generation):
+            address = (_number(p, "f"), _number(p, "s"), _number(p, "r"))
+            k = _number(p, "k") if "k" in p else 12
+            return g.neighbours.page(g.cards, p.get("by", "image"), address, k)
+
+        return self.answer(nearest, generation=True)
+
     def pair(self, request):
         p = request.query_params
         return self.answer(lambda g: g.removals.pair(_number(p, "f"), _number(p, "removed")))
@@ -246,6 +257,7 @@ def create_app(data: ViewData, thumbs: ThumbCache | None = None, hosts: list[str
             Route("/api/map", r.map),
             Route("/api/map/values", r.map_values),
             Route("/api/thresholds", r.thresholds),
+            Route("/api/neighbours", r.neighbours),
             Route("/api/pair", r.pair),
             Route("/api/thumb", r.thumb),
             Route("/image/{folder:int}/{path:path}", r.image),

@@ -31,6 +31,7 @@ from caption_debias.view.embedding_map import EmbeddingMap
 from caption_debias.view.folders import Folder, filled_columns, open_folder, stamp
 from caption_debias.view.images import ImageSource, source_for
 from caption_debias.view.index import RowIndex
+from caption_debias.view.neighbours import Neighbours
 from caption_debias.view.query import PAGE_MAX, Query
 from caption_debias.view.removed import Removals
 from caption_debias.view.rows import Address, RowStore
@@ -60,6 +61,7 @@ class Generation:
         self.map = EmbeddingMap(self.folders, self.removals)
         self.index.embedding_map = self.map
         self.thresholds = ThresholdPreview(self.folders)
+        self.neighbours = Neighbours(self.folders)
 
     def stale(self) -> bool:
         """Whether a folder was rewritten (or is being rewritten) since this reading."""
@@ -141,6 +143,7 @@ class Generation:
             "generation": self.number,
             "map": self.map.available,
             "thresholds": self.thresholds.available,
+            "neighbours": self.neighbours.available(),
         }
 
     def image_source(self, folder: int, shard: int | None, row: int | None, removed: int | None) -> ImageSource:

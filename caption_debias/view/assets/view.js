@@ -353,7 +353,33 @@ async function openDetail(card) {
   const extra = d.reason ? `<p><span class="badge reason">${esc(d.reason)}</span> <span class="why">${esc(d.why || JSON.stringify(d.detail || {}))}</span></p>` : "";
   showModal(`<div class="detail"><div class="side"><img class="big" src="${esc(d.thumb)}" alt="${esc(d.key)}">${imageLink(d)}</div>
   <div class="info"><h2>${esc(d.key)}</h2>${d.path ? `<div class="muted">${esc(d.path)}</div>` : ""}${extra}<div class="counts">${tokensHtml(d.num_tokens)} ${scalarsHtml(d)}</div>
-  <h3>Sentences</h3>${sentenceTable(d)}<h3>Every column</h3>${d.columns ? columnsTable(d.columns) : columnsTable({ key: d.key, source: d.source, image: d.image, caption: d.caption })}</div></div>`);
+  <h3>Sentences</h3>${sentenceTable(d)}${likeHtml(card)}<h3>Every column</h3>${d.columns ? columnsTable(d.columns) : columnsTable({ key: d.key, source: d.source, image: d.image, caption: d.caption })}</div></div>`);
+  wireLike(card);
+}
+
+// rows like this one: the nearest kept rows by the folder's image or caption embeddings (view/neighbours.py)
+function likeHtml(card) {
+  const by = (META && META.neighbours) || [];
+  if (SNAP || !by.length || card.reason || !/^\d+:\d+:\d+$/.test(card.id)) return "";
+  return `<h3>Rows like this one</h3><div class="like-bar">${by.map((b) => `<button type="button" data-by="${esc(b)}">by ${esc(b)}</button>`).join(" ")} <span id="like-status" class="muted"></span></div><div id="like"></div>`;
+}
+
+function wireLike(card) {
+  for (const b of document.querySelectorAll(".like-bar button")) {
+    b.addEventListener("click", async () => {
+      const [f, s, r] = card.id.split(":");
+      $("like-status").textContent = "finding…";
+      try {
+        const res = await getJSON(`api/neighbours?f=${f}&s=${s}&r=${r}&by=${encodeURIComponent(b.dataset.by)}`);
+        $("like-status").textContent = `the ${res.rows.length} nearest by ${res.column} (cosine)`;
+        $("like").innerHTML = res.rows.map((c) => `<figure class="like-card" data-id="${esc(c.id)}"><img src="${esc(c.thumb)}" alt="${esc(c.key)}"><figcaption><span class="key">${esc(c.key)}</span> <b>${c.similarity.toFixed(3)}</b></figcaption></figure>`).join("");
+        for (const el of document.querySelectorAll(".like-card")) {
+          const next = res.rows.find((c) => c.id === el.dataset.id);
+          el.addEventListener("click", () => openDetail(next).catch((e) => showModal(`<p class="muted">${esc(e.message)}</p>`)));
+        }
+      } catch (e) { $("like-status").textContent = "error: " + e.message; }
+    });
+  }
 }
 
 async function openPair(card) {
