@@ -177,6 +177,13 @@ class Routes:
 
         return self.answer(nearest, generation=True)
 
+    def diff(self, request):
+        """Two folders of one view compared: rows removed (by reason), kept and masked (view/pass_diff.py)."""
+        from caption_debias.view.pass_diff import diff
+
+        p = request.query_params
+        return self.answer(lambda g: diff(g.folders, g.index, _number(p, "a"), _number(p, "b")), generation=True)
+
     def pair(self, request):
         p = request.query_params
         return self.answer(lambda g: g.removals.pair(_number(p, "f"), _number(p, "removed")))
@@ -258,6 +265,7 @@ def create_app(data: ViewData, thumbs: ThumbCache | None = None, hosts: list[str
             Route("/api/map/values", r.map_values),
             Route("/api/thresholds", r.thresholds),
             Route("/api/neighbours", r.neighbours),
+            Route("/api/diff", r.diff),
             Route("/api/pair", r.pair),
             Route("/api/thumb", r.thumb),
             Route("/image/{folder:int}/{path:path}", r.image),

@@ -465,6 +465,18 @@ function writeConfig() {
   $("status").textContent = "wrote curate-thresholds.json: caption-debias curate FOLDER --config curate-thresholds.json --out OUT removes and masks what the panel counts";
 }
 
+// ---- two passes compared (view/pass_diff.py) -----------------------------------------------------
+async function comparePasses() {
+  const n = (x) => x.toLocaleString("en");
+  $("diff-out").textContent = "comparing…";
+  try {
+    const d = await getJSON(`api/diff?a=${$("diff-a").value}&b=${$("diff-b").value}`);
+    const reasons = Object.entries(d.removed_by_reason).map(([r, k]) => `${esc(r)} ${n(k)}`).join(", ");
+    const line = d.descends ? `${esc(d.b.name)} is a later pass of ${esc(d.a.name)}` : `${esc(d.b.name)} does not descend from ${esc(d.a.name)}`;
+    $("diff-out").innerHTML = `${line}: of <b>${n(d.a.rows)}</b> rows, <b id="diff-removed">${n(d.removed)}</b> removed${reasons ? ` (${reasons})` : ""}, <b id="diff-kept">${n(d.kept)}</b> kept, ${n(d.more_masked)} with more sentences masked${d.added ? `; ${n(d.added)} rows only in ${esc(d.b.name)}` : ""}`;
+  } catch (e) { $("diff-out").textContent = "error: " + e.message; }
+}
+
 // ---- controls ----------------------------------------------------------------------------------
 function fillControls(meta) {
   $("folders").textContent = meta.folders.map((f) => `${f.name} (${f.kind}, ${f.rows.toLocaleString("en")} rows${f.removed ? `, ${f.removed.toLocaleString("en")} removed` : ""})`).join(" · ");
@@ -480,6 +492,11 @@ function fillControls(meta) {
   $("source").innerHTML = `<option value="">all sources</option>` + meta.sources.map((s) => `<option>${esc(s)}</option>`).join("");
   $("folder").innerHTML = `<option value="">all folders</option>` + meta.folders.map((f, i) => `<option value="${i}">${esc(f.name)}</option>`).join("");
   $("folder-filter").hidden = meta.folders.length < 2;
+  const folderOptions = meta.folders.map((f, i) => `<option value="${i}">${esc(f.name)}</option>`).join("");
+  $("diff-a").innerHTML = folderOptions;
+  $("diff-b").innerHTML = folderOptions;
+  if (meta.folders.length > 1 && $("diff-a").value === $("diff-b").value) $("diff-b").value = "1";
+  $("compare").hidden = Boolean(SNAP) || meta.folders.length < 2;
   const numeric = meta.numeric.map((c) => `<option>${esc(c)}</option>`).join("");
   $("range-col").innerHTML = `<option value="">column…</option>` + numeric;
   $("sort").innerHTML = `<option value="">file order</option>` + numeric;
@@ -777,6 +794,7 @@ function wire() {
   wireMap();
   for (const id of ["th-clip", "th-clip-on", "th-ground", "th-ground-on"]) $(id).addEventListener("input", thresholdChanged);
   $("th-config").addEventListener("click", writeConfig);
+  $("diff-go").addEventListener("click", comparePasses);
   window.addEventListener("popstate", () => {  // back / forward: the view that URL names
     Object.assign(state, hashToState(location.hash));
     syncControls();
