@@ -177,7 +177,9 @@ class RowIndex:
                 self._searches.popitem(last=False)
         return state
 
-    def _text_scan(self, text: str, rows_wanted: int | None, match_filter) -> tuple[Any, bool, int]:
+    def _text_scan(
+        self, text: str, rows_wanted: int | None, match_filter, regex: bool = False
+    ) -> tuple[Any, bool, int]:
         """Kept rows whose caption or key holds `text` (any case), scanning those columns row group by
         row group in file order and stopping once `rows_wanted` rows pass `match_filter` (None: scan all).
 
@@ -186,7 +188,8 @@ class RowIndex:
         """
         import polars as pl
 
-        state = self._search_state(text.lower())
+        needle = search_pattern(text, regex)
+        state = self._search_state(needle)
         index, groups = self.index(), self._groups()
         with state["lock"]:
             step = 2
@@ -200,7 +203,6 @@ class RowIndex:
                     part = storage.parquet_file(self.folders[f].ds.shard_paths[s]).read_row_group(
                         g, columns=["caption", "key"]
                     )
-                    needle = "(?i)" + re.escape(text)
                     hit = pl.Series(part.column(0)).str.contains(needle).fill_null(False)
                     hit = hit | pl.Series(part.column(1)).str.contains(needle).fill_null(False)
                     state["parts"].append(hit.to_numpy())
@@ -215,6 +217,8 @@ class RowIndex:
             df = df.filter(pl.col("source").cast(pl.String).is_in(list(q.sources)))
         if q.folder is not None:
             df = df.filter(pl.col("_folder") == q.folder)
+        if q.where:
+            df = where_filter(df, q.where)
         for col, lo, hi in q.ranges:
             if col not in df.columns:
                 raise UserError(f"no column {col!r} to filter on")
@@ -251,11 +255,8 @@ class RowIndex:
         if q.reason:
             df = df.filter(pl.col("reason") == q.reason)
         if q.text:
-            text = q.text.lower()
-            df = df.filter(
-                pl.col("caption").str.to_lowercase().str.contains(text, literal=True)
-                | pl.col("key").str.to_lowercase().str.contains(text, literal=True)
-            )
+            needle = search_pattern(q.text, q.regex)
+            df = df.filter(pl.col("caption").str.contains(needle) | pl.col("key").str.contains(needle))
         return self.filters(df, q)
 
     def select(self, q: Query, rows_wanted: int | None = None) -> tuple[Any, bool, int | None]:
@@ -274,7 +275,7 @@ class RowIndex:
             df, complete = self._removed_selection(q), True
         elif q.text:
             df, complete, searched = self._text_scan(
-                q.text, None if q.sort else rows_wanted, lambda part: self.filters(part, q)
+                q.text, None if q.sort else rows_wanted, lambda part: self.filters(part, q), q.regex
             )
         else:
             df, complete = self.filters(self.index(), q), True
@@ -338,3 +339,30 @@ class RowIndex:
         if hit.height == 0:
             return None
         return int(hit["_folder"][0]), int(hit["_shard"][0]), int(hit["_row"][0])
+
+
+def search_pattern(text: str, regex: bool) -> str:
+    """The search as one case-blind regular expression (polars: Rust's regex, linear in the text);
+    a malformed one is a ValueError (the app's one-line 400)."""
+    import polars as pl
+
+    pattern = "(?i)" + (text if regex else re.escape(text))
+    if regex:
+        try:
+            pl.Series([""], dtype=pl.String).str.contains(pattern)
+        except Exception as exc:  # noqa: BLE001  polars' ComputeError: the regex does not parse
+            raise ValueError(f"not a regular expression: {str(exc).strip().splitlines()[0][:200]}") from None
+    return pattern
+
+
+def where_filter(df, where: str):
+    """The rows of `df` a SQL expression over its columns keeps (`clip_score > 0.3 AND source = 'coco'`).
+    polars' sql_expr parses one expression: no statement, no table function (read_parquet and its kind
+    are refused), so a field query can only filter the index the page already holds."""
+    import polars as pl
+
+    try:
+        return df.filter(pl.sql_expr(where))
+    except Exception as exc:  # noqa: BLE001  polars' SQL and column errors: one line for the page
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"where: {first[:300]}") from None

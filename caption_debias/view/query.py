@@ -24,6 +24,8 @@ class Query:
     sources: tuple[str, ...] = ()
     folder: int | None = None  # rows of one folder (its index in the view's folder list)
     text: str = ""  # in the caption or the key, any case
+    regex: bool = False  # `text` is a regular expression (Rust's regex syntax, linear time)
+    where: str = ""  # a SQL expression over the index's columns (polars' sql_expr): a filter, never a statement
     ranges: tuple[tuple[str, float | None, float | None], ...] = ()
     sort: str | None = None
     descending: bool = False
@@ -38,7 +40,9 @@ class Query:
             self.reason,
             self.sources,
             self.folder,
-            self.text.lower(),
+            self.text if self.regex else self.text.lower(),
+            self.regex,
+            self.where,
             self.ranges,
             self.sort,
             self.descending,
@@ -48,7 +52,9 @@ class Query:
     @property
     def plain(self) -> bool:
         """Kept rows in file order, unfiltered: served from the row groups without the index."""
-        filtered = self.sources or self.folder is not None or self.text or self.ranges or self.sort or self.box
+        filtered = (
+            self.sources or self.folder is not None or self.text or self.where or self.ranges or self.sort or self.box
+        )
         return self.view == "kept" and not filtered
 
 
@@ -99,6 +105,8 @@ def parse_query(params) -> Query:
         sources=tuple(s for s in params.getlist("source") if s),
         folder=None if not params.get("folder") else count(params.get("folder"), "folder", 0, MAX_OFFSET),
         text=(params.get("q") or "").strip(),
+        regex=params.get("re") in ("1", "true"),
+        where=_where(params.get("where")),
         ranges=tuple(ranges),
         sort=params.get("sort") or None,
         descending=params.get("desc") in ("1", "true"),
@@ -106,3 +114,13 @@ def parse_query(params) -> Query:
         offset=count(params.get("offset"), "offset", 0, MAX_OFFSET),
         limit=max(1, min(PAGE_MAX, count(params.get("limit"), "limit", 48, MAX_OFFSET))),
     )
+
+
+MAX_WHERE = 2_000  # characters of a field query: a filter, not a program
+
+
+def _where(value: str | None) -> str:
+    text = (value or "").strip()
+    if len(text) > MAX_WHERE:
+        raise ValueError(f"where must be at most {MAX_WHERE:,} characters (got {len(text):,})")
+    return text

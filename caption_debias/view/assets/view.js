@@ -4,7 +4,7 @@
 
 const SNAP = window.CAPTION_DEBIAS_SNAPSHOT || null;
 const PAGE = 48;
-const DEFAULTS = { view: "kept", reason: "", source: "", folder: "", q: "", rangeCol: "", min: "", max: "", sort: "", desc: false, offset: 0, box: "", map: false, color: "reason", cutClip: "", cutGround: "" };
+const DEFAULTS = { view: "kept", reason: "", source: "", folder: "", q: "", re: false, where: "", rangeCol: "", min: "", max: "", sort: "", desc: false, offset: 0, box: "", map: false, color: "reason", cutClip: "", cutGround: "" };
 const state = { ...DEFAULTS };
 let META = null;
 let lastRows = [];
@@ -63,6 +63,8 @@ function queryParams(s, paged) {  // the API's form of the filters (view/query.p
   if (s.source) p.set("source", s.source);
   if (s.folder !== "") p.set("folder", s.folder);
   if (s.q) p.set("q", s.q);
+  if (s.q && s.re) p.set("re", "1");
+  if (s.where) p.set("where", s.where);
   if (s.rangeCol && (s.min !== "" || s.max !== "")) p.set("range", `${s.rangeCol}:${s.min}:${s.max}`);
   if (s.sort) { p.set("sort", s.sort); p.set("desc", s.desc ? "1" : "0"); }
   if (s.box) p.set("box", s.box);
@@ -101,9 +103,10 @@ const snapshot = {
     if (s.reason) rows = rows.filter((c) => c.reason === s.reason);
     if (s.source) rows = rows.filter((c) => c.source === s.source);
     if (s.folder !== "") rows = rows.filter((c) => String(c.folder) === s.folder);
-    if (s.q) {  // the caption or the key holds the text, any case (view/index.py's rule)
-      const q = s.q.toLowerCase();
-      rows = rows.filter((c) => (c.caption || "").toLowerCase().includes(q) || String(c.key ?? "").toLowerCase().includes(q));
+    if (s.q) {  // the caption or the key holds the text (or matches the expression), any case (view/index.py's rule)
+      let test;
+      if (s.re) { const rx = new RegExp(s.q, "i"); test = (t) => rx.test(t); } else { const q = s.q.toLowerCase(); test = (t) => t.toLowerCase().includes(q); }
+      rows = rows.filter((c) => test(c.caption || "") || test(String(c.key ?? "")));
     }
     if (s.rangeCol) {
       const lo = s.min === "" ? -Infinity : Number(s.min), hi = s.max === "" ? Infinity : Number(s.max);
@@ -141,7 +144,7 @@ function groundingShade(g) {
 // the text with every occurrence of the search (any case) marked; each piece escaped on its own
 function highlight(text, needle) {
   const t = String(text ?? "");
-  if (!needle) return esc(t);
+  if (!needle || state.re) return esc(t);
   const low = t.toLowerCase(), n = needle.toLowerCase();
   let out = "", at = 0;
   for (let i = low.indexOf(n); i >= 0 && n; i = low.indexOf(n, at)) {
@@ -492,6 +495,7 @@ function fillControls(meta) {
   $("source").innerHTML = `<option value="">all sources</option>` + meta.sources.map((s) => `<option>${esc(s)}</option>`).join("");
   $("folder").innerHTML = `<option value="">all folders</option>` + meta.folders.map((f, i) => `<option value="${i}">${esc(f.name)}</option>`).join("");
   $("folder-filter").hidden = meta.folders.length < 2;
+  $("where-filter").hidden = Boolean(SNAP);  // a field query runs on the server's index
   const folderOptions = meta.folders.map((f, i) => `<option value="${i}">${esc(f.name)}</option>`).join("");
   $("diff-a").innerHTML = folderOptions;
   $("diff-b").innerHTML = folderOptions;
@@ -521,6 +525,8 @@ function syncControls() {
   $("range-min").value = state.min;
   $("range-max").value = state.max;
   $("search").value = state.q;
+  $("search-re").checked = state.re;
+  $("where").value = state.where;
   $("map-color").value = state.color;
   syncThresholds();
   $("map-clear").hidden = !state.box;
@@ -777,6 +783,8 @@ function wire() {
   $("folder").addEventListener("change", (e) => { state.folder = e.target.value; change(); });
   let timer = null;
   $("search").addEventListener("input", (e) => { clearTimeout(timer); timer = setTimeout(() => { state.q = e.target.value.trim(); change(); }, 300); });
+  $("search-re").addEventListener("change", (e) => { state.re = e.target.checked; if (state.q) change(); else remember(); });
+  $("where").addEventListener("change", (e) => { state.where = e.target.value.trim(); change(); });
   for (const id of ["range-col", "range-min", "range-max"]) {
     $(id).addEventListener("change", () => { state.rangeCol = $("range-col").value; state.min = $("range-min").value; state.max = $("range-max").value; change(); });
   }
