@@ -246,4 +246,3 @@ def test_a_bom_crlf_and_a_symlink_are_read_as_meant(hostile, tmp_path, capsys):
         "sha256": hashlib.sha256(real.read_bytes()).hexdigest(),
         "keys": 2,
     }
-

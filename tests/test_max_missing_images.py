@@ -41,7 +41,9 @@ def quarter_missing(tmp_path_factory):
 
 
 def _curate_cli(world, out, *args: str):
-    return run_cli("curate", str(world["prepared"]), "--out", str(out), "--image-root", str(world["images"]), "-q", *args)
+    return run_cli(
+        "curate", str(world["prepared"]), "--out", str(out), "--image-root", str(world["images"]), "-q", *args
+    )
 
 
 def test_the_flag_is_the_share_that_stops_curate(quarter_missing, tmp_path):
@@ -67,7 +69,9 @@ def test_a_config_key_sets_it_and_a_flag_typed_wins(quarter_missing, tmp_path, t
 
 def test_the_api_value_sets_it(quarter_missing, tmp_path):
     with pytest.raises(UserError, match=f"{STOPS} 0 allows"):
-        cd.pack(quarter_missing["prepared"], tmp_path / "p", image_root=str(quarter_missing["images"]), max_missing_images=0)
+        cd.pack(
+            quarter_missing["prepared"], tmp_path / "p", image_root=str(quarter_missing["images"]), max_missing_images=0
+        )
     result = cd.curate(
         quarter_missing["prepared"], tmp_path / "c", image_root=str(quarter_missing["images"]), max_missing_images=0.5
     )
@@ -85,7 +89,9 @@ def test_the_api_value_sets_it(quarter_missing, tmp_path):
 )
 @pytest.mark.parametrize("command", ["curate", "pack", "score"])
 def test_a_bad_value_on_the_command_line_is_one_line(quarter_missing, tmp_path, command, value, message):
-    proc = run_cli(command, str(quarter_missing["prepared"]), "--out", str(tmp_path / "o"), "--max-missing-images", value)
+    proc = run_cli(
+        command, str(quarter_missing["prepared"]), "--out", str(tmp_path / "o"), "--max-missing-images", value
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().split("\n") == [f"caption-debias: error: {message}"]
 
@@ -93,7 +99,11 @@ def test_a_bad_value_on_the_command_line_is_one_line(quarter_missing, tmp_path, 
 @pytest.mark.parametrize("value", [None, float("nan"), -1, 2, "half", True])
 @pytest.mark.parametrize(
     "cls",
-    ["caption_debias.curate.options:CurateOptions", "caption_debias.pack.options:PackOptions", "caption_debias.score.options:ScoreOptions"],
+    [
+        "caption_debias.curate.options:CurateOptions",
+        "caption_debias.pack.options:PackOptions",
+        "caption_debias.score.options:ScoreOptions",
+    ],
 )
 def test_a_bad_api_value_is_one_line_before_any_work(cls, value):
     import importlib

@@ -137,11 +137,15 @@ def _json_key(line: str, n: int, where: str) -> str:
     try:
         key = json.loads(line)  # begins with a quote: one string literal, no nesting to recurse into
     except ValueError as exc:
-        raise UserError(f"{where}: line {n} begins with a double quote but is not one JSON string ({exc.msg})") from None
+        raise UserError(
+            f"{where}: line {n} begins with a double quote but is not one JSON string ({exc.msg})"
+        ) from None
     try:
         key.encode("utf-8")
     except UnicodeEncodeError as exc:  # a lone surrogate: Parquet strings are UTF-8, so no row's key holds one
-        raise UserError(f"{where}: line {n} holds a lone surrogate (\\u{ord(key[exc.start]):04x}), which no key holds") from None
+        raise UserError(
+            f"{where}: line {n} holds a lone surrogate (\\u{ord(key[exc.start]):04x}), which no key holds"
+        ) from None
     return key
 
 

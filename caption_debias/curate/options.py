@@ -160,8 +160,9 @@ class CurateOptions(MissingImagesOptions, StageOptions):
     )
     exclude_keys: str | None = option(
         None,
-        "Remove the rows whose key is listed in this file (one key a line, as `caption-debias view` exports a "
-        "selection) as excluded_by_user, the funnel's last reason; the manifest records the file's sha256.",
+        "Remove the rows whose key is listed in this file (one key a line, as it stands or as a JSON string, as "
+        "`caption-debias view` exports a selection) as excluded_by_user, the funnel's last reason; the manifest "
+        "records the file's sha256.",
     )
     include_keys: str | None = option(
         None,
