@@ -142,6 +142,15 @@ def _kinds(cls: type) -> dict[str, type | None]:
     return kinds
 
 
+@lru_cache(maxsize=None)
+def _nullable(cls: type) -> frozenset[str]:
+    """The fields of an options class whose type admits None (`float | None`, `Any`)."""
+    hints = typing.get_type_hints(cls)
+    return frozenset(
+        name for name, hint in hints.items() if hint is Any or type(None) in typing.get_args(hint) or hint is type(None)
+    )
+
+
 def field_kind(cls: type, name: str) -> type | None:
     """int, float, str or bool for a scalar field (Optional or not); None for a list or another type."""
     return _kinds(cls).get(name)
@@ -186,12 +195,17 @@ def _out_of_bounds(f: dataclasses.Field, value: float) -> bool:
 
 def check_value(cls: type, name: str, value: Any) -> Any:
     """`value` for field `name` of `cls`, converted (a number from text) and checked against the
-    field's limits; a bad one is a UserError naming the flag. None passes (an unset optional)."""
+    field's limits; a bad one is a UserError naming the flag. None passes where the field's type
+    admits it (an unset optional), and is refused where it does not (the API's `max_missing_images=None`)."""
     f = fields_of(cls)[name]
-    if value is None:
-        return None
     kind = field_kind(cls, name)
     flag = flag_name(f)
+    if value is None:
+        if name in _nullable(cls):
+            return None
+        named: dict[type | None, str] = {float: "a number", int: "a whole number", bool: "true or false"}
+        what = named.get(kind, "given a value")
+        raise UserError(f"{flag} must be {what} (got None)")
     if kind in (int, float):
         value = _number(value, kind, flag)
         if kind is float and f.metadata.get("finite", True) and not math.isfinite(value):

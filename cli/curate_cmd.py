@@ -20,6 +20,7 @@ def curate(
     ),
     out: str = out_option("Output folder: shards, manifest.json and removed.jsonl (a local path or an fsspec URL)."),
     image_root: Optional[str] = from_field(CurateOptions, "image_root"),
+    max_missing_images: float = from_field(CurateOptions, "max_missing_images"),
     decontaminate: List[str] = from_field(CurateOptions, "decontaminate"),
     near_duplicate_threshold: float = from_field(CurateOptions, "near_duplicate_threshold"),
     keep_duplicate_images: bool = from_field(CurateOptions, "keep_duplicate_images"),

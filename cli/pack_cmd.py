@@ -15,6 +15,7 @@ def pack(
     ctx: typer.Context,
     prepared: str = typer.Argument(..., help="Prepared (or curated) folder to pack (a local path or an fsspec URL)."),
     image_root: Optional[str] = from_field(PackOptions, "image_root"),
+    max_missing_images: float = from_field(PackOptions, "max_missing_images"),
     out: str = out_option("Output folder: NNNNN.tar, sizes.json, removed.jsonl, manifest.json."),
     image_size: int = from_field(PackOptions, "image_size"),
     resize_mode: str = from_field(PackOptions, "resize_mode"),

@@ -25,6 +25,7 @@ def score(
     model: str = from_field(ScoreOptions, "model"),
     pretrained: Optional[str] = from_field(ScoreOptions, "pretrained"),
     image_root: Optional[str] = from_field(ScoreOptions, "image_root"),
+    max_missing_images: float = from_field(ScoreOptions, "max_missing_images"),
     batch_size: int = from_field(ScoreOptions, "batch_size"),
     device: str = from_field(ScoreOptions, "device"),
     precision: str = from_field(ScoreOptions, "precision"),

@@ -142,3 +142,45 @@ def _change_words(text: str, rng: random.Random, n: int) -> str:
     for i in rng.sample(range(1, len(words) - 1), n):
         words[i] = "purple" if words[i] != "purple" else "golden"
     return " ".join(words)
+
+
+# Keys prepare accepts that a one-key-a-line text file cannot carry, or that a careless reader of one
+# would change: line breaks of every kind, a carriage return, a NUL, a BOM, quotes, edge spaces.
+HOSTILE_IDS = [
+    "line\nbreak",
+    "carriage\rreturn",
+    "crlf\r\n",
+    "ends with cr\r",
+    "nul\x00inside",
+    "u2028\u2028sep",
+    "nel\x85sep",
+    '"quoted"',
+    " edge spaces ",
+    "\ufeffbom first",
+    "tab\tkey",
+    "plain-1",
+]
+
+
+def hostile_keys_world(root: Path) -> dict:
+    """A table whose rows' ids are HOSTILE_IDS (keys `table/ID`), one real picture and a distinct caption
+    each, prepared and curated with nothing removed. Returns {'prepared', 'curated', 'images', 'keys'}."""
+    from caption_debias.curate.options import CurateOptions
+    from caption_debias.curate.run import curate
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+
+    rng = random.Random(11)
+    images = root / "images"
+    images.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for i, ident in enumerate(HOSTILE_IDS):
+        scene(700 + i).save(images / f"h{i}.jpg", quality=90)
+        rows.append({"key": ident, "image": f"h{i}.jpg", "caption": caption(rng)})
+    table = root / "table.jsonl"
+    table.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    prepared, curated = root / "prepared", root / "curated"
+    prepare([table], prepared, PrepareOptions(format="table", quiet=True, image_root=str(images)))
+    manifest = curate([str(prepared)], curated, CurateOptions(quiet=True, image_root=str(images)))
+    assert manifest["counts"]["written"] == len(rows), manifest["counts"]
+    return {"prepared": prepared, "curated": curated, "images": images, "keys": [f"table/{i}" for i in HOSTILE_IDS]}

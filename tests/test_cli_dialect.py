@@ -189,6 +189,20 @@ def test_one_field_per_flag(name):
             assert p.help == fields[p.name].metadata["help"], (name, p.name)
 
 
+# Fields the Python API takes that are no flag: how much work is queued, which changes no output.
+API_ONLY = {"max_in_flight", "image_threads"}
+
+
+@pytest.mark.parametrize("name", sorted(OPTION_CLASSES))
+def test_every_field_is_a_flag(name):
+    """The other way round: every field of a command's options class reaches its command line (and so
+    --config), unless it is a tuning knob of the API alone (--max-missing-images was one by mistake)."""
+    params = {p.name for p in _commands()[name].params}
+    from caption_debias.options import fields_of
+
+    assert set(fields_of(_options_class(name))) - params <= API_ONLY, name
+
+
 @pytest.mark.parametrize("name", sorted(OPTION_CLASSES))
 def test_shared_flags_come_from_the_shared_bases(name):
     """--quiet, --log-interval, --overwrite, --image-root, --workers, --engine and --ray-address are

@@ -24,6 +24,7 @@ pytest.importorskip("uvicorn")
 sync_api = pytest.importorskip("playwright.sync_api")
 
 from browser_support import needs_chromium, shot  # noqa: E402
+from curate_fixtures import hostile_keys_world  # noqa: E402
 from view_fixtures import Server, curated_world, embedding_folder, planted_world  # noqa: E402
 
 pytestmark = needs_chromium
@@ -39,6 +40,11 @@ def planted(tmp_path_factory):
 def served(planted, tmp_path_factory):
     with Server([planted["curated"]], thumbs_dir=tmp_path_factory.mktemp("thumbs")) as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    return hostile_keys_world(tmp_path_factory.mktemp("hostile-keys"))
 
 
 @pytest.fixture()
@@ -136,12 +142,13 @@ def test_select_export_and_curate_exclude_keys_on_the_file(served, planted, cont
     expect(page.locator("#sel-count")).to_have_text(f"{len(weak) + 1} selected")
     with page.expect_download() as info:
         page.click("#sel-export")
-    saved = tmp_path / "keys.txt"
+    assert info.value.suggested_filename == f"selected-keys-{len(weak) + 1}.jsonl"
+    saved = tmp_path / "keys.jsonl"
     info.value.save_as(saved)
     page.reload()  # the selection outlives a reload of the tab
     expect(page.locator("#sel-count")).to_have_text(f"{len(weak) + 1} selected")
     expect(page.locator(f'.card[data-key="{extra}"] .pick')).to_be_checked()
-    assert sorted(saved.read_text("utf-8").splitlines()) == sorted(weak + [extra])
+    assert sorted(json.loads(x) for x in saved.read_text("utf-8").split("\n") if x) == sorted(weak + [extra])
     shot(page, "selection")
     # the exported file, handed to a real curate run (the command line, as a user runs it)
     out = tmp_path / "curated-v2"
@@ -163,6 +170,32 @@ def test_select_export_and_curate_exclude_keys_on_the_file(served, planted, cont
         == hashlib.sha256(saved.read_bytes()).hexdigest()
     )
     assert manifest["counts"]["read"] == manifest["counts"]["written"] + manifest["counts"]["removed"]
+
+
+def test_keys_with_line_breaks_are_exported_and_curate_keeps_exactly_them(hostile, context, tmp_path):
+    """Every key prepare accepts (a line break, a carriage return, a NUL, ...) survives the page's export."""
+    with Server([hostile["curated"]], thumbs_dir=tmp_path / "thumbs") as server:
+        page = _page(context)
+        page.goto(server.url)
+        n = len(hostile["keys"])
+        expect(page.locator(".card")).to_have_count(n)
+        page.click("#sel-all")
+        expect(page.locator("#sel-count")).to_have_text(f"{n} selected")
+        expect(page.locator(".card.picked")).to_have_count(n)  # every card shows it, a key with \r too
+        with page.expect_download() as info:
+            page.click("#sel-export")
+        saved = tmp_path / "keys.jsonl"
+        info.value.save_as(saved)
+        expect(page.locator("#status")).to_contain_text(f"exported {n} keys")
+    assert info.value.suggested_filename == f"selected-keys-{n}.jsonl"
+    assert sorted(json.loads(x) for x in saved.read_text("utf-8").split("\n") if x) == sorted(hostile["keys"])
+    out = tmp_path / "only"
+    proc = run_cli(
+        "curate", str(hostile["prepared"]), "--out", str(out), "--image-root", str(hostile["images"]),
+        "--include-keys", str(saved), "-q",
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert [r["key"] for r in _rows(out, ["key"])] == hostile["keys"]
 
 
 def _map_ready(page) -> None:  # no wait_for_function: its predicates use eval, which the page's policy refuses

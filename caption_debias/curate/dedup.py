@@ -20,6 +20,7 @@ import numpy as np
 
 from caption_debias.curate import images as img
 from caption_debias.curate import minhash, quality
+from caption_debias.curate.keys import KeyList
 from caption_debias.curate.options import REASONS, CurateOptions
 from caption_debias.curate.signals import band_name, problem_column
 
@@ -289,10 +290,12 @@ def decide(
     shared_keys=local_shared_keys,
     embeddings=None,
     thumbs=None,
+    key_lists: dict[str, KeyList] | None = None,
 ) -> Decisions:
     """Every row's reason. `shared_keys(table, column)` finds rows with a repeated key (polars; Ray Data
     with --engine ray); `embeddings(orders)` gives (orders that have one, float16 matrix) for SemDeDup;
-    `thumbs(orders)` the thumbnails of large flat pictures whose phash matched (images.LATER)."""
+    `thumbs(orders)` the thumbnails of large flat pictures whose phash matched (images.LATER);
+    `key_lists` the run's one reading of its key files (read here when not given)."""
     n = table.n
     reason = np.full(n, KEPT, np.int8)
     d = Decisions(reason, duplicate_count=np.zeros(n, np.int32))
@@ -353,7 +356,7 @@ def decide(
                 "similarity": round(cos, 4),
             }
     if options.exclude_keys is not None or options.include_keys is not None:
-        _user_keys(table, options, reason, d)
+        _user_keys(table, options.key_lists() if key_lists is None else key_lists, reason, d)
     counts = np.zeros(n, np.int32)
     if d.ref:
         np.add.at(counts, np.fromiter(d.ref.values(), np.int64, len(d.ref)), 1)
@@ -361,12 +364,11 @@ def decide(
     return d
 
 
-def _user_keys(table: SignalTable, options: CurateOptions, reason: np.ndarray, d: Decisions) -> None:
+def _user_keys(table: SignalTable, given: dict[str, KeyList], reason: np.ndarray, d: Decisions) -> None:
     """The funnel's last step: rows every other reason kept that --exclude-keys lists or --include-keys
     does not (curate/keys.py). Last, so the output is the same run's less exactly those rows."""
     from caption_debias.curate import keys
 
-    given = keys.lists(options.exclude_keys, options.include_keys)
     by_exclude, by_include = keys.excluded(table.column("key"), given.get("exclude"), given.get("include"))
     for mask, role in ((by_exclude, "exclude"), (by_include, "include")):
         rows = np.flatnonzero(mask & (reason == KEPT))

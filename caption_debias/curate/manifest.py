@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from caption_debias.curate.options import REASONS, CurateOptions
 from caption_debias.input_folders import Tally, carried
 from caption_debias.runner import stamp
+
+if TYPE_CHECKING:
+    from caption_debias.curate.keys import KeyList
 
 
 def funnel(read: int, reasons: Counter) -> list[dict[str, Any]]:
@@ -43,15 +46,17 @@ def build(
     elapsed_s: float,
     masks: list[dict[str, int] | None] = (),
     alignment: dict[str, Any] | None = None,
+    key_lists: dict[str, KeyList] | None = None,
 ) -> dict[str, Any]:
-    """`tally`: the write step's sidecars, with any rows removed ahead of the input folders (by --score-model)."""
+    """`tally`: the write step's sidecars, with any rows removed ahead of the input folders (by --score-model);
+    `key_lists`: the run's one reading of its key files (the digests recorded are of the bytes that decided)."""
     tally.reconcile("curate")
     masked = sentence_masks(list(masks), options, tally.reasons)
     first = tally.inputs.manifests[0] if tally.inputs.manifests else {}
     return {
         **tally.manifest_head(REASONS, options.to_dict()),
         "curation": {
-            "thresholds": options.thresholds(),
+            "thresholds": options.thresholds(key_lists),
             "funnel": funnel(tally.read, tally.reasons),
             "decontaminate": eval_sets,
             "image_coverage": coverage,

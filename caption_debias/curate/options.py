@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from caption_debias.errors import UserError
 from caption_debias.options import MissingImagesOptions, StageOptions, field_default, option
+
+if TYPE_CHECKING:
+    from caption_debias.curate.keys import KeyList
 
 # Funnel order: a row removed for an earlier reason is never tested for a later one, and
 # "an earlier kept row" of the duplicate reasons means a row that passed every reason before.
@@ -157,8 +160,9 @@ class CurateOptions(MissingImagesOptions, StageOptions):
     )
     exclude_keys: str | None = option(
         None,
-        "Remove the rows whose key is listed in this file (one key a line, as `caption-debias view` exports a "
-        "selection) as excluded_by_user, the funnel's last reason; the manifest records the file's sha256.",
+        "Remove the rows whose key is listed in this file (one key a line, as it stands or as a JSON string, as "
+        "`caption-debias view` exports a selection) as excluded_by_user, the funnel's last reason; the manifest "
+        "records the file's sha256.",
     )
     include_keys: str | None = option(
         None,
@@ -187,18 +191,24 @@ class CurateOptions(MissingImagesOptions, StageOptions):
             if not Path(path).exists():
                 raise UserError(f"--decontaminate {spec!r}: {path}: no such file or folder")
 
-        if self.exclude_keys is not None or self.include_keys is not None:
-            from caption_debias.curate import keys
+        self.key_lists()  # a keys file missing, not UTF-8, huge, empty: one line now
 
-            keys.lists(self.exclude_keys, self.include_keys)  # missing, not UTF-8, huge, empty: one line now
-
-    def user_keys(self) -> dict[str, Any] | None:
-        """The key files given (path, sha256, keys), recorded with the thresholds: another file is another run."""
+    def key_lists(self) -> dict[str, KeyList]:
+        """The key files given, read (curate/keys.py). A run reads them once, at its start, and hands
+        that reading to everything after it (thresholds, the check against the inputs, the decision)."""
         if self.exclude_keys is None and self.include_keys is None:
-            return None
+            return {}
         from caption_debias.curate import keys
 
-        return {role: k.record() for role, k in keys.lists(self.exclude_keys, self.include_keys).items()}
+        return keys.lists(self.exclude_keys, self.include_keys)
+
+    def user_keys(self, key_lists: dict[str, KeyList] | None = None) -> dict[str, Any] | None:
+        """The key files given (path, sha256, keys), recorded with the thresholds: another file is another
+        run. `key_lists`: the run's reading of them (read here when not given)."""
+        if self.exclude_keys is None and self.include_keys is None:
+            return None
+        given = self.key_lists() if key_lists is None else key_lists
+        return {role: k.record() for role, k in given.items()}
 
     def lsh(self) -> tuple[int, int]:
         """(bands, rows per band) for this run's --near-duplicate-threshold."""
@@ -215,8 +225,9 @@ class CurateOptions(MissingImagesOptions, StageOptions):
             need["image_embedding"] = "--semantic-duplicate-threshold"
         return need
 
-    def thresholds(self) -> dict[str, Any]:
-        """Every threshold that decides a reason (recorded in the manifest)."""
+    def thresholds(self, key_lists: dict[str, KeyList] | None = None) -> dict[str, Any]:
+        """Every threshold that decides a reason (recorded in the manifest); `key_lists` as for user_keys."""
+        user_keys = self.user_keys(key_lists)
         return {
             "min_image_side": self.min_image_side,
             "phash_hamming_max": self.duplicate_image_distance,
@@ -260,12 +271,12 @@ class CurateOptions(MissingImagesOptions, StageOptions):
                 "probes": SEMDEDUP_PROBES,
             },
             # only when given: a run without key files records (and resumes with) the same thresholds as before
-            **({"user_keys": self.user_keys()} if self.user_keys() is not None else {}),
+            **({"user_keys": user_keys} if user_keys is not None else {}),
         }
 
-    def output_shaping(self) -> dict[str, Any]:
+    def output_shaping(self, key_lists: dict[str, KeyList] | None = None) -> dict[str, Any]:
         shaping = super().output_shaping()
-        shaping["thresholds"] = self.thresholds()
+        shaping["thresholds"] = self.thresholds(key_lists)
         return shaping
 
 

@@ -133,7 +133,9 @@ def _run_writes(
     return tally, masks, reused
 
 
-def _decide(inputs: Inputs, out: Path, options: CurateOptions, ev) -> tuple[dict, dedup.Decisions]:
+def _decide(
+    inputs: Inputs, out: Path, options: CurateOptions, ev, key_lists: dict[str, keys.KeyList] | None = None
+) -> tuple[dict, dedup.Decisions]:
     """Decisions per shard: {index: {local row: [reason code, detail]}}, plus duplicate counts."""
     import numpy as np
 
@@ -155,10 +157,11 @@ def _decide(inputs: Inputs, out: Path, options: CurateOptions, ev) -> tuple[dict
         shared_keys=shared,
         embeddings=embeddings,
         thumbs=thumbs,
+        key_lists=key_lists,
     )
     refs = np.fromiter(set(d.ref.values()), np.int64)
-    keys = table.rows_where(refs, ["key"]) if len(refs) else None
-    key_of = dict(zip(keys["order"].to_list(), keys["key"].to_list())) if keys is not None else {}
+    matched = table.rows_where(refs, ["key"]) if len(refs) else None
+    key_of = dict(zip(matched["order"].to_list(), matched["key"].to_list())) if matched is not None else {}
     starts = np.array([s.start for s in inputs.shards], np.int64)
     removed: dict[int, dict[int, list]] = {}
     for o in np.flatnonzero(d.reason != dedup.KEPT).tolist():
@@ -347,14 +350,16 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
     started = time.monotonic()
     out = folder.out
     inputs = _open_inputs(given, out)
+    # the key files read once: their keys decide the rows and their bytes' sha256 is what is recorded
+    key_lists = options.key_lists()
     shaping = {
         "inputs": [f["path"] for f in inputs.folders],
         "input_manifests": [f["manifest_sha256"] for f in inputs.folders],
-        **options.output_shaping(),
+        **options.output_shaping(key_lists),
     }
     if options.score_model is None:
         require_scores(inputs, options)
-    user_keys = keys.check_inputs([s.path for s in inputs.shards], options.exclude_keys, options.include_keys)
+    user_keys = keys.check_inputs([s.path for s in inputs.shards], key_lists)
     folder.start(shaping, options.overwrite)
     (out / MANIFEST).unlink(missing_ok=True)  # only a finished run has a manifest
     say(f"reading {inputs.rows:,} rows in {len(inputs.shards)} shard{'s' * (len(inputs.shards) != 1)}", options.quiet)
@@ -375,7 +380,7 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
     if root is not None:  # before any row is written: a wrong root is one line, not an empty dataset
         check_missing("curate", counts, root, options.max_missing_images)
     say(f"deciding which of {inputs.rows:,} rows to keep (duplicates across shards, thresholds)", options.quiet)
-    decisions, _ = _decide(inputs, out, options, ev)
+    decisions, _ = _decide(inputs, out, options, ev, key_lists)
     tally, masks, reused["shards"] = _run_writes(folder, inputs, options, decisions, sig_sides, scored_removed)
     n = len(inputs.shards)
     folder.prune(
@@ -393,6 +398,7 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
         eval_sets=ev.sets if ev is not None else [],
         masks=masks,
         alignment=decisions["alignment"],
+        key_lists=key_lists,
         elapsed_s=time.monotonic() - started,
     )
     if user_keys:

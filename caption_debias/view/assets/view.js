@@ -541,7 +541,8 @@ function showSelection() {
   $("sel-count").textContent = `${selected.size.toLocaleString("en")} selected`;
   $("sel-export").disabled = selected.size === 0;
   for (const el of document.querySelectorAll(".card")) {
-    const on = selected.has(el.dataset.key);
+    const card = lastRows.find((c) => c.id === el.dataset.id);  // its key as served: HTML reads a \r in data-key as \n
+    const on = card !== undefined && selected.has(card.key);
     el.classList.toggle("picked", on);
     el.querySelector(".pick").checked = on;
   }
@@ -570,13 +571,18 @@ function restoreSelection() {
   } catch (e) { /* nothing kept */ }
 }
 
-// one key a line, as `caption-debias curate --exclude-keys FILE` / `--include-keys FILE` read it
+// every key as a JSON string, one a line (JSON lines): curate --exclude-keys / --include-keys read it,
+// and a key holding a line break or a carriage return stays one key (curate/keys.py)
+function keysFileText(keys) {
+  return keys.map((k) => JSON.stringify(k) + "\n").join("");
+}
+
 function exportKeys() {
-  const keys = [...selected].filter((k) => !/[\n\r]/.test(k));
-  const blob = new Blob([keys.join("\n") + "\n"], { type: "text/plain" });
+  const keys = [...selected];
+  const blob = new Blob([keysFileText(keys)], { type: "text/plain" });
   const a = document.createElement("a");
   a.href = URL.createObjectURL(blob);
-  a.download = `selected-keys-${keys.length}.txt`;
+  a.download = `selected-keys-${keys.length}.jsonl`;
   document.body.appendChild(a);
   a.click();
   a.remove();
