@@ -95,6 +95,14 @@ class ManifestCurationSentenceKeep(TypedDict):
     rows_removed: int
 
 
+class ManifestCurationKeptByUser(TypedDict, total=False):
+    """Present when --keep-keys was given: rows (listed rows written), overrode (reason -> listed rows that reason would have removed), not_kept (reason -> listed rows that went all the same: a missing or unreadable image)."""
+
+    rows: int
+    overrode: dict[str, int]
+    not_kept: dict[str, int]
+
+
 class ManifestCurationLowAlignment(TypedDict, total=False):
     """Present when --min-clip-score or --keep-top-alignment was given: min_clip_score, keep_top_alignment (P), kept_by_rank (ceil(P% of rows)) and cutoff (the clip_score of the last row kept by rank: where --keep-top-alignment cut)."""
 
@@ -117,6 +125,7 @@ class ManifestCuration(_ManifestCurationRequired, total=False):
     """curate only: how the folder was curated (docs/curation.md)."""
 
     sentence_keep: ManifestCurationSentenceKeep
+    kept_by_user: ManifestCurationKeptByUser
     low_alignment: ManifestCurationLowAlignment
 
 

@@ -36,6 +36,7 @@ def curate(
     semantic_duplicate_center: bool = from_field(CurateOptions, "semantic_duplicate_center"),
     exclude_keys: Optional[str] = from_field(CurateOptions, "exclude_keys", metavar="FILE"),
     include_keys: Optional[str] = from_field(CurateOptions, "include_keys", metavar="FILE"),
+    keep_keys: Optional[str] = from_field(CurateOptions, "keep_keys", metavar="FILE"),
     score_model: Optional[str] = from_field(CurateOptions, "score_model", metavar="SPEC"),
     score_pretrained: Optional[str] = from_field(CurateOptions, "score_pretrained"),
     score_device: str = from_field(CurateOptions, "score_device"),

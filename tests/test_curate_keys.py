@@ -154,3 +154,59 @@ def test_cli_bad_keys_file_is_one_line_and_exit_2(world, tmp_path):
     assert proc.stderr.strip().splitlines() == [
         f"caption-debias: error: --exclude-keys {tmp_path / 'nope.txt'}: No such file or directory"
     ]
+
+
+def test_keep_keys_keeps_what_a_filter_removed_and_never_masks_it(world, plain, tmp_path):
+    """--keep-keys (issue 37): the rows listed stay whatever removed them, but a missing image; the rest
+    of the run is the same; the manifest counts what each reason would have removed."""
+    before = {r["key"]: r["reason"] for r in _removed(plain)}
+    by_reason: dict[str, str] = {}
+    for key, reason in before.items():
+        by_reason.setdefault(reason, key)
+    assert "duplicate_image" in by_reason and "image_missing" in by_reason
+    unkeepable = ("image_missing", "image_unreadable")  # no picture: nothing to train on
+    chosen = sorted(k for r, k in by_reason.items() if r not in unkeepable) + [by_reason["image_missing"]]
+    path = tmp_path / "keep.txt"
+    path.write_text("".join(json.dumps(k) + "\n" for k in chosen), "utf-8")  # the view's JSON-lines export
+    out = tmp_path / "out"
+    manifest = curate([world["prepared"]], out, _opts(world, keep_keys=str(path)))
+    rescued = [k for k in chosen if before[k] not in unkeepable]
+    assert set(_kept(out)) == set(_kept(plain)) | set(rescued)
+    after = {r["key"]: r["reason"] for r in _removed(out)}
+    assert after == {k: r for k, r in before.items() if k not in rescued}  # nothing else moved
+    kept_by_user = manifest["curation"]["kept_by_user"]
+    assert kept_by_user["overrode"] == {before[k]: 1 for k in rescued}
+    assert kept_by_user["not_kept"] == {"image_missing": 1} and kept_by_user["rows"] == len(rescued)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert manifest["curation"]["thresholds"]["user_keys"]["keep"] == {
+        "path": str(path),
+        "sha256": digest,
+        "keys": len(chosen),
+    }
+    c = manifest["counts"]
+    assert c["read"] == c["written"] + c["removed"]
+
+
+def test_keep_keys_rows_are_never_masked(tmp_path):
+    """A scored folder with --drop-ungrounded: the kept-by-user rows' sentence_keep is all True."""
+    import pyarrow.parquet as pq
+    from view_fixtures import curated_world, scored_copy
+
+    w = curated_world(tmp_path / "w")
+    scored = scored_copy(w["curated"], w["images"], tmp_path / "scored")
+    rows = pq.read_table(scored / "shards", columns=["key"]).column("key").to_pylist()
+    path = tmp_path / "keep.txt"
+    path.write_text(f"{rows[0]}\n{rows[3]}\n", "utf-8")
+    out = tmp_path / "out"
+    curate([scored], out, CurateOptions(quiet=True, drop_ungrounded=0.5, keep_keys=str(path)))
+    got = dict(zip(*pq.read_table(out / "shards", columns=["key", "sentence_keep"]).to_pydict().values()))
+    assert all(got[rows[0]]) and all(got[rows[3]])
+    assert any(not all(m) for k, m in got.items() if k not in (rows[0], rows[3]))  # the others are masked
+
+
+def test_a_key_both_excluded_and_kept_is_one_line(world, tmp_path):
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("table/a0\ntable/a1\n", "utf-8")
+    b.write_text("table/a1\n", "utf-8")
+    with pytest.raises(UserError, match="both list 1 keys .*a row cannot be removed and kept"):
+        curate([world["prepared"]], tmp_path / "out", _opts(world, exclude_keys=str(a), keep_keys=str(b)))

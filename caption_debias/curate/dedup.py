@@ -12,6 +12,7 @@ without a look), then running that loop over those rows only.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,8 @@ class Decisions:
     ref: dict[int, int] = field(default_factory=dict)  # order -> order of the kept row it duplicates
     duplicate_count: np.ndarray | None = None  # int32 per row
     alignment: dict[str, Any] = field(default_factory=dict)  # low_alignment's run-wide facts (the top-P cut-off)
+    kept_by_user: dict[str, Any] = field(default_factory=dict)  # --keep-keys: rows kept, what would have removed them
+    unmasked: np.ndarray | None = None  # bool per row: listed by --keep-keys and kept, so never masked
 
 
 # ---------------------------------------------------------------- the duplicate loop
@@ -355,8 +358,11 @@ def decide(
                 "by": "image embedding, centred" if options.semantic_duplicate_center else "image embedding",
                 "similarity": round(cos, 4),
             }
-    if options.exclude_keys is not None or options.include_keys is not None:
-        _user_keys(table, options.key_lists() if key_lists is None else key_lists, reason, d)
+    if options.exclude_keys is not None or options.include_keys is not None or options.keep_keys is not None:
+        given = options.key_lists() if key_lists is None else key_lists
+        _user_keys(table, given, reason, d)
+        if "keep" in given:
+            _kept_by_user(table, given["keep"], reason, d)
     counts = np.zeros(n, np.int32)
     if d.ref:
         np.add.at(counts, np.fromiter(d.ref.values(), np.int64, len(d.ref)), 1)
@@ -376,6 +382,29 @@ def _user_keys(table: SignalTable, given: dict[str, KeyList], reason: np.ndarray
         if len(rows):
             why = keys.detail(given[role])
             d.detail.update(dict.fromkeys(rows.tolist(), why))
+
+
+def _kept_by_user(table: SignalTable, keep: KeyList, reason: np.ndarray, d: Decisions) -> None:
+    """--keep-keys, after every reason: a listed row stays whatever removed it (but a missing or
+    unreadable image), counted by the reason it overrode; a duplicate kept this way no longer counts
+    toward the row it matched."""
+    from caption_debias.curate import keys
+
+    listed = keys.listed(table.column("key"), keep)
+    unkeepable = np.isin(reason, [CODE[r] for r in keys.UNKEEPABLE])
+    rescued = np.flatnonzero(listed & (reason != KEPT) & ~unkeepable)
+    overrode = Counter(REASONS[int(reason[o])] for o in rescued)
+    reason[rescued] = KEPT
+    for o in rescued.tolist():
+        d.ref.pop(o, None)
+        d.detail.pop(o, None)
+    not_kept = Counter(REASONS[int(r)] for r in reason[listed & unkeepable])
+    d.unmasked = listed & (reason == KEPT)
+    d.kept_by_user = {
+        "rows": int(d.unmasked.sum()),
+        "overrode": {r: overrode[r] for r in REASONS if overrode.get(r)},
+        "not_kept": {r: not_kept[r] for r in REASONS if not_kept.get(r)},
+    }
 
 
 class _ThumbCache:

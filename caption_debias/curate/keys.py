@@ -35,7 +35,9 @@ from caption_debias.errors import UserError
 MAX_BYTES = 256 << 20  # about six million keys of 40 characters: a selection, not a dump
 EXAMPLES = 3  # keys named in the "not in any input" line
 SHOWN = 80  # characters of one key a message quotes
-FLAGS = {"exclude": "--exclude-keys", "include": "--include-keys"}
+FLAGS = {"exclude": "--exclude-keys", "include": "--include-keys", "keep": "--keep-keys"}
+# what --keep-keys cannot keep: a row whose picture is not there has nothing to train on
+UNKEEPABLE = ("image_missing", "image_unreadable")
 FORMAT_HINT = "write such a key as a JSON string, as `caption-debias view` exports it"
 
 
@@ -149,10 +151,19 @@ def _json_key(line: str, n: int, where: str) -> str:
     return key
 
 
-def lists(exclude: str | None, include: str | None) -> dict[str, KeyList]:
-    """The key files given, by role ("exclude", "include"), each read once (read_keys)."""
-    given = {"exclude": exclude, "include": include}
-    return {role: read_keys(path, FLAGS[role]) for role, path in given.items() if path is not None}
+def lists(exclude: str | None, include: str | None, keep: str | None = None) -> dict[str, KeyList]:
+    """The key files given, by role ("exclude", "include", "keep"), each read once (read_keys). A key
+    both excluded and kept is one line: the two files disagree about it."""
+    given = {"exclude": exclude, "include": include, "keep": keep}
+    found = {role: read_keys(path, FLAGS[role]) for role, path in given.items() if path is not None}
+    if "exclude" in found and "keep" in found:
+        both = sorted(found["exclude"].keys & found["keep"].keys)
+        if both:
+            raise UserError(
+                f"--exclude-keys {found['exclude'].path} and --keep-keys {found['keep'].path} both list "
+                f"{len(both):,} keys (e.g. {shown(both[0])}): a row cannot be removed and kept"
+            )
+    return found
 
 
 def listed(keys: Any, key_list: KeyList) -> np.ndarray:

@@ -169,6 +169,13 @@ class CurateOptions(MissingImagesOptions, StageOptions):
         "Keep only the rows whose key is listed in this file (the others go as excluded_by_user); the rows "
         "listed still pass every other reason.",
     )
+    keep_keys: str | None = option(
+        None,
+        "Keep the rows whose key is listed in this file whatever a filter says (duplicates, thresholds, text "
+        "quality, eval leaks, --include-keys), their sentences unmasked: what a filter got wrong. A missing or "
+        "unreadable image still goes. The manifest records the file's sha256 and what each reason would have "
+        "removed.",
+    )
     max_in_flight: int = option(2, "Shards queued or in work per worker.", min=1, runtime=True)
     image_threads: int = option(
         4, "File reads in flight per worker (image I/O overlaps decoding).", min=1, runtime=True
@@ -196,16 +203,16 @@ class CurateOptions(MissingImagesOptions, StageOptions):
     def key_lists(self) -> dict[str, KeyList]:
         """The key files given, read (curate/keys.py). A run reads them once, at its start, and hands
         that reading to everything after it (thresholds, the check against the inputs, the decision)."""
-        if self.exclude_keys is None and self.include_keys is None:
+        if self.exclude_keys is None and self.include_keys is None and self.keep_keys is None:
             return {}
         from caption_debias.curate import keys
 
-        return keys.lists(self.exclude_keys, self.include_keys)
+        return keys.lists(self.exclude_keys, self.include_keys, self.keep_keys)
 
     def user_keys(self, key_lists: dict[str, KeyList] | None = None) -> dict[str, Any] | None:
         """The key files given (path, sha256, keys), recorded with the thresholds: another file is another
         run. `key_lists`: the run's reading of them (read here when not given)."""
-        if self.exclude_keys is None and self.include_keys is None:
+        if self.exclude_keys is None and self.include_keys is None and self.keep_keys is None:
             return None
         given = self.key_lists() if key_lists is None else key_lists
         return {role: k.record() for role, k in given.items()}

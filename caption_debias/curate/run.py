@@ -82,6 +82,7 @@ def _write_tasks(
             signals_sha256=sig_side["sha256"],
             removed={str(k): v for k, v in removed.items()},
             duplicate_count={str(k): v for k, v in dup.items()},
+            unmasked=tuple(decisions["unmasked"].get(s.index, ())),
         )
         fp = writer.fingerprint(work, params)
         yield Task(s.index, str(out), fp, writer.sidecar_name(s.index), work=work, verify_digest=True)
@@ -174,7 +175,12 @@ def _decide(
     for o in np.flatnonzero(d.duplicate_count).tolist():
         shard = int(np.searchsorted(starts, o, side="right") - 1)
         dup.setdefault(shard, {})[o - int(starts[shard])] = int(d.duplicate_count[o])
-    return {"removed": removed, "duplicate_count": dup, "alignment": d.alignment}, d
+    unmasked: dict[int, list[int]] = {}
+    for o in np.flatnonzero(d.unmasked).tolist() if d.unmasked is not None else []:
+        shard = int(np.searchsorted(starts, o, side="right") - 1)
+        unmasked.setdefault(shard, []).append(o - int(starts[shard]))
+    decided = {"removed": removed, "duplicate_count": dup, "alignment": d.alignment, "unmasked": unmasked}
+    return {**decided, "kept_by_user": d.kept_by_user}, d
 
 
 SCORED_DIR = "scored"  # OUT/.curate/scored: the inputs scored by --score-model (resumable like any score run)
@@ -403,6 +409,8 @@ def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions
     )
     if user_keys:
         manifest["curation"]["user_keys"] = user_keys  # the key files, and how many of their keys no input holds
+    if decisions["kept_by_user"]:
+        manifest["curation"]["kept_by_user"] = decisions["kept_by_user"]  # --keep-keys: what it overrode
     manifest["images"] = record(root, counts, options.max_missing_images)
     if options.score_model is not None:
         manifest["scored_from"] = [str(g) for g in given]  # the inputs; `inputs` names the scored folder

@@ -59,6 +59,7 @@ class ShardWrite:
     signals_sha256: str
     removed: dict[str, list]  # local row (as text) -> [reason code, detail or None]
     duplicate_count: dict[str, int]  # local row (as text) -> rows it stands for
+    unmasked: tuple[int, ...] = ()  # local rows --keep-keys kept: their sentences are never masked
 
 
 def fingerprint(work: ShardWrite, params: WriteParams) -> str:
@@ -69,6 +70,7 @@ def fingerprint(work: ShardWrite, params: WriteParams) -> str:
             "signals_sha256": work.signals_sha256,
             "removed": work.removed,
             "duplicate_count": work.duplicate_count,
+            "unmasked": list(work.unmasked),
             "image_root": params.image_root,
             "embed": params.embed,
             "alignment": params.alignment,
@@ -121,6 +123,17 @@ def sentence_keep_row(grounding: list[float] | None, summary: list[bool], thresh
     if grounding is None:
         return None
     return [bool(s) or g is None or g >= threshold for g, s in zip(grounding, summary)]
+
+
+def _unmask(masks: pa.Array | pa.ChunkedArray, kept: pa.Table, listed: np.ndarray) -> pa.Array:
+    """The masks with every sentence of the `listed` rows kept (--keep-keys: never masked by a filter)."""
+    if not listed.any():
+        return masks
+    rows = masks.to_pylist()
+    lengths = kept.column("summary_mask").to_pylist()
+    for i in np.flatnonzero(listed).tolist():
+        rows[i] = [True] * len(lengths[i] or [])
+    return pa.array(rows, pa.list_(pa.bool_()))
 
 
 def sentence_keep(table: pa.Table, threshold: float) -> pa.Array:
@@ -201,8 +214,16 @@ def build_table(work: ShardWrite, params: WriteParams) -> tuple[pa.Table, list[d
             for i, c in work.duplicate_count.items():
                 counts[int(i)] = c
             columns[name] = pa.array(counts[keep], pa.int32())
-        elif name == "sentence_keep" and params.drop_ungrounded is not None:
-            columns[name] = sentence_keep(kept, params.drop_ungrounded)
+        elif name == "sentence_keep" and (params.drop_ungrounded is not None or work.unmasked):
+            columns[name] = _unmask(
+                sentence_keep(kept, params.drop_ungrounded)
+                if params.drop_ungrounded is not None
+                else kept.column(name)
+                if name in kept.column_names
+                else pa.nulls(kept.num_rows, pa.list_(pa.bool_())),
+                kept,
+                np.isin(np.flatnonzero(keep), np.array(work.unmasked, np.int64)),
+            )
         elif name in IMAGE_COLUMNS and params.image_root is not None:
             if name == "image_sha256":
                 columns[name] = _hex(sig.column("image_sha256").to_pylist())

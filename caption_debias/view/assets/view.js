@@ -579,15 +579,8 @@ function keysFileText(keys) {
 
 function exportKeys() {
   const keys = [...selected];
-  const blob = new Blob([keysFileText(keys)], { type: "text/plain" });
-  const a = document.createElement("a");
-  a.href = URL.createObjectURL(blob);
-  a.download = `selected-keys-${keys.length}.jsonl`;
-  document.body.appendChild(a);
-  a.click();
-  a.remove();
-  setTimeout(() => URL.revokeObjectURL(a.href), 10000);
-  $("status").textContent = `exported ${keys.length.toLocaleString("en")} keys: curate --exclude-keys FILE removes them, --include-keys FILE keeps only them`;
+  download(`selected-keys-${keys.length}.jsonl`, keysFileText(keys), "text/plain");
+  $("status").textContent = `exported ${keys.length.toLocaleString("en")} keys: curate --exclude-keys FILE removes them, --include-keys FILE keeps only them, --keep-keys FILE keeps them whatever a filter says`;
 }
 
 async function selectAllMatching() {
