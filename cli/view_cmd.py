@@ -27,11 +27,12 @@ def view(
     sample: int = from_field(ViewOptions, "sample"),
     per_reason: int = from_field(ViewOptions, "per_reason"),
     seed: int = from_field(ViewOptions, "seed"),
+    tags: Optional[str] = from_field(ViewOptions, "tags", metavar="FILE"),
     quiet: bool = from_field(ViewOptions, "quiet"),
     config: Optional[Path] = config_option(),
 ) -> None:
     """Samples, sentences by role, removals beside what they matched, scores: a local web page
-    (read-only; serves until Ctrl-C) or, with --static, one HTML file that opens without a server."""
+    (the data folders read-only; serves until Ctrl-C) or, with --static, one HTML file that opens without a server."""
     from caption_debias.view.server import run_view
 
     run_view(list(folders), options_from_params(ViewOptions, ctx), announce=typer.echo)

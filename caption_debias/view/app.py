@@ -14,6 +14,7 @@ are made on a few threads of their own (THUMB_THREADS), so pages never wait behi
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from urllib.parse import quote
@@ -31,6 +32,7 @@ from caption_debias.view.thumbs import ThumbCache, placeholder_svg
 ASSETS = Path(__file__).parent / "assets"
 THUMB_THREADS = 4  # thumbnail and image requests at once (the rest wait): pages keep the other threads
 CHUNK = 1 << 16
+TAGS_BODY_MAX = 16 << 20  # one tag change: up to 100,000 keys
 
 
 def _number(params, name: str) -> int:
@@ -92,10 +94,10 @@ def _image_response(source: ImageSource, name: str):
 class Routes:
     """The app's answers over one ViewData and one ThumbCache."""
 
-    def __init__(self, data: ViewData, thumbs: ThumbCache):
+    def __init__(self, data: ViewData, thumbs: ThumbCache, tags=None):
         import anyio
 
-        self.data, self.thumbs = data, thumbs
+        self.data, self.thumbs, self.tags = data, thumbs, tags  # tags: view/tags.py TagFile, or None
         self.limiter = anyio.CapacityLimiter(THUMB_THREADS)
 
     def answer(self, fn, generation: bool = False):
@@ -122,16 +124,77 @@ class Routes:
     def meta(self, request):
         def with_index(g: Generation):
             g.index.index()  # the page asks once its first page is shown: build the index now
-            return g.meta()
+            return {**g.meta(), "tags": self._tags_meta()}
 
         return self.answer(with_index)
 
+    def _query(self, params):
+        """The page's query, its tag turned into the tagged keys (view/tags.py)."""
+        import dataclasses
+
+        q = parse_query(params)
+        if not q.tag:
+            return q
+        if self.tags is None:
+            raise ValueError("no tags here (view --tags FILE)")
+        return dataclasses.replace(q, tagged=tuple(self.tags.keys_of(q.tag)), tag_version=self.tags.version)
+
+    def _tags_meta(self):
+        return None if self.tags is None else {"file": str(self.tags.path), "names": self.tags.names()}
+
     def page(self, request):
-        return self.answer(lambda g: g.page(parse_query(request.query_params)), generation=True)
+        def tagged_page(g: Generation):
+            body = g.page(self._query(request.query_params))
+            if self.tags is not None:
+                for row, tags in zip(body["rows"], self.tags.of(r.get("key") for r in body["rows"])):
+                    row["tags"] = tags
+            return body
+
+        return self.answer(tagged_page, generation=True)
 
     def keys(self, request):
         """Every key a query selects (the page's "select all matching")."""
-        return self.answer(lambda g: g.keys(parse_query(request.query_params)), generation=True)
+        return self.answer(lambda g: g.keys(self._query(request.query_params)), generation=True)
+
+    def tag_keys(self, request):
+        """Every key with a tag (the page's "export tag"), whatever folder or filter."""
+        from caption_debias.view.tags import check_name
+
+        def keys(g: Generation):
+            if self.tags is None:
+                raise ValueError("no tags here (view --tags FILE)")
+            return {"keys": self.tags.keys_of(check_name(request.query_params.get("tag")))}
+
+        return self.answer(keys)
+
+    async def change_tags(self, request):
+        """POST {"keys": [...], "tag": "...", "on": true|false}: the tags file changed (view/tags.py). Only a
+        same-origin JSON request: another site's page can neither send one without a refused preflight
+        nor pass the Origin check."""
+        import anyio
+
+        if self.tags is None:
+            return _error("no tags here (view --tags FILE)", 404)
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return _error("send JSON (Content-Type: application/json)", 415)
+        origin = request.headers.get("origin")
+        if origin != f"{request.url.scheme}://{request.headers.get('host', '')}":
+            return _error("refused: a request from another origin", 403)
+        body = await request.body()
+        if len(body) > TAGS_BODY_MAX:
+            return _error(f"a change is at most {TAGS_BODY_MAX >> 20} MiB of JSON", 413)
+        try:
+            change = json.loads(body)
+            if not isinstance(change, dict) or not isinstance(change.get("keys"), list):
+                raise ValueError('send {"keys": [...], "tag": "...", "on": true|false}')
+            done = await anyio.to_thread.run_sync(
+                self.tags.change, change["keys"], change.get("tag"), change.get("on", True) is not False
+            )
+        except ValueError as exc:
+            return _error(str(exc).splitlines()[0])
+        except OSError as exc:
+            return _error(f"the tags file could not be written: {exc.strerror or exc}", 500)
+        return _json({**done, "names": self.tags.names()})
 
     def map(self, request):
         """The map's points; {"status": "computing"} until it is there (the page asks again)."""
@@ -247,13 +310,13 @@ class Routes:
         return await anyio.to_thread.run_sync(self._original, folder, path, limiter=self.limiter)
 
 
-def create_app(data: ViewData, thumbs: ThumbCache | None = None, hosts: list[str] | None = None):
+def create_app(data: ViewData, thumbs: ThumbCache | None = None, hosts: list[str] | None = None, tags=None):
     """The app; `hosts`: the Host header values it answers (security.allowed_hosts; default loopback only)."""
     from starlette.applications import Starlette
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
-    r = Routes(data, thumbs or ThumbCache())
+    r = Routes(data, thumbs or ThumbCache(), tags)
     app = Starlette(
         routes=[
             Route("/", r.index),
@@ -266,6 +329,8 @@ def create_app(data: ViewData, thumbs: ThumbCache | None = None, hosts: list[str
             Route("/api/thresholds", r.thresholds),
             Route("/api/neighbours", r.neighbours),
             Route("/api/diff", r.diff),
+            Route("/api/tags", r.change_tags, methods=["POST"]),
+            Route("/api/tags/keys", r.tag_keys),
             Route("/api/pair", r.pair),
             Route("/api/thumb", r.thumb),
             Route("/image/{folder:int}/{path:path}", r.image),

@@ -219,6 +219,8 @@ class RowIndex:
             df = df.filter(pl.col("_folder") == q.folder)
         if q.where:
             df = where_filter(df, q.where)
+        if q.tagged is not None:
+            df = df.filter(pl.col("key").is_in(pl.Series("k", list(q.tagged), pl.String).implode()))
         for col, lo, hi in q.ranges:
             if col not in df.columns:
                 raise UserError(f"no column {col!r} to filter on")

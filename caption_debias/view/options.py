@@ -34,6 +34,11 @@ class ViewOptions(ImageRootOptions, QuietOptions):
     sample: int = option(200, "--static: how many kept rows to sample.", min=0)
     per_reason: int = option(6, "--static: removed rows per removal reason.", min=0)
     seed: int = option(0, "--static: seed of the sample.")
+    tags: str | None = option(
+        None,
+        "A JSON-lines file the page writes your tags to (created when missing): tag rows, filter by a tag, "
+        "export a tag as a keys file. The data folders stay read-only.",
+    )
 
     def check(self) -> None:
         self.check_image_root(urls=True)  # a root on a store is read through caption_debias.image_source

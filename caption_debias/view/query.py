@@ -26,6 +26,9 @@ class Query:
     text: str = ""  # in the caption or the key, any case
     regex: bool = False  # `text` is a regular expression (Rust's regex syntax, linear time)
     where: str = ""  # a SQL expression over the index's columns (polars' sql_expr): a filter, never a statement
+    tag: str = ""  # rows the tags file (view --tags) gives this tag
+    tagged: tuple[str, ...] | None = None  # their keys, filled in by the app from the tags file (not in the URL)
+    tag_version: int = 0  # the tags file's change count: a selection made before a change is not reused
     ranges: tuple[tuple[str, float | None, float | None], ...] = ()
     sort: str | None = None
     descending: bool = False
@@ -43,6 +46,8 @@ class Query:
             self.text if self.regex else self.text.lower(),
             self.regex,
             self.where,
+            self.tag,
+            self.tag_version,
             self.ranges,
             self.sort,
             self.descending,
@@ -53,7 +58,14 @@ class Query:
     def plain(self) -> bool:
         """Kept rows in file order, unfiltered: served from the row groups without the index."""
         filtered = (
-            self.sources or self.folder is not None or self.text or self.where or self.ranges or self.sort or self.box
+            self.sources
+            or self.folder is not None
+            or self.text
+            or self.where
+            or self.tag
+            or self.ranges
+            or self.sort
+            or self.box
         )
         return self.view == "kept" and not filtered
 
@@ -107,6 +119,7 @@ def parse_query(params) -> Query:
         text=(params.get("q") or "").strip(),
         regex=params.get("re") in ("1", "true"),
         where=_where(params.get("where")),
+        tag=params.get("tag") or "",
         ranges=tuple(ranges),
         sort=params.get("sort") or None,
         descending=params.get("desc") in ("1", "true"),

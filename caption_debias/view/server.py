@@ -49,6 +49,7 @@ def serve(
     announce=print,
     thumbs_dir=None,
     allowed: tuple[str, ...] = (),
+    tags=None,
 ) -> None:
     """Serve until Ctrl-C; the first page is served before the index exists."""
     import uvicorn
@@ -61,7 +62,7 @@ def serve(
     index = threading.Timer(INDEX_DELAY_S, _index_quietly, args=(data,))
     index.daemon = True
     index.start()
-    app = create_app(data, ThumbCache(thumbs_dir), hosts=allowed_hosts(host, allowed))
+    app = create_app(data, ThumbCache(thumbs_dir), hosts=allowed_hosts(host, allowed), tags=tags)
     if host not in LOOPBACK:
         announce(f"warning: listening on {host}: whoever reaches it sees every row and image (no authentication)")
         if not allowed:
@@ -87,7 +88,14 @@ def run_view(folders: list[str], options: ViewOptions, announce: Callable[[str],
         )
         announce(f"snapshot: {path}")
         return
-    serve(data, host=options.host, port=options.port, announce=announce, allowed=tuple(options.allowed_host))
+    tags = None
+    if options.tags is not None:
+        from caption_debias.view.tags import TagFile
+
+        tags = TagFile(options.tags)
+        if not options.quiet:
+            announce(f"tags: {options.tags} ({len(tags.tags):,} rows tagged; the page writes only there)")
+    serve(data, host=options.host, port=options.port, announce=announce, allowed=tuple(options.allowed_host), tags=tags)
 
 
 def describe(data: ViewData) -> list[str]:

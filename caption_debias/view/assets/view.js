@@ -4,7 +4,7 @@
 
 const SNAP = window.CAPTION_DEBIAS_SNAPSHOT || null;
 const PAGE = 48;
-const DEFAULTS = { view: "kept", reason: "", source: "", folder: "", q: "", re: false, where: "", rangeCol: "", min: "", max: "", sort: "", desc: false, offset: 0, box: "", map: false, color: "reason", cutClip: "", cutGround: "" };
+const DEFAULTS = { view: "kept", reason: "", source: "", folder: "", tag: "", q: "", re: false, where: "", rangeCol: "", min: "", max: "", sort: "", desc: false, offset: 0, box: "", map: false, color: "reason", cutClip: "", cutGround: "" };
 const state = { ...DEFAULTS };
 let META = null;
 let lastRows = [];
@@ -65,6 +65,7 @@ function queryParams(s, paged) {  // the API's form of the filters (view/query.p
   if (s.q) p.set("q", s.q);
   if (s.q && s.re) p.set("re", "1");
   if (s.where) p.set("where", s.where);
+  if (s.tag) p.set("tag", s.tag);
   if (s.rangeCol && (s.min !== "" || s.max !== "")) p.set("range", `${s.rangeCol}:${s.min}:${s.max}`);
   if (s.sort) { p.set("sort", s.sort); p.set("desc", s.desc ? "1" : "0"); }
   if (s.box) p.set("box", s.box);
@@ -234,7 +235,7 @@ function cardHtml(card) {
   return `<article class="card${card.reason ? " removed" : ""}${picked ? " picked" : ""}${going ? " would-go" : ""}" data-id="${esc(card.id)}" data-key="${esc(card.key)}">
   <div class="thumb"><img src="${esc(card.thumb)}" alt="${esc(card.key)}"></div>
   <div class="body">
-    <div class="head"><input type="checkbox" class="pick" title="select this row (export its key)"${picked ? " checked" : ""}><span class="key">${highlight(card.key, state.q)}</span>${folder}<span class="badge src">${esc(card.source)}</span>${reason}${would}</div>
+    <div class="head"><input type="checkbox" class="pick" title="select this row (export its key)"${picked ? " checked" : ""}><span class="key">${highlight(card.key, state.q)}</span>${folder}<span class="badge src">${esc(card.source)}</span>${reason}${would}${(card.tags || []).map((t) => `<span class="badge tag">${esc(t)}</span>`).join("")}</div>
     <div class="counts">${tokensHtml(card.num_tokens)} <span class="nsent">${card.sentences ? card.sentences.length : 0} sentences</span> ${scalarsHtml(card)}</div>
     ${why}${match}
     <p class="caption">${sentencesHtml(card)}</p>${partial}
@@ -468,6 +469,36 @@ function writeConfig() {
   $("status").textContent = "wrote curate-thresholds.json: caption-debias curate FOLDER --config curate-thresholds.json --out OUT removes and masks what the panel counts";
 }
 
+// ---- tags: written only to the file named by view --tags (view/tags.py) -------------------------
+function fillTags(tags) {
+  $("tag-filter").hidden = !tags;
+  $("tagging").hidden = !tags;
+  if (!tags) return;
+  $("tag").innerHTML = `<option value="">any</option>` + Object.entries(tags.names).map(([t, n]) => `<option value="${esc(t)}">${esc(t)} (${n.toLocaleString("en")})</option>`).join("");
+  if (state.tag && !(state.tag in tags.names)) $("tag").insertAdjacentHTML("beforeend", `<option value="${esc(state.tag)}">${esc(state.tag)} (0)</option>`);
+  $("tag").value = state.tag;
+}
+
+async function changeTags(on) {
+  const tag = $("tag-name").value.trim();
+  try {
+    const r = await fetch("api/tags", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ keys: [...selected], tag, on }) });
+    const body = await r.json();
+    if (!r.ok) throw new Error(body.error || r.statusText);
+    fillTags({ names: body.names });
+    await load();  // the cards show the tag
+    $("status").textContent = `${on ? "tagged" : "untagged"} ${selected.size.toLocaleString("en")} rows: ${body.rows.toLocaleString("en")} rows have the tag ${tag}`;
+  } catch (e) { $("status").textContent = "error: " + e.message; }
+}
+
+async function exportTag() {
+  try {
+    const keys = (await getJSON("api/tags/keys?tag=" + encodeURIComponent(state.tag))).keys;
+    download(`tag-${state.tag}-${keys.length}.jsonl`, keysFileText(keys), "text/plain");
+    $("status").textContent = `exported the ${keys.length.toLocaleString("en")} rows tagged ${state.tag}: curate --exclude-keys, --include-keys or --keep-keys reads the file`;
+  } catch (e) { $("status").textContent = "error: " + e.message; }
+}
+
 // ---- two passes compared (view/pass_diff.py) -----------------------------------------------------
 async function comparePasses() {
   const n = (x) => x.toLocaleString("en");
@@ -496,6 +527,7 @@ function fillControls(meta) {
   $("folder").innerHTML = `<option value="">all folders</option>` + meta.folders.map((f, i) => `<option value="${i}">${esc(f.name)}</option>`).join("");
   $("folder-filter").hidden = meta.folders.length < 2;
   $("where-filter").hidden = Boolean(SNAP);  // a field query runs on the server's index
+  fillTags(meta.tags);
   const folderOptions = meta.folders.map((f, i) => `<option value="${i}">${esc(f.name)}</option>`).join("");
   $("diff-a").innerHTML = folderOptions;
   $("diff-b").innerHTML = folderOptions;
@@ -527,6 +559,8 @@ function syncControls() {
   $("search").value = state.q;
   $("search-re").checked = state.re;
   $("where").value = state.where;
+  if ([...$("tag").options].some((o) => o.value === state.tag)) $("tag").value = state.tag;
+  $("tag-export").hidden = !state.tag;
   $("map-color").value = state.color;
   syncThresholds();
   $("map-clear").hidden = !state.box;
@@ -540,6 +574,7 @@ function numericFor(view) {
 function showSelection() {
   $("sel-count").textContent = `${selected.size.toLocaleString("en")} selected`;
   $("sel-export").disabled = selected.size === 0;
+  $("tag-add").disabled = $("tag-remove").disabled = selected.size === 0;
   for (const el of document.querySelectorAll(".card")) {
     const card = lastRows.find((c) => c.id === el.dataset.id);  // its key as served: HTML reads a \r in data-key as \n
     const on = card !== undefined && selected.has(card.key);
@@ -802,6 +837,10 @@ function wire() {
   for (const id of ["th-clip", "th-clip-on", "th-ground", "th-ground-on"]) $(id).addEventListener("input", thresholdChanged);
   $("th-config").addEventListener("click", writeConfig);
   $("diff-go").addEventListener("click", comparePasses);
+  $("tag").addEventListener("change", (e) => { state.tag = e.target.value; change(); });
+  $("tag-add").addEventListener("click", () => changeTags(true));
+  $("tag-remove").addEventListener("click", () => changeTags(false));
+  $("tag-export").addEventListener("click", exportTag);
   window.addEventListener("popstate", () => {  // back / forward: the view that URL names
     Object.assign(state, hashToState(location.hash));
     syncControls();
