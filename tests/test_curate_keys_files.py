@@ -52,8 +52,10 @@ def _json_lines(key_list: list[str]) -> bytes:
 # ---- read once -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("how", ["renamed over", "rewritten in place"])
-def test_a_keys_file_changed_mid_run_is_recorded_as_the_bytes_that_decided(hostile, tmp_path, monkeypatch, how):
+@pytest.mark.parametrize(
+    "how, flag", [("renamed over", "exclude"), ("rewritten in place", "exclude"), ("renamed over", "include")]
+)
+def test_a_keys_file_changed_mid_run_is_recorded_as_the_bytes_that_decided(hostile, tmp_path, monkeypatch, how, flag):
     first = _json_lines(hostile["keys"][:3])
     path = tmp_path / "keys.jsonl"
     path.write_bytes(first)
@@ -77,17 +79,18 @@ def test_a_keys_file_changed_mid_run_is_recorded_as_the_bytes_that_decided(hosti
 
     monkeypatch.setattr(curate_run, "_run_signals", signals_then_change)
     out = tmp_path / "out"
-    manifest = _curate(hostile, out, exclude_keys=str(path))
+    manifest = _curate(hostile, out, **{f"{flag}_keys": str(path)})
     assert path.read_bytes() == later  # the file did change while the run went on
     digest = hashlib.sha256(first).hexdigest()
-    assert manifest["curation"]["thresholds"]["user_keys"]["exclude"]["sha256"] == digest
-    assert manifest["curation"]["user_keys"]["exclude"]["sha256"] == digest
-    assert _kept(out) == hostile["keys"][3:]  # decided by the first content
+    assert manifest["curation"]["thresholds"]["user_keys"][flag]["sha256"] == digest
+    assert manifest["curation"]["user_keys"][flag]["sha256"] == digest
+    listed = hostile["keys"][:3]  # decided by the first content
+    assert _kept(out) == ([k for k in hostile["keys"] if k not in listed] if flag == "exclude" else listed)
     excluded = [r for r in _removed(out) if r["reason"] == "excluded_by_user"]
-    assert sorted(r["key"] for r in excluded) == sorted(hostile["keys"][:3])
+    assert len(excluded) == len(hostile["keys"]) - len(_kept(out))
     assert {r["detail"]["sha256"] for r in excluded} == {digest}
     saved = json.loads((out / "manifest.json").read_text("utf-8"))
-    assert saved["curation"]["thresholds"]["user_keys"] == {"exclude": {"path": str(path), "sha256": digest, "keys": 3}}
+    assert saved["curation"]["thresholds"]["user_keys"] == {flag: {"path": str(path), "sha256": digest, "keys": 3}}
 
 
 # ---- messages quote a bounded prefix -------------------------------------------------------------
