@@ -28,6 +28,8 @@ def view(
     per_reason: int = from_field(ViewOptions, "per_reason"),
     seed: int = from_field(ViewOptions, "seed"),
     tags: Optional[str] = from_field(ViewOptions, "tags", metavar="FILE"),
+    model: Optional[str] = from_field(ViewOptions, "model", metavar="SPEC"),
+    pretrained: Optional[str] = from_field(ViewOptions, "pretrained"),
     quiet: bool = from_field(ViewOptions, "quiet"),
     config: Optional[Path] = config_option(),
 ) -> None:

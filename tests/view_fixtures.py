@@ -113,7 +113,7 @@ def mtimes(*folders: Path) -> dict[str, tuple[int, int]]:
 class Server:
     """The real app under uvicorn on a free loopback port, in a thread (stopped on exit)."""
 
-    def __init__(self, folders, image_root=None, thumbs_dir=None, tags=None):
+    def __init__(self, folders, image_root=None, thumbs_dir=None, tags=None, text_search=None):
         import uvicorn
 
         from caption_debias.view.app import create_app
@@ -124,7 +124,7 @@ class Server:
         self.data = ViewData([str(f) for f in folders], None if image_root is None else str(image_root))
         self.sock = bind("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/"
-        app = create_app(self.data, ThumbCache(thumbs_dir), tags=tags)
+        app = create_app(self.data, ThumbCache(thumbs_dir), tags=tags, text_search=text_search)
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 

@@ -94,10 +94,11 @@ def _image_response(source: ImageSource, name: str):
 class Routes:
     """The app's answers over one ViewData and one ThumbCache."""
 
-    def __init__(self, data: ViewData, thumbs: ThumbCache, tags=None):
+    def __init__(self, data: ViewData, thumbs: ThumbCache, tags=None, text_search=None):
         import anyio
 
         self.data, self.thumbs, self.tags = data, thumbs, tags  # tags: view/tags.py TagFile, or None
+        self.text_search = text_search  # view/text_search.py TextSearch (view --model), or None
         self.limiter = anyio.CapacityLimiter(THUMB_THREADS)
 
     def answer(self, fn, generation: bool = False):
@@ -124,7 +125,8 @@ class Routes:
     def meta(self, request):
         def with_index(g: Generation):
             g.index.index()  # the page asks once its first page is shown: build the index now
-            return {**g.meta(), "tags": self._tags_meta()}
+            search = None if self.text_search is None else self.text_search.spec
+            return {**g.meta(), "tags": self._tags_meta(), "text_search": search}
 
         return self.answer(with_index)
 
@@ -155,6 +157,18 @@ class Routes:
     def keys(self, request):
         """Every key a query selects (the page's "select all matching")."""
         return self.answer(lambda g: g.keys(self._query(request.query_params)), generation=True)
+
+    def text(self, request):
+        """Images found by text: view --model's text tower against the folders' image embeddings."""
+        p = request.query_params
+
+        def found(g: Generation):
+            if self.text_search is None:
+                raise ValueError("no text search here (view --model SPEC)")
+            k = _number(p, "k") if "k" in p else 24
+            return self.text_search.search(g.neighbours, g.cards, p.get("q", ""), k)
+
+        return self.answer(found, generation=True)
 
     def tag_keys(self, request):
         """Every key with a tag (the page's "export tag"), whatever folder or filter."""
@@ -310,13 +324,15 @@ class Routes:
         return await anyio.to_thread.run_sync(self._original, folder, path, limiter=self.limiter)
 
 
-def create_app(data: ViewData, thumbs: ThumbCache | None = None, hosts: list[str] | None = None, tags=None):
+def create_app(
+    data: ViewData, thumbs: ThumbCache | None = None, hosts: list[str] | None = None, tags=None, text_search=None
+):
     """The app; `hosts`: the Host header values it answers (security.allowed_hosts; default loopback only)."""
     from starlette.applications import Starlette
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
-    r = Routes(data, thumbs or ThumbCache(), tags)
+    r = Routes(data, thumbs or ThumbCache(), tags, text_search)
     app = Starlette(
         routes=[
             Route("/", r.index),
@@ -331,6 +347,7 @@ def create_app(data: ViewData, thumbs: ThumbCache | None = None, hosts: list[str
             Route("/api/diff", r.diff),
             Route("/api/tags", r.change_tags, methods=["POST"]),
             Route("/api/tags/keys", r.tag_keys),
+            Route("/api/text", r.text),
             Route("/api/pair", r.pair),
             Route("/api/thumb", r.thumb),
             Route("/image/{folder:int}/{path:path}", r.image),

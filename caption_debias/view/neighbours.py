@@ -36,7 +36,7 @@ class Neighbours:
         filled = {c for f in self.folders for c in filled_columns(f)}
         return [by for by, col in COLUMNS.items() if col in filled]
 
-    def _read(self, by: str) -> tuple[np.ndarray, np.ndarray]:
+    def table(self, by: str) -> tuple[np.ndarray, np.ndarray]:
         """(addresses: n x 3 int64 folder, shard, row; vectors: n x dim float16)."""
         import pyarrow.compute as pc
 
@@ -82,22 +82,11 @@ class Neighbours:
             raise ValueError(f"by must be one of {', '.join(COLUMNS)}")
         if not 1 <= k <= MAX_K:
             raise ValueError(f"k must be in 1..{MAX_K}")
-        addresses, matrix = self._read(by)
+        addresses, matrix = self.table(by)
         at = np.flatnonzero((addresses == np.array(address, np.int64)).all(axis=1))
         if not len(at):
             raise UserError(f"this row has no usable {COLUMNS[by]}")
-        me = int(at[0])
-        query = matrix[me].astype(np.float32)
-        scores = np.empty(len(matrix), np.float32)
-        for start in range(0, len(matrix), BLOCK):
-            scores[start : start + BLOCK] = matrix[start : start + BLOCK].astype(np.float32) @ query
-        scores[me] = -np.inf
-        take = min(k, len(matrix) - 1)
-        if take <= 0:
-            return []
-        best = np.argpartition(-scores, take - 1)[:take]
-        order = best[np.lexsort((best, -scores[best].astype(np.float64)))]  # by similarity, then file order
-        return [(tuple(int(x) for x in addresses[i]), round(float(scores[i]), 6)) for i in order]  # type: ignore[misc]
+        return nearest_to(addresses, matrix, matrix[int(at[0])].astype(np.float32), k, leave_out=int(at[0]))
 
     def page(self, cards_of, by: str, address: tuple[int, int, int], k: int) -> dict[str, Any]:
         found = self.nearest(by, address, k)
@@ -105,3 +94,23 @@ class Neighbours:
         for card, (_, sim) in zip(rows, found):
             card["similarity"] = sim
         return {"by": by, "column": COLUMNS[by], "rows": rows}
+
+
+def nearest_to(
+    addresses: np.ndarray, matrix: np.ndarray, query: np.ndarray, k: int, leave_out: int | None = None
+) -> list[tuple[tuple[int, int, int], float]]:
+    """The k rows of `matrix` with the highest dot product with `query` (unit vectors: cosine), most
+    similar first, ties in file order; one block of rows at a time, so scratch memory stays bounded."""
+    scores = np.empty(len(matrix), np.float32)
+    for start in range(0, len(matrix), BLOCK):
+        scores[start : start + BLOCK] = matrix[start : start + BLOCK].astype(np.float32) @ query
+    if leave_out is not None:
+        scores[leave_out] = -np.inf
+    take = min(k, len(matrix) - (leave_out is not None))
+    if take <= 0:
+        return []
+    best = np.argpartition(-scores, take - 1)[:take]
+    order = best[np.lexsort((best, -scores[best].astype(np.float64)))]
+    return [
+        ((int(addresses[i][0]), int(addresses[i][1]), int(addresses[i][2])), round(float(scores[i]), 6)) for i in order
+    ]

@@ -34,6 +34,13 @@ class ViewOptions(ImageRootOptions, QuietOptions):
     sample: int = option(200, "--static: how many kept rows to sample.", min=0)
     per_reason: int = option(6, "--static: removed rows per removal reason.", min=0)
     seed: int = option(0, "--static: seed of the sample.")
+    model: str | None = option(
+        None,
+        "Find images by text with this model (any spec score takes: demo-start, a name with --pretrained, "
+        "local-dir:DIR, a checkpoint, a train run): its text tower against the folders' image_embedding, so give "
+        "the model that scored them.",
+    )
+    pretrained: str | None = option(None, "With --model: its pretrained tag or checkpoint file.")
     tags: str | None = option(
         None,
         "A JSON-lines file the page writes your tags to (created when missing): tag rows, filter by a tag, "

@@ -50,6 +50,7 @@ def serve(
     thumbs_dir=None,
     allowed: tuple[str, ...] = (),
     tags=None,
+    text_search=None,
 ) -> None:
     """Serve until Ctrl-C; the first page is served before the index exists."""
     import uvicorn
@@ -62,7 +63,9 @@ def serve(
     index = threading.Timer(INDEX_DELAY_S, _index_quietly, args=(data,))
     index.daemon = True
     index.start()
-    app = create_app(data, ThumbCache(thumbs_dir), hosts=allowed_hosts(host, allowed), tags=tags)
+    app = create_app(
+        data, ThumbCache(thumbs_dir), hosts=allowed_hosts(host, allowed), tags=tags, text_search=text_search
+    )
     if host not in LOOPBACK:
         announce(f"warning: listening on {host}: whoever reaches it sees every row and image (no authentication)")
         if not allowed:
@@ -95,7 +98,28 @@ def run_view(folders: list[str], options: ViewOptions, announce: Callable[[str],
         tags = TagFile(options.tags)
         if not options.quiet:
             announce(f"tags: {options.tags} ({len(tags.tags):,} rows tagged; the page writes only there)")
-    serve(data, host=options.host, port=options.port, announce=announce, allowed=tuple(options.allowed_host), tags=tags)
+    search = None
+    if options.model is not None:
+        from caption_debias.view.text_search import TextSearch, scored_with
+
+        search = TextSearch(options.model, options.pretrained)
+        if not options.quiet:
+            announce(f"text search: {options.model} (loaded at the first query)")
+            for f in data.folders:
+                scorer = scored_with(f.ds.manifest)
+                if scorer is not None and scorer != options.model:
+                    announce(
+                        f"warning: {f.name} was scored with {scorer}, not {options.model}: text and images may not match"
+                    )
+    serve(
+        data,
+        host=options.host,
+        port=options.port,
+        announce=announce,
+        allowed=tuple(options.allowed_host),
+        tags=tags,
+        text_search=search,
+    )
 
 
 def describe(data: ViewData) -> list[str]:

@@ -376,11 +376,9 @@ function wireLike(card) {
       try {
         const res = await getJSON(`api/neighbours?f=${f}&s=${s}&r=${r}&by=${encodeURIComponent(b.dataset.by)}`);
         $("like-status").textContent = `the ${res.rows.length} nearest by ${res.column} (cosine)`;
-        $("like").innerHTML = res.rows.map((c) => `<figure class="like-card" data-id="${esc(c.id)}"><img src="${esc(c.thumb)}" alt="${esc(c.key)}"><figcaption><span class="key">${esc(c.key)}</span> <b>${c.similarity.toFixed(3)}</b></figcaption></figure>`).join("");
-        for (const el of document.querySelectorAll(".like-card")) {
-          const next = res.rows.find((c) => c.id === el.dataset.id);
-          el.addEventListener("click", () => openDetail(next).catch((e) => showModal(`<p class="muted">${esc(e.message)}</p>`)));
-        }
+        const cards = likeCards(res.rows);
+        $("like").innerHTML = cards.html;
+        cards.wire();
       } catch (e) { $("like-status").textContent = "error: " + e.message; }
     });
   }
@@ -499,6 +497,26 @@ async function exportTag() {
   } catch (e) { $("status").textContent = "error: " + e.message; }
 }
 
+// ---- images found by text (view --model; view/text_search.py) -----------------------------------
+function likeCards(rows) {  // small cards with their similarity; a click opens the row
+  const html = rows.map((c) => `<figure class="like-card" data-id="${esc(c.id)}"><img src="${esc(c.thumb)}" alt="${esc(c.key)}"><figcaption><span class="key">${esc(c.key)}</span> <b>${c.similarity.toFixed(3)}</b></figcaption></figure>`).join("");
+  return { html, wire: () => { for (const el of document.querySelectorAll(".like-card")) {
+    const row = rows.find((c) => c.id === el.dataset.id);
+    el.addEventListener("click", () => openDetail(row).catch((e) => showModal(`<p class="muted">${esc(e.message)}</p>`)));
+  } } };
+}
+
+async function findImages(text) {
+  showModal(`<h2>Images for “${esc(text)}”</h2><p id="text-status" class="muted">encoding the text (the first query loads the model)…</p><div id="like"></div>`);
+  try {
+    const res = await getJSON(`api/text?q=${encodeURIComponent(text)}`);
+    const cards = likeCards(res.rows);
+    $("text-status").textContent = `the ${res.rows.length} nearest images by ${res.model}'s text embedding (cosine)`;
+    $("like").innerHTML = cards.html;
+    cards.wire();
+  } catch (e) { $("text-status").textContent = "error: " + e.message; }
+}
+
 // ---- two passes compared (view/pass_diff.py) -----------------------------------------------------
 async function comparePasses() {
   const n = (x) => x.toLocaleString("en");
@@ -528,6 +546,7 @@ function fillControls(meta) {
   $("folder-filter").hidden = meta.folders.length < 2;
   $("where-filter").hidden = Boolean(SNAP);  // a field query runs on the server's index
   fillTags(meta.tags);
+  $("text-search").hidden = Boolean(SNAP) || !meta.text_search;
   const folderOptions = meta.folders.map((f, i) => `<option value="${i}">${esc(f.name)}</option>`).join("");
   $("diff-a").innerHTML = folderOptions;
   $("diff-b").innerHTML = folderOptions;
@@ -838,6 +857,7 @@ function wire() {
   $("th-config").addEventListener("click", writeConfig);
   $("diff-go").addEventListener("click", comparePasses);
   $("tag").addEventListener("change", (e) => { state.tag = e.target.value; change(); });
+  $("text-q").addEventListener("keydown", (e) => { if (e.key === "Enter") findImages(e.target.value); });
   $("tag-add").addEventListener("click", () => changeTags(true));
   $("tag-remove").addEventListener("click", () => changeTags(false));
   $("tag-export").addEventListener("click", exportTag);
