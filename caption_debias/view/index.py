@@ -231,6 +231,8 @@ class RowIndex:
                 df = df.filter(c <= hi)
         if q.box is not None:
             df = self._in_box(df, q.box)
+        if q.lasso is not None:
+            df = self._in_lasso(df, q.lasso)
         return df
 
     def _in_box(self, df, box: tuple[float, float, float, float]):
@@ -244,6 +246,16 @@ class RowIndex:
         inside = self.embedding_map.coords(removed).filter(
             pl.col("x").is_between(x0, x1) & pl.col("y").is_between(y0, y1)
         )
+        on = ["_folder", "_removed"] if removed else ["_folder", "_shard", "_row"]
+        return df.join(inside.select(on), on=on, how="semi", maintain_order="left")
+
+    def _in_lasso(self, df, polygon: tuple[tuple[float, float], ...]):
+        """The rows of `df` whose map point lies inside the polygon (even-odd rule, vectorised ray casting)."""
+        if self.embedding_map is None:
+            raise UserError("no map: no folder here holds image_embedding")
+        removed = "_removed" in df.columns
+        coords = self.embedding_map.coords(removed)
+        inside = coords.filter(inside_polygon(coords["x"].to_numpy(), coords["y"].to_numpy(), polygon))
         on = ["_folder", "_removed"] if removed else ["_folder", "_shard", "_row"]
         return df.join(inside.select(on), on=on, how="semi", maintain_order="left")
 
@@ -368,3 +380,18 @@ def where_filter(df, where: str):
     except Exception as exc:  # noqa: BLE001  polars' SQL and column errors: one line for the page
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"where: {first[:300]}") from None
+
+
+def inside_polygon(x: np.ndarray, y: np.ndarray, polygon: tuple[tuple[float, float], ...]) -> np.ndarray:
+    """Which points (x, y) lie inside the polygon, by the even-odd rule: a ray to the right crosses its
+    edges an odd number of times. One pass per edge over all points (a lasso has a few hundred)."""
+    inside = np.zeros(len(x), bool)
+    px = np.array([p[0] for p in polygon], np.float64)
+    py = np.array([p[1] for p in polygon], np.float64)
+    for i in range(len(polygon)):
+        x0, y0, x1, y1 = px[i - 1], py[i - 1], px[i], py[i]
+        crosses = (y0 > y) != (y1 > y)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            at = x0 + (y - y0) * (x1 - x0) / (y1 - y0)
+        inside ^= crosses & (x < at)
+    return inside

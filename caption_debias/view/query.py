@@ -33,6 +33,7 @@ class Query:
     sort: str | None = None
     descending: bool = False
     box: tuple[float, float, float, float] | None = None  # x0, y0, x1, y1 on the map (view/embedding_map.py)
+    lasso: tuple[tuple[float, float], ...] | None = None  # a polygon on the map: its vertices in map coordinates
     offset: int = 0
     limit: int = 48
 
@@ -52,6 +53,7 @@ class Query:
             self.sort,
             self.descending,
             self.box,
+            self.lasso,
         )
 
     @property
@@ -66,6 +68,7 @@ class Query:
             or self.ranges
             or self.sort
             or self.box
+            or self.lasso
         )
         return self.view == "kept" and not filtered
 
@@ -124,9 +127,32 @@ def parse_query(params) -> Query:
         sort=params.get("sort") or None,
         descending=params.get("desc") in ("1", "true"),
         box=parse_box(params.get("box")),
+        lasso=parse_lasso(params.get("lasso")),
         offset=count(params.get("offset"), "offset", 0, MAX_OFFSET),
         limit=max(1, min(PAGE_MAX, count(params.get("limit"), "limit", 48, MAX_OFFSET))),
     )
+
+
+MAX_LASSO = 400  # vertices of a lasso: a hand-drawn outline, simplified by the page
+
+
+def parse_lasso(value: str | None) -> tuple[tuple[float, float], ...] | None:
+    """`x,y;x,y;...` (map coordinates, 3 to MAX_LASSO vertices) as a polygon."""
+    if value in (None, ""):
+        return None
+    parts = value.split(";")
+    if not 3 <= len(parts) <= MAX_LASSO:
+        raise ValueError(f"lasso must have 3 to {MAX_LASSO} points x,y;x,y;... (got {len(parts)})")
+    points = []
+    for part in parts:
+        try:
+            x, y = (float(v) for v in part.split(","))
+        except ValueError:
+            raise ValueError(f"lasso points are x,y pairs of numbers (got {part[:40]!r})") from None
+        if not (math.isfinite(x) and math.isfinite(y)):
+            raise ValueError("lasso points must be finite numbers")
+        points.append((x, y))
+    return tuple(points)
 
 
 MAX_WHERE = 2_000  # characters of a field query: a filter, not a program

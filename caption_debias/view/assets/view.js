@@ -4,7 +4,7 @@
 
 const SNAP = window.CAPTION_DEBIAS_SNAPSHOT || null;
 const PAGE = 48;
-const DEFAULTS = { view: "kept", reason: "", source: "", folder: "", tag: "", q: "", re: false, where: "", rangeCol: "", min: "", max: "", sort: "", desc: false, offset: 0, box: "", map: false, color: "reason", cutClip: "", cutGround: "" };
+const DEFAULTS = { view: "kept", reason: "", source: "", folder: "", tag: "", q: "", re: false, where: "", rangeCol: "", min: "", max: "", sort: "", desc: false, offset: 0, box: "", lasso: "", map: false, color: "reason", cutClip: "", cutGround: "" };
 const state = { ...DEFAULTS };
 let META = null;
 let lastRows = [];
@@ -69,6 +69,7 @@ function queryParams(s, paged) {  // the API's form of the filters (view/query.p
   if (s.rangeCol && (s.min !== "" || s.max !== "")) p.set("range", `${s.rangeCol}:${s.min}:${s.max}`);
   if (s.sort) { p.set("sort", s.sort); p.set("desc", s.desc ? "1" : "0"); }
   if (s.box) p.set("box", s.box);
+  if (s.lasso) p.set("lasso", s.lasso);
   return p;
 }
 
@@ -582,7 +583,7 @@ function syncControls() {
   $("tag-export").hidden = !state.tag;
   $("map-color").value = state.color;
   syncThresholds();
-  $("map-clear").hidden = !state.box;
+  $("map-clear").hidden = !state.box && !state.lasso;
 }
 
 function numericFor(view) {
@@ -712,6 +713,21 @@ function mapGeometry() {
   };
 }
 
+function currentLasso() {  // [[x, y], ...] in map coordinates, or null
+  if (!state.lasso) return null;
+  const pts = state.lasso.split(";").map((p) => p.split(",").map(Number));
+  return pts.length >= 3 && pts.every((p) => p.length === 2 && p.every(Number.isFinite)) ? pts : null;
+}
+
+function inLasso(pts, x, y) {  // the even-odd rule, as view/index.py inside_polygon
+  let inside = false;
+  for (let i = 0, j = pts.length - 1; i < pts.length; j = i++) {
+    const [x0, y0] = pts[j], [x1, y1] = pts[i];
+    if ((y0 > y) !== (y1 > y) && x < x0 + ((y - y0) * (x1 - x0)) / (y1 - y0)) inside = !inside;
+  }
+  return inside;
+}
+
 function currentBox() {
   if (!state.box) return null;
   const b = state.box.split(":").map(Number);
@@ -723,7 +739,7 @@ function drawMap() {
   if (!MAP.data || $("map-panel").hidden) return;
   const t0 = performance.now();
   mapGeometry();
-  const m = MAP.data, v = MAP.view, ctx = $("map-canvas").getContext("2d"), box = currentBox();
+  const m = MAP.data, v = MAP.view, ctx = $("map-canvas").getContext("2d"), box = currentBox(), lasso = currentLasso();
   ctx.setTransform(v.dpr, 0, 0, v.dpr, 0, 0);
   ctx.clearRect(0, 0, v.w, v.h);
   const byColour = new Map();
@@ -737,13 +753,14 @@ function drawMap() {
   for (const [c, list] of byColour) {
     ctx.fillStyle = c;
     for (const i of list) {
-      const inside = !box || (m.x[i] >= box[0] && m.x[i] <= box[2] && m.y[i] >= box[1] && m.y[i] <= box[3]);
+      const inside = (!box || (m.x[i] >= box[0] && m.x[i] <= box[2] && m.y[i] >= box[1] && m.y[i] <= box[3])) && (!lasso || inLasso(lasso, m.x[i], m.y[i]));
       ctx.globalAlpha = inside ? 0.85 : 0.12;
       ctx.fillRect(v.px(m.x[i]) - size / 2, v.py(m.y[i]) - size / 2, size, size);
     }
   }
   ctx.globalAlpha = 1;
   drawOverlay(box ? [v.px(box[0]), v.py(box[3]), v.px(box[2]), v.py(box[1])] : null);
+  if (lasso) drawPath(lasso.map(([x, y]) => [v.px(x), v.py(y)]), true);
   $("map-canvas").dataset.drawMs = String(Math.round(performance.now() - t0));
   $("map-canvas").dataset.points = String(m.x.length);
 }
@@ -761,6 +778,37 @@ function drawOverlay(rect) {
   ctx.strokeRect(Math.min(a, c), Math.min(b, d), Math.abs(c - a), Math.abs(d - b));
 }
 
+function drawPath(points, closed) {  // a lasso being drawn, or the one in force
+  const v = MAP.view, ctx = $("map-over").getContext("2d");
+  ctx.setTransform(v.dpr, 0, 0, v.dpr, 0, 0);
+  if (!closed) ctx.clearRect(0, 0, v.w, v.h);
+  if (points.length < 2) return;
+  ctx.beginPath();
+  ctx.moveTo(points[0][0], points[0][1]);
+  for (const [x, y] of points.slice(1)) ctx.lineTo(x, y);
+  if (closed) ctx.closePath();
+  ctx.fillStyle = "rgba(59, 110, 168, 0.08)";
+  ctx.strokeStyle = "#3b6ea8";
+  ctx.lineWidth = 1.5;
+  if (closed) ctx.fill();
+  ctx.stroke();
+}
+
+// a point's thumbnail beside the cursor (its row's id names the thumbnail route)
+function hoverPoint(px, py) {
+  const tip = $("map-tip"), i = nearestPoint(px, py);
+  if (i < 0) { tip.hidden = true; return; }
+  const id = MAP.data.id[i], [f, s, r] = id.split(":");
+  const src = s.startsWith("r") ? `api/thumb?f=${f}&removed=${s.slice(1)}` : `api/thumb?f=${f}&s=${s}&r=${r}`;
+  if (tip.dataset.id !== id) {
+    tip.dataset.id = id;
+    tip.innerHTML = `<img src="${esc(src)}" alt=""><div>${esc(MAP.data.key ? MAP.data.key[i] : id)}</div>`;
+  }
+  tip.style.left = `${Math.min(px + 14, MAP.view.w - 140)}px`;
+  tip.style.top = `${Math.max(0, py - 60)}px`;
+  tip.hidden = false;
+}
+
 function nearestPoint(px, py) {
   const m = MAP.data, v = MAP.view;
   let best = -1, bestD = 64;  // within 8 px
@@ -774,12 +822,33 @@ function nearestPoint(px, py) {
 function wireMap() {
   const over = $("map-over");
   const at = (ev) => { const r = over.getBoundingClientRect(); return [ev.clientX - r.left, ev.clientY - r.top]; };
-  over.addEventListener("mousedown", (ev) => { if (MAP.data) { MAP.drag = at(ev); ev.preventDefault(); } });
-  window.addEventListener("mousemove", (ev) => { if (MAP.drag) drawOverlay([...MAP.drag, ...at(ev)]); });
+  over.addEventListener("mousedown", (ev) => {
+    if (!MAP.data) return;
+    MAP.drag = at(ev);
+    MAP.path = $("map-lasso").checked ? [at(ev)] : null;
+    ev.preventDefault();
+  });
+  over.addEventListener("mousemove", (ev) => { if (!MAP.drag && MAP.data) hoverPoint(...at(ev)); });
+  over.addEventListener("mouseleave", () => { $("map-tip").hidden = true; });
+  window.addEventListener("mousemove", (ev) => {
+    if (!MAP.drag) return;
+    if (MAP.path) { MAP.path.push(at(ev)); drawPath(MAP.path, false); } else drawOverlay([...MAP.drag, ...at(ev)]);
+  });
   window.addEventListener("mouseup", (ev) => {
     if (!MAP.drag) return;
     const [a, b] = MAP.drag, [c, d] = at(ev), v = MAP.view;
+    const path = MAP.path;
     MAP.drag = null;
+    MAP.path = null;
+    const far = path && path.some(([x, y]) => Math.abs(x - a) >= 4 || Math.abs(y - b) >= 4);
+    if (path && far && path.length >= 3) {  // a lasso: its outline, at most 300 vertices, in map coordinates
+      const step = Math.ceil(path.length / 300);
+      const r = (x) => Number(x.toPrecision(6));
+      state.lasso = path.filter((_, i) => i % step === 0).map(([x, y]) => `${r(v.dx(x))},${r(v.dy(y))}`).join(";");
+      state.box = "";
+      change();
+      return;
+    }
     if (Math.abs(c - a) < 4 && Math.abs(d - b) < 4) {  // a click: the nearest point's row
       drawMap();
       const i = nearestPoint(a, b);
@@ -790,6 +859,7 @@ function wireMap() {
     }
     const r = (x) => Number(x.toPrecision(6));
     state.box = [r(v.dx(Math.min(a, c))), r(v.dy(Math.max(b, d))), r(v.dx(Math.max(a, c))), r(v.dy(Math.min(b, d)))].join(":");
+    state.lasso = "";
     change();
   });
   over.addEventListener("wheel", (ev) => {  // zoom about the cursor
@@ -804,7 +874,7 @@ function wireMap() {
   }, { passive: false });
   over.addEventListener("dblclick", () => { MAP.zoom = null; drawMap(); });
   $("map-color").addEventListener("change", (e) => { state.color = e.target.value; remember(); colourMap(); });
-  $("map-clear").addEventListener("click", () => { state.box = ""; change(); });
+  $("map-clear").addEventListener("click", () => { state.box = ""; state.lasso = ""; change(); });
   $("map-toggle").addEventListener("click", () => {
     state.map = $("map-panel").hidden;
     remember();
