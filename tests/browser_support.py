@@ -35,3 +35,19 @@ def chromium(sync_api: Any) -> Iterator[Any]:
             yield browser
         finally:
             browser.close()
+
+
+@contextmanager
+def watched_page(browser: Any, **context_kw: Any) -> Iterator[Any]:
+    """A page in a fresh context (1360 x 900, the page's own policy in force) that fails the test on
+    a page error or a Content-Security-Policy report."""
+    ctx = browser.new_context(viewport={"width": 1360, "height": 900}, **context_kw)
+    page = ctx.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on("console", lambda m: problems.append(m.text) if "Content Security Policy" in m.text else None)
+    try:
+        yield page
+    finally:
+        ctx.close()
+    assert problems == [], problems

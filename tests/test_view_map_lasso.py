@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("starlette")
 
-from browser_support import needs_chromium, shot  # noqa: E402
+from browser_support import needs_chromium, shot, watched_page  # noqa: E402
 from view_fixtures import Server, embedding_folder  # noqa: E402
 
 from caption_debias.view.data import ViewData  # noqa: E402
@@ -78,39 +78,33 @@ def test_the_page_draws_a_lasso_and_previews_a_point_on_hover(folder, browser, t
     sync_api = pytest.importorskip("playwright.sync_api")
     folder, images = folder
     with Server([folder], image_root=images, thumbs_dir=tmp_path / "t") as server:
-        ctx = browser.new_context(viewport={"width": 1360, "height": 900})
-        page = ctx.new_page()
-        problems: list[str] = []
-        page.on("pageerror", lambda e: problems.append(str(e)))
-        page.on("console", lambda m: problems.append(m.text) if "Content Security Policy" in m.text else None)
-        page.goto(server.url + "#map=1")
-        sync_api.expect(page.locator("#map-canvas")).to_have_attribute(
-            "data-points", re.compile(r"^[1-9]"), timeout=60000
-        )
-        box = page.locator("#map-over").bounding_box()
-        page.check("#map-lasso")
-        corners = [(0.2, 0.2), (0.8, 0.25), (0.7, 0.8), (0.3, 0.7)]
-        page.mouse.move(box["x"] + corners[0][0] * box["width"], box["y"] + corners[0][1] * box["height"])
-        page.mouse.down()
-        for fx, fy in corners[1:] + corners[:1]:
-            page.mouse.move(box["x"] + fx * box["width"], box["y"] + fy * box["height"], steps=8)
-        page.mouse.up()
-        page.wait_for_url(re.compile("lasso="))
-        lasso = re.search(r"lasso=([^&]+)", page.url).group(1)
-        from urllib.parse import unquote
+        with watched_page(browser) as page:
+            page.goto(server.url + "#map=1")
+            sync_api.expect(page.locator("#map-canvas")).to_have_attribute(
+                "data-points", re.compile(r"^[1-9]"), timeout=60000
+            )
+            box = page.locator("#map-over").bounding_box()
+            page.check("#map-lasso")
+            corners = [(0.2, 0.2), (0.8, 0.25), (0.7, 0.8), (0.3, 0.7)]
+            page.mouse.move(box["x"] + corners[0][0] * box["width"], box["y"] + corners[0][1] * box["height"])
+            page.mouse.down()
+            for fx, fy in corners[1:] + corners[:1]:
+                page.mouse.move(box["x"] + fx * box["width"], box["y"] + fy * box["height"], steps=8)
+            page.mouse.up()
+            page.wait_for_url(re.compile("lasso="))
+            lasso = re.search(r"lasso=([^&]+)", page.url).group(1)
+            from urllib.parse import unquote
 
-        c, _ = _client(folder)
-        want = c.get("/api/page", params={"lasso": unquote(lasso)}).json()["total"]
-        sync_api.expect(page.locator("#status")).to_have_text(
-            f"{want} kept rows match" if want != 1 else "1 kept row matches"
-        )
-        assert 0 < want < 400
-        # hover: the nearest point's thumbnail beside the cursor
-        page.uncheck("#map-lasso")
-        mx = float(page.locator("#map-canvas").evaluate("() => MAP.view.px(MAP.data.x[0])"))
-        my = float(page.locator("#map-canvas").evaluate("() => MAP.view.py(MAP.data.y[0])"))
-        page.mouse.move(box["x"] + mx, box["y"] + my)
-        sync_api.expect(page.locator("#map-tip img")).to_be_visible()
-        shot(page, "map-lasso")
-        ctx.close()
-        assert problems == []
+            c, _ = _client(folder)
+            want = c.get("/api/page", params={"lasso": unquote(lasso)}).json()["total"]
+            sync_api.expect(page.locator("#status")).to_have_text(
+                f"{want} kept rows match" if want != 1 else "1 kept row matches"
+            )
+            assert 0 < want < 400
+            # hover: the nearest point's thumbnail beside the cursor
+            page.uncheck("#map-lasso")
+            mx = float(page.locator("#map-canvas").evaluate("() => MAP.view.px(MAP.data.x[0])"))
+            my = float(page.locator("#map-canvas").evaluate("() => MAP.view.py(MAP.data.y[0])"))
+            page.mouse.move(box["x"] + mx, box["y"] + my)
+            sync_api.expect(page.locator("#map-tip img")).to_be_visible()
+            shot(page, "map-lasso")

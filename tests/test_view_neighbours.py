@@ -10,10 +10,8 @@ import pytest
 
 pytest.importorskip("starlette")
 
-from browser_support import needs_chromium, shot  # noqa: E402
-from view_fixtures import Server, _rewrite_shards, embedding_folder  # noqa: E402
-
-from caption_debias.view.data import ViewData  # noqa: E402
+from browser_support import needs_chromium, shot, watched_page  # noqa: E402
+from view_fixtures import Server, _rewrite_shards, app_client, embedding_folder  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -36,11 +34,7 @@ def folder(tmp_path_factory):
 
 
 def _client(folder):
-    from starlette.testclient import TestClient
-
-    from caption_debias.view.app import create_app
-
-    return TestClient(create_app(ViewData([str(folder)])), base_url="http://127.0.0.1")
+    return app_client([folder])
 
 
 def _reference(folder, address, k):
@@ -91,20 +85,15 @@ def test_bad_requests_are_one_line(folder):
 def test_the_row_detail_shows_rows_like_it(folder, browser, tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api")
     with Server([folder], thumbs_dir=tmp_path / "thumbs") as server:
-        ctx = browser.new_context(viewport={"width": 1360, "height": 900})
-        page = ctx.new_page()
-        problems: list[str] = []
-        page.on("pageerror", lambda e: problems.append(str(e)))
-        page.goto(server.url)
-        page.wait_for_function("() => META !== null")
-        page.locator(".card").first.click()
-        page.locator(".like-bar button[data-by=image]").click()
-        sync_api.expect(page.locator(".like-card")).to_have_count(12)
-        want = _reference(folder, (0, 0, 0), 12)
-        ids = page.locator(".like-card").evaluate_all("els => els.map(e => e.dataset.id)")
-        assert ids == [f"{a[0]}:{a[1]}:{a[2]}" for _, a in want]
-        shot(page, "neighbours")
-        page.locator(".like-card").first.click()  # opens that row
-        sync_api.expect(page.locator("#modal h2")).to_have_text(server.data.current().cards([want[0][1]])[0]["key"])
-        ctx.close()
-        assert problems == []
+        with watched_page(browser) as page:
+            page.goto(server.url)
+            page.wait_for_function("() => META !== null")
+            page.locator(".card").first.click()
+            page.locator(".like-bar button[data-by=image]").click()
+            sync_api.expect(page.locator(".like-card")).to_have_count(12)
+            want = _reference(folder, (0, 0, 0), 12)
+            ids = page.locator(".like-card").evaluate_all("els => els.map(e => e.dataset.id)")
+            assert ids == [f"{a[0]}:{a[1]}:{a[2]}" for _, a in want]
+            shot(page, "neighbours")
+            page.locator(".like-card").first.click()  # opens that row
+            sync_api.expect(page.locator("#modal h2")).to_have_text(server.data.current().cards([want[0][1]])[0]["key"])

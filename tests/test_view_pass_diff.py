@@ -10,10 +10,8 @@ import pytest
 
 pytest.importorskip("starlette")
 
-from browser_support import needs_chromium, shot  # noqa: E402
-from view_fixtures import Server, curated_world  # noqa: E402
-
-from caption_debias.view.data import ViewData  # noqa: E402
+from browser_support import needs_chromium, shot, watched_page  # noqa: E402
+from view_fixtures import Server, app_client, curated_world  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -22,11 +20,7 @@ def world(tmp_path_factory):
 
 
 def _client(folders):
-    from starlette.testclient import TestClient
-
-    from caption_debias.view.app import create_app
-
-    return TestClient(create_app(ViewData([str(f) for f in folders])), base_url="http://127.0.0.1")
+    return app_client(folders)
 
 
 def test_a_pass_diff_counts_what_the_later_pass_removed_by_reason(world):
@@ -53,18 +47,13 @@ def test_the_page_compares_two_passes(world, browser, tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api")
     manifest = json.loads((world["curated"] / "manifest.json").read_text("utf-8"))
     with Server([world["prepared"], world["curated"]], thumbs_dir=tmp_path / "t") as server:
-        ctx = browser.new_context(viewport={"width": 1360, "height": 900})
-        page = ctx.new_page()
-        problems: list[str] = []
-        page.on("pageerror", lambda e: problems.append(str(e)))
-        page.goto(server.url)
-        sync_api.expect(page.locator("#compare")).to_be_visible()
-        page.select_option("#diff-a", "0")
-        page.select_option("#diff-b", "1")
-        page.click("#diff-go")
-        sync_api.expect(page.locator("#diff-removed")).to_have_text(str(manifest["counts"]["removed"]))
-        sync_api.expect(page.locator("#diff-kept")).to_have_text(str(manifest["counts"]["written"]))
-        assert "is a later pass of" in page.inner_text("#diff-out")
-        shot(page, "pass-diff")
-        ctx.close()
-        assert problems == []
+        with watched_page(browser) as page:
+            page.goto(server.url)
+            sync_api.expect(page.locator("#compare")).to_be_visible()
+            page.select_option("#diff-a", "0")
+            page.select_option("#diff-b", "1")
+            page.click("#diff-go")
+            sync_api.expect(page.locator("#diff-removed")).to_have_text(str(manifest["counts"]["removed"]))
+            sync_api.expect(page.locator("#diff-kept")).to_have_text(str(manifest["counts"]["written"]))
+            assert "is a later pass of" in page.inner_text("#diff-out")
+            shot(page, "pass-diff")

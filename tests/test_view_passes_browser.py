@@ -14,7 +14,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 sync_api = pytest.importorskip("playwright.sync_api")
 
-from browser_support import needs_chromium, shot  # noqa: E402
+from browser_support import needs_chromium, shot, watched_page  # noqa: E402
 from view_fixtures import Server, curated_world, scored_copy  # noqa: E402
 
 pytestmark = needs_chromium
@@ -39,14 +39,8 @@ def scored_only(passes, tmp_path_factory):
 
 @pytest.fixture()
 def page(browser):
-    ctx = browser.new_context(viewport={"width": 1360, "height": 900}, accept_downloads=True)
-    page = ctx.new_page()
-    problems: list[str] = []
-    page.on("pageerror", lambda e: problems.append(str(e)))
-    page.on("console", lambda m: problems.append(m.text) if "Content Security Policy" in m.text else None)
-    yield page
-    ctx.close()
-    assert problems == [], problems
+    with watched_page(browser, accept_downloads=True) as page:
+        yield page
 
 
 def _style(locator, prop: str) -> str:

@@ -11,10 +11,8 @@ import pytest
 
 pytest.importorskip("starlette")
 
-from browser_support import needs_chromium  # noqa: E402
-from view_fixtures import Server, curated_world, scored_copy  # noqa: E402
-
-from caption_debias.view.data import ViewData  # noqa: E402
+from browser_support import needs_chromium, watched_page  # noqa: E402
+from view_fixtures import Server, app_client, curated_world, scored_copy  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -25,11 +23,7 @@ def scored(tmp_path_factory):
 
 
 def _client(folder):
-    from starlette.testclient import TestClient
-
-    from caption_debias.view.app import create_app
-
-    return TestClient(create_app(ViewData([str(folder)])), base_url="http://127.0.0.1")
+    return app_client([folder])
 
 
 def _rows(folder):
@@ -70,23 +64,18 @@ def test_the_page_runs_a_field_query_and_a_regex_search(scored, browser, tmp_pat
     sync_api = pytest.importorskip("playwright.sync_api")
     rows = _rows(scored)
     with Server([scored], thumbs_dir=tmp_path / "t") as server:
-        ctx = browser.new_context(viewport={"width": 1360, "height": 900})
-        page = ctx.new_page()
-        problems: list[str] = []
-        page.on("pageerror", lambda e: problems.append(str(e)))
-        page.goto(server.url)
-        page.fill("#where", "clip_score > 0.215")
-        page.press("#where", "Enter")
-        n = sum(r["clip_score"] > 0.215 for r in rows)
-        sync_api.expect(page.locator("#status")).to_have_text(f"{n} kept rows match")
-        assert "where=" in page.url
-        page.check("#search-re")
-        page.fill("#search", r"c1\d")
-        hit = lambda r: any(re.search(r"c1\d", t, re.I) for t in (r["key"], r["caption"]))  # noqa: E731
-        want = [r["key"] for r in rows if r["clip_score"] > 0.215 and hit(r)]
-        sync_api.expect(page.locator(".card")).to_have_count(len(want))
-        page.fill("#where", "nope >")
-        page.press("#where", "Enter")
-        sync_api.expect(page.locator("#status")).to_contain_text("error: where:")
-        ctx.close()
-        assert problems == []
+        with watched_page(browser) as page:
+            page.goto(server.url)
+            page.fill("#where", "clip_score > 0.215")
+            page.press("#where", "Enter")
+            n = sum(r["clip_score"] > 0.215 for r in rows)
+            sync_api.expect(page.locator("#status")).to_have_text(f"{n} kept rows match")
+            assert "where=" in page.url
+            page.check("#search-re")
+            page.fill("#search", r"c1\d")
+            hit = lambda r: any(re.search(r"c1\d", t, re.I) for t in (r["key"], r["caption"]))  # noqa: E731
+            want = [r["key"] for r in rows if r["clip_score"] > 0.215 and hit(r)]
+            sync_api.expect(page.locator(".card")).to_have_count(len(want))
+            page.fill("#where", "nope >")
+            page.press("#where", "Enter")
+            sync_api.expect(page.locator("#status")).to_contain_text("error: where:")

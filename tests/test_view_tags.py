@@ -10,11 +10,10 @@ import pytest
 
 pytest.importorskip("starlette")
 
-from browser_support import needs_chromium  # noqa: E402
-from view_fixtures import Server, curated_world, mtimes  # noqa: E402
+from browser_support import needs_chromium, watched_page  # noqa: E402
+from view_fixtures import Server, app_client, curated_world, mtimes  # noqa: E402
 
 from caption_debias.errors import UserError  # noqa: E402
-from caption_debias.view.data import ViewData  # noqa: E402
 from caption_debias.view.tags import TagFile  # noqa: E402
 
 ORIGIN = "http://127.0.0.1"
@@ -26,11 +25,7 @@ def world(tmp_path_factory):
 
 
 def _client(folder, tags):
-    from starlette.testclient import TestClient
-
-    from caption_debias.view.app import create_app
-
-    return TestClient(create_app(ViewData([str(folder)]), tags=tags), base_url=ORIGIN)
+    return app_client([folder], tags=tags)
 
 
 def _post(c, body, **headers):
@@ -102,23 +97,18 @@ def test_the_page_tags_selected_rows_and_filters_by_the_tag(world, browser, tmp_
     sync_api = pytest.importorskip("playwright.sync_api")
     path = tmp_path / "tags.jsonl"
     with Server([world["curated"]], thumbs_dir=tmp_path / "t", tags=TagFile(path)) as server:
-        ctx = browser.new_context(viewport={"width": 1360, "height": 900})
-        page = ctx.new_page()
-        problems: list[str] = []
-        page.on("pageerror", lambda e: problems.append(str(e)))
-        page.goto(server.url)
-        sync_api.expect(page.locator("#tagging")).to_be_visible()
-        cards = page.locator(".card")
-        picked = [cards.nth(i).get_attribute("data-key") for i in (0, 2)]
-        for i in (0, 2):
-            cards.nth(i).locator(".pick").check()
-        page.fill("#tag-name", "check-me")
-        page.click("#tag-add")
-        sync_api.expect(page.locator("#status")).to_contain_text("2 rows have the tag check-me")
-        page.select_option("#tag", "check-me")
-        sync_api.expect(page.locator(".card")).to_have_count(2)
-        assert sorted(page.locator(".card").evaluate_all("els => els.map(e => e.dataset.key)")) == sorted(picked)
-        sync_api.expect(page.locator(".card .badge.tag").first).to_have_text("check-me")
-        assert [json.loads(x)["key"] for x in path.read_text("utf-8").splitlines()] == sorted(picked)
-        ctx.close()
-        assert problems == []
+        with watched_page(browser) as page:
+            page.goto(server.url)
+            sync_api.expect(page.locator("#tagging")).to_be_visible()
+            cards = page.locator(".card")
+            picked = [cards.nth(i).get_attribute("data-key") for i in (0, 2)]
+            for i in (0, 2):
+                cards.nth(i).locator(".pick").check()
+            page.fill("#tag-name", "check-me")
+            page.click("#tag-add")
+            sync_api.expect(page.locator("#status")).to_contain_text("2 rows have the tag check-me")
+            page.select_option("#tag", "check-me")
+            sync_api.expect(page.locator(".card")).to_have_count(2)
+            assert sorted(page.locator(".card").evaluate_all("els => els.map(e => e.dataset.key)")) == sorted(picked)
+            sync_api.expect(page.locator(".card .badge.tag").first).to_have_text("check-me")
+            assert [json.loads(x)["key"] for x in path.read_text("utf-8").splitlines()] == sorted(picked)

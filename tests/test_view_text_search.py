@@ -10,10 +10,9 @@ import pytest
 pytest.importorskip("starlette")
 pytest.importorskip("open_clip")
 
-from browser_support import needs_chromium  # noqa: E402
-from view_fixtures import Server, embedding_folder  # noqa: E402
+from browser_support import needs_chromium, watched_page  # noqa: E402
+from view_fixtures import Server, app_client, embedding_folder  # noqa: E402
 
-from caption_debias.view.data import ViewData  # noqa: E402
 from caption_debias.view.text_search import TextSearch  # noqa: E402
 
 TINY_DIM = 64  # the shipped tiny config's embed_dim (caption_debias/assets/tiny.json)
@@ -29,11 +28,7 @@ def folder(tmp_path_factory):
 
 
 def _client(folder, search):
-    from starlette.testclient import TestClient
-
-    from caption_debias.view.app import create_app
-
-    return TestClient(create_app(ViewData([str(folder)]), text_search=search), base_url="http://127.0.0.1")
+    return app_client([folder], text_search=search)
 
 
 def _reference(folder, query: np.ndarray, k: int):
@@ -78,14 +73,9 @@ def test_bad_queries_are_one_line(folder, tmp_path):
 def test_the_page_finds_images_by_text(folder, browser, tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api")
     with Server([folder], thumbs_dir=tmp_path / "t", text_search=TextSearch("tiny")) as server:
-        ctx = browser.new_context(viewport={"width": 1360, "height": 900})
-        page = ctx.new_page()
-        problems: list[str] = []
-        page.on("pageerror", lambda e: problems.append(str(e)))
-        page.goto(server.url)
-        sync_api.expect(page.locator("#text-search")).to_be_visible()
-        page.fill("#text-q", "a green square")
-        page.press("#text-q", "Enter")
-        sync_api.expect(page.locator("#modal .like-card")).to_have_count(24)
-        ctx.close()
-        assert problems == []
+        with watched_page(browser) as page:
+            page.goto(server.url)
+            sync_api.expect(page.locator("#text-search")).to_be_visible()
+            page.fill("#text-q", "a green square")
+            page.press("#text-q", "Enter")
+            sync_api.expect(page.locator("#modal .like-card")).to_have_count(24)

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("starlette")
 
-from view_fixtures import curated_world, scored_copy  # noqa: E402
+from view_fixtures import app_client, curated_world, scored_copy  # noqa: E402
 
 from caption_debias.view.data import ViewData  # noqa: E402
 
@@ -24,11 +24,7 @@ def scored(tmp_path_factory):
 
 
 def _client(folders):
-    from starlette.testclient import TestClient
-
-    from caption_debias.view.app import create_app
-
-    return TestClient(create_app(ViewData([str(f) for f in folders])), base_url="http://127.0.0.1")
+    return app_client(folders)
 
 
 @pytest.mark.parametrize("clip, grounding", [(0.25, None), (None, 0.5), (0.27, 0.3), (0.2, 0.95)])

@@ -346,3 +346,14 @@ def embedding_folder(src: Path, out: Path, rows: int, dim: int, rng, shard_rows:
     }
     (out / "manifest.json").write_text(json.dumps(manifest))
     return out
+
+
+def app_client(folders, image_root=None, **app_kw):
+    """A Starlette test client on the real app over these folders (create_app's keywords: tags, text_search)."""
+    from starlette.testclient import TestClient
+
+    from caption_debias.view.app import create_app
+    from caption_debias.view.data import ViewData
+
+    data = ViewData([str(f) for f in folders], None if image_root is None else str(image_root))
+    return TestClient(create_app(data, **app_kw), base_url="http://127.0.0.1")
