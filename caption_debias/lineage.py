@@ -134,7 +134,7 @@ def _pass(folder: Any, manifest: dict[str, Any], missing: list[dict[str, str]]) 
     counts = fields.mapping(manifest.get("counts"), "counts")
     by = "rejects_by_reason" if stage == "prepare" else "removed_by_reason"
     removed = "rejected" if stage == "prepare" else "removed"
-    out = {
+    out: dict[str, Any] = {
         "stage": stage,
         "folder": shown(folder),
         "read": fields.count(counts.get("read"), "counts.read"),

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 _BREAKS = re.compile(r"[\r\n\x0b\x0c\x85\u2028\u2029]+")
-_PUNCT = re.compile(r"([\\`*_~\[\]!|#(){}])")
+_PUNCT = re.compile(r"([\\`*_~\[\]!|#])")  # not ( ) { }: a link needs "](", and ] is escaped
 _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
 
