@@ -201,15 +201,16 @@ def read_regular(path: str | Path, max_bytes: int = MAX_FILE_BYTES, name: str | 
 
 
 def read_member(tar, info, name: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
-    """The bytes of tar member `info` (a regular file, or a link to one inside the tar), bounded like files."""
+    """The bytes of tar member `info`, a regular file, bounded like files (a link member is followed
+    to its regular target first: image_source.tars.link_target, which bounds the hops)."""
     if info.size > max_bytes:
         raise _too_large(info.size, max_bytes, name)
-    fh = tar.extractfile(info) if (info.isfile() or info.islnk() or info.issym()) else None
+    fh = tar.extractfile(info) if info.isfile() else None
     if fh is None:
         raise ImageProblem(UNREADABLE, f"{name} is not a regular file in its tar")
     try:
         # a regular member holds exactly info.size bytes: read(max_bytes + 1) would allocate max_bytes
-        data = fh.read(min(info.size, max_bytes) + 1 if info.isfile() else max_bytes + 1)
+        data = fh.read(min(info.size, max_bytes) + 1)
     except (OSError, KeyError) as exc:  # KeyError: a link to a member that is not there
         raise ImageProblem(UNREADABLE, f"{name}: {exc}") from None
     if len(data) > max_bytes:

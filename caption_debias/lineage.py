@@ -22,6 +22,57 @@ MAX_DEPTH = 32  # a lineage deeper than this is cut (a loop of folders naming ea
 PACKED_KIND = "caption-debias packed"
 
 
+MAX_COUNT = 1 << 53  # more rows than any folder holds (and exact as a float): a larger "count" is not one
+MAX_THRESHOLD = 1e6  # a score threshold (cosine, percent, grounding) beyond this is not one
+
+
+class Fields:
+    """A manifest's numbers as a report shows them: each a count or a finite threshold, or None
+    where the manifest holds something else (a string, a list, NaN, a huge number), with one line
+    per such field in `invalid` (a folder from elsewhere or hand-edited: never a traceback)."""
+
+    def __init__(self, where: str):
+        self.where = where
+        self.invalid: list[str] = []
+
+    def _bad(self, field: str, value: Any, what: str) -> None:
+        shown = repr(value)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        self.invalid.append(f"{self.where}: manifest {field} is not {what} ({shown}): shown as not available")
+
+    def count(self, value: Any, field: str) -> int | None:
+        if value is None:
+            return None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
+            if float(value).is_integer():
+                return int(value)
+        self._bad(field, value, "a count")
+        return None
+
+    def number(self, value: Any, field: str) -> float | None:
+        if value is None:
+            return None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) <= MAX_THRESHOLD:
+            return float(value)  # NaN fails the comparison above
+        self._bad(field, value, "a number")
+        return None
+
+    def mapping(self, value: Any, field: str) -> dict[str, Any]:
+        if value is None or isinstance(value, dict):
+            return value or {}
+        self._bad(field, value, "a mapping")
+        return {}
+
+    def counts_by(self, value: Any, field: str) -> dict[str, int]:
+        """A reason -> count mapping: the valid counts kept, each other one said."""
+        out = {}
+        for name, n in self.mapping(value, field).items():
+            got = self.count(n, f"{field}.{name}")
+            if got is not None:
+                out[str(name)] = got
+        return out
+
+
 def stage_of(manifest: dict[str, Any]) -> str:
     """Which command wrote a folder: prepare, curate, score or pack."""
     if manifest.get("kind") == PACKED_KIND:
@@ -81,37 +132,47 @@ def find_input(entry: dict[str, Any], named_by: Any) -> tuple[Any | None, dict[s
 
 def _pass(folder: Any, manifest: dict[str, Any], missing: list[dict[str, str]]) -> dict[str, Any]:
     stage = stage_of(manifest)
-    counts = manifest.get("counts") or {}
-    by_reason = counts.get("rejects_by_reason" if stage == "prepare" else "removed_by_reason") or {}
-    out = {
+    fields = Fields(shown(folder))
+    counts = fields.mapping(manifest.get("counts"), "counts")
+    by = "rejects_by_reason" if stage == "prepare" else "removed_by_reason"
+    removed = "rejected" if stage == "prepare" else "removed"
+    out: dict[str, Any] = {
         "stage": stage,
         "folder": shown(folder),
-        "read": counts.get("read"),
-        "written": counts.get("written"),
-        "removed": counts.get("rejected" if stage == "prepare" else "removed"),
-        "steps": {r: int(n) for r, n in by_reason.items() if n},
-        "inputs": [str(e.get("path")) for e in manifest.get("inputs") or []],
+        "read": fields.count(counts.get("read"), "counts.read"),
+        "written": fields.count(counts.get("written"), "counts.written"),
+        "removed": fields.count(counts.get(removed), f"counts.{removed}"),
+        "steps": {r: n for r, n in fields.counts_by(counts.get(by), f"counts.{by}").items() if n},
+        "inputs": [str(e.get("path")) for e in manifest.get("inputs") or [] if isinstance(e, dict)],
     }
     if missing:
         out["not_followed"] = missing
     if stage == "curate":
-        out["thresholds"] = curate_thresholds(manifest)
+        out["thresholds"] = curate_thresholds(manifest, fields)
     if stage == "score":
-        out["model"] = ((manifest.get("scoring") or {}).get("model") or {}).get("name")
+        model = fields.mapping(manifest.get("scoring"), "scoring").get("model")
+        out["model"] = model.get("name") if isinstance(model, dict) else model
+    if fields.invalid:
+        out["invalid"] = fields.invalid
     return out
 
 
-def curate_thresholds(manifest: dict[str, Any]) -> dict[str, Any]:
-    """The model-score thresholds a curate pass used (None where not given), and where the top-P rule cut."""
-    cur = manifest.get("curation") or {}
-    given = cur.get("thresholds") or {}
+def curate_thresholds(manifest: dict[str, Any], fields: Fields | None = None) -> dict[str, Any]:
+    """The model-score thresholds a curate pass used (None where not given or not a number, said in
+    `fields`), and where the top-P rule cut."""
+    fields = fields or Fields("")
+    cur = fields.mapping(manifest.get("curation"), "curation")
+    given = fields.mapping(cur.get("thresholds"), "curation.thresholds")
     semantic = given.get("semantic_duplicate")
+    semantic = semantic.get("cosine_min") if isinstance(semantic, dict) else semantic
+    cutoff = fields.mapping(cur.get("low_alignment"), "curation.low_alignment").get("cutoff")
+    at = "curation.thresholds."
     return {
-        "min_clip_score": given.get("min_clip_score"),
-        "keep_top_alignment": given.get("keep_top_alignment_percent"),
-        "keep_top_alignment_cutoff": (cur.get("low_alignment") or {}).get("cutoff"),
-        "drop_ungrounded": given.get("drop_ungrounded"),
-        "semantic_duplicate": semantic.get("cosine_min") if isinstance(semantic, dict) else semantic,
+        "min_clip_score": fields.number(given.get("min_clip_score"), at + "min_clip_score"),
+        "keep_top_alignment": fields.number(given.get("keep_top_alignment_percent"), at + "keep_top_alignment_percent"),
+        "keep_top_alignment_cutoff": fields.number(cutoff, "curation.low_alignment.cutoff"),
+        "drop_ungrounded": fields.number(given.get("drop_ungrounded"), at + "drop_ungrounded"),
+        "semantic_duplicate": fields.number(semantic, at + "semantic_duplicate"),
     }
 
 

@@ -10,7 +10,10 @@
 - `packed_world`: `pack` of the loose world (its own tars) and a prepared table pointing at
   pack's members (`NNNNN.tar#SAMPLE.jpg`);
 - `hostile_root`: tars and parquet files built by hand to be hostile (member paths out, links
-  out, FIFO/device members, huge headers, truncation), each row with its expected reason;
+  out, links in loops and chains, FIFO/device members, huge headers, truncation), each row with
+  its expected reason;
+- `parquet_bombs`: sample tables of a few KB whose cells decompress to hundreds of MB (a
+  dictionary value every row repeats; a row group over the image cap), each row with its reason;
 - `moto_s3` / `CountingMotoServer`: moto's S3 server on 127.0.0.1 that counts every request
   (method, object, bytes sent), and `upload` to put a world on it.
 
@@ -310,7 +313,8 @@ def hostile_root(base: Path, with_fifo: bool = True) -> HostileRoot:
     root = base / "hostile"
     root.mkdir(parents=True)
     good, other = _jpeg(1), _jpeg(2)
-    rows = _kinds_tar(root, good, other) + _cut_tars(root, good, other) + _not_tars(root, with_fifo)
+    rows = _kinds_tar(root, good, other) + links_tar(root, good) + _cut_tars(root, good, other)
+    rows += _not_tars(root, with_fifo)
     rows += _parquet_files(root, good)
     expected = {None: good, "other": other}
     return HostileRoot(
@@ -354,6 +358,47 @@ def _kinds_tar(root: Path, good: bytes, other: bytes) -> Rows:
         ("kinds.tar#k1.jpg", "other", ""),
         ("kinds.tar#nope.jpg", "image_missing", "no member nope.jpg in kinds.tar"),
         ("kinds.tar#/etc/passwd", "image_unreadable", "absolute member path"),
+    ]
+
+
+def links_tar(root: Path, good: bytes) -> Rows:
+    """links.tar: links to links (a chain within the bound and beyond it), loops (a self-link, two
+    symlinks, a symlink and a hard link), a dangling link, a link to a link out, a link to a folder."""
+    sym, hard = tarfile.SYMTYPE, tarfile.LNKTYPE
+    chain = [(f"c{i}.jpg", b"", {"type": sym, "linkname": f"c{i + 1}.jpg"}) for i in range(20)]
+    members = [
+        ("ok.jpg", good, {}),
+        ("d", b"", {"type": tarfile.DIRTYPE}),
+        ("self.jpg", b"", {"type": sym, "linkname": "self.jpg"}),
+        ("a.jpg", b"", {"type": sym, "linkname": "b.jpg"}),
+        ("b.jpg", b"", {"type": sym, "linkname": "a.jpg"}),
+        ("m1.jpg", b"", {"type": sym, "linkname": "m2.jpg"}),
+        ("m2.jpg", b"", {"type": hard, "linkname": "m1.jpg"}),  # a hard link looks back: to m1, which looks ahead
+        ("l3.jpg", b"", {"type": sym, "linkname": "l2.jpg"}),
+        ("l2.jpg", b"", {"type": hard, "linkname": "ok.jpg"}),
+        ("sub/up.jpg", b"", {"type": sym, "linkname": "../l3.jpg"}),
+        *chain,
+        ("c20.jpg", good, {}),
+        ("dangling.jpg", b"", {"type": sym, "linkname": "nowhere.jpg"}),
+        ("via.jpg", b"", {"type": sym, "linkname": "out.jpg"}),
+        ("out.jpg", b"", {"type": sym, "linkname": "/etc/passwd"}),
+        ("to-dir.jpg", b"", {"type": sym, "linkname": "d"}),
+    ]
+    (root / "links.tar").write_bytes(_tar_bytes(members))
+    return [
+        ("links.tar#self.jpg", "image_unreadable", "a loop of links"),
+        ("links.tar#a.jpg", "image_unreadable", "a loop of links"),
+        ("links.tar#b.jpg", "image_unreadable", "a loop of links"),
+        ("links.tar#m1.jpg", "image_unreadable", "a loop of links"),
+        ("links.tar#m2.jpg", "image_unreadable", "a loop of links"),
+        ("links.tar#l3.jpg", None, ""),
+        ("links.tar#sub/up.jpg", None, ""),
+        ("links.tar#c12.jpg", None, ""),
+        ("links.tar#c0.jpg", "image_unreadable", "a chain of more than 8 links"),
+        ("links.tar#dangling.jpg", "image_unreadable", "a link to nowhere.jpg, no member of its tar"),
+        ("links.tar#via.jpg", "image_unreadable", "a link to /etc/passwd, outside its tar"),
+        ("links.tar#to-dir.jpg", "image_unreadable", "not a regular file"),
+        ("links.tar#ok.jpg", None, ""),
     ]
 
 
@@ -431,6 +476,65 @@ def _parquet_files(root: Path, good: bytes) -> Rows:
         ("00000.parquet#002", "image_missing", "no sample 002 in 00000.parquet"),
         ("other.parquet#000", "image_unreadable", "not img2dataset's parquet output"),
         ("broken.parquet#000", "image_unreadable", "not a readable Parquet file"),
+    ]
+
+
+MIB = 1 << 20
+BOMB_ROWS = 64  # rows sharing one dictionary value: a plain read materialises it once per row
+
+
+def parquet_bombs(root: Path, good: bytes) -> Rows:
+    """img2dataset-style sample tables of a few KB whose cells decompress to hundreds of MB: a
+    dictionary value every row of a group repeats (image, error_message and key columns), a group
+    of plain cells over the image cap (image column, key column). A good sample in each file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def shared(value, n: int, kind) -> pa.DictionaryArray:
+        return pa.DictionaryArray.from_arrays(pa.array([0] * n, pa.int32()), pa.array([value], kind))
+
+    def dense(n: int, each: int, kind=pa.binary()) -> pa.Array:  # n cells of `each` zero bytes, never touched
+        offsets = pa.array(range(0, n * each + 1, each), pa.int32()).buffers()[1]
+        return pa.Array.from_buffers(kind, n, [None, offsets, pa.py_buffer(bytes(n * each))])
+
+    text, blob = pa.dictionary(pa.int32(), pa.string()), pa.dictionary(pa.int32(), pa.binary())
+    schema = pa.schema([("key", text), ("status", text), ("error_message", text), ("jpg", blob)])
+    n = BOMB_ROWS
+
+    def group(keys, status, error, jpg) -> pa.Table:
+        return pa.table({"key": keys, "status": status, "error_message": error, "jpg": jpg}, schema=schema)
+
+    def plain(keys: list[str]) -> pa.DictionaryArray:
+        return pa.DictionaryArray.from_arrays(pa.array(range(len(keys)), pa.int32()), pa.array(keys, pa.string()))
+
+    nulls = pa.DictionaryArray.from_arrays(pa.array([None] * n, pa.int32()), pa.array([""], pa.string()))
+    ok = shared("success", 1, pa.string())
+    one_null = pa.DictionaryArray.from_arrays(pa.array([None], pa.int32()), pa.array([""], pa.string()))
+    options = {"compression": "zstd", "store_schema": False, "write_statistics": False}
+    with pq.ParquetWriter(root / "shared.parquet", schema, dictionary_pagesize_limit=1 << 30, **options) as w:
+        w.write_table(group(plain(["good"]), ok, one_null, shared(good, 1, pa.binary())))
+        keys = plain([f"f{i:02d}" for i in range(n)])
+        w.write_table(group(keys, shared("success", n, pa.string()), nulls, shared(bytes(32 * MIB), n, pa.binary())))
+        keys = plain([f"e{i:02d}" for i in range(n)])
+        no_jpg = pa.DictionaryArray.from_arrays(pa.array([None] * n, pa.int32()), pa.array([b""], pa.binary()))
+        error = shared("x" * (32 * MIB), n, pa.string())
+        w.write_table(group(keys, shared("failed_to_download", n, pa.string()), error, no_jpg))
+        w.write_table(group(shared("k" * (32 * MIB), n, pa.string()), shared("success", n, pa.string()), nulls, no_jpg))
+    plain_schema = pa.schema([("key", pa.string()), ("jpg", pa.binary())])
+    with pq.ParquetWriter(root / "plain.parquet", plain_schema, use_dictionary=False, **options) as w:
+        big = 320  # cells of 1 MiB: the group is over the 256 MiB cap, each cell under it
+        w.write_table(pa.table({"key": pa.array([f"p{i:03d}" for i in range(big)]), "jpg": dense(big, MIB)}))
+        w.write_table(pa.table({"key": dense(big, MIB, pa.string()), "jpg": dense(big, 1)}))  # keys of 1 MiB each
+        w.write_table(pa.table({"key": pa.array(["good"]), "jpg": pa.array([good])}))
+    return [
+        ("shared.parquet#good", None, ""),
+        ("shared.parquet#f00", "zeros", str(32 * MIB)),
+        (f"shared.parquet#f{n - 1:02d}", "zeros", str(32 * MIB)),
+        ("shared.parquet#e00", "image_missing", "no image stored (failed_to_download: " + "x" * 200 + ")"),
+        ("plain.parquet#good", None, ""),
+        ("plain.parquet#p000", "image_unreadable", "row group 0 (jpg) is 335,"),
+        ("plain.parquet#p319", "image_unreadable", "more than the maximum 268,435,456 for an image"),
+        ("plain.parquet#nokey", "image_unreadable", "no sample nokey in the readable row groups of plain.parquet; "),
     ]
 
 

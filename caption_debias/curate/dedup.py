@@ -23,7 +23,7 @@ from caption_debias.curate import images as img
 from caption_debias.curate import minhash, quality
 from caption_debias.curate.keys import KeyList
 from caption_debias.curate.options import REASONS, CurateOptions
-from caption_debias.curate.signals import band_name, problem_column
+from caption_debias.curate.signals import band_name, embedding_width, problem_column
 
 CODE = {r: i for i, r in enumerate(REASONS)}
 KEPT = -1
@@ -277,9 +277,8 @@ def invalid_signals(table: SignalTable, columns: list[str]) -> dict[int, dict[st
         if column == "image_embedding":
             dim = _np(table.column("embedding_dim"), np.int64, -1)
             usable = (dim >= 0) & _np(problems.is_null(), bool)
-            if usable.any():
-                values, counts = np.unique(dim[usable], return_counts=True)
-                width = int(values[np.argmax(counts)])
+            width = embedding_width(dim[usable])
+            if width is not None:
                 for o in np.flatnonzero(usable & (dim != width)).tolist():
                     found.setdefault(o, {"column": column, "problem": f"{dim[o]} values, the input's others {width}"})
     return found

@@ -255,7 +255,7 @@ def score_problems(table: pa.Table, n: int) -> dict[str, list[str | None]]:
         ]
     if "image_embedding" in names:
         e = table.column("image_embedding").combine_chunks()
-        bad = _bad_embeddings(e)
+        bad = bad_embeddings(e)
         out["image_embedding"] = [embedding_problem(e[i].as_py()) if b else None for i, b in enumerate(bad)]
     return out
 
@@ -271,13 +271,16 @@ def _lengths(lists: pa.Array) -> np.ndarray:
     return pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
 
 
-def embedding_usable(e: pa.Array) -> np.ndarray:
-    """Per row: an embedding curate would use (not null, every value finite, unit length); view's
-    neighbours take the same rows."""
-    return _valid(e) & ~_bad_embeddings(e)
+def embedding_width(lengths: np.ndarray) -> int | None:
+    """The length the usable embeddings share: the most common one (on a tie, the shorter), the
+    model's width; a usable row of another length is an invalid signal. None without any."""
+    if not len(lengths):
+        return None
+    values, counts = np.unique(lengths, return_counts=True)
+    return int(values[np.argmax(counts)])
 
 
-def _bad_embeddings(e: pa.Array) -> np.ndarray:
+def bad_embeddings(e: pa.Array) -> np.ndarray:
     """Per row: an embedding with a null, NaN or infinite value, or not of unit length (sums of
     squares per row from one cumulative sum over the flat values)."""
     import pyarrow.compute as pc

@@ -16,13 +16,14 @@ import re
 from dataclasses import dataclass, field
 
 from caption_debias.image_files import MISSING, ImageProblem, read_member
-from caption_debias.image_source import tars
+from caption_debias.image_source import parquet_samples, tars
 from caption_debias.image_source.parquet_samples import image_column
 from caption_debias.image_source.refs import IMAGE_EXTS
 from caption_debias.img2dataset_columns import KEY_COLUMN
 
 SHARD = re.compile(r"^(\d+)\.(parquet|tar)$")
 MAX_JSON_BYTES = 1 << 20  # a KEY.json member is metadata: a few hundred bytes
+MAX_KEY = 1 << 16  # characters of a key: prepare's keys and img2dataset's are far shorter
 
 
 @dataclass
@@ -83,24 +84,34 @@ def build(files) -> Downloads:
 
 
 def _add_parquet(files, entries: dict[str, bool], stem: str, index: Downloads) -> None:
+    """One shard's metadata, row group by row group (each size-checked as parquet_samples reads them):
+    a group that cannot be read costs its own keys, named in `broken`."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     name = f"{stem}.parquet"
     try:
         with files.open(name, buffer_size=1 << 16) as fh:
-            pf = pq.ParquetFile(fh)
+            pf = parquet_samples.open_bounded(fh, name, [KEY_COLUMN, "key", "status", "error_message"])
             if KEY_COLUMN not in pf.schema_arrow.names or "key" not in pf.schema_arrow.names:
                 return
             layout = _layout(files, entries, stem, pf.schema_arrow)
             columns = [c for c in (KEY_COLUMN, "key", "status", "error_message") if c in pf.schema_arrow.names]
-            rows = pf.read(columns=columns).to_pylist()
+            for group in range(pf.metadata.num_row_groups):
+                try:
+                    table = parquet_samples.read_group(pf, group, columns, name)
+                except ImageProblem as exc:
+                    index.broken.append(exc.detail)
+                    continue
+                for row in range(table.num_rows):
+                    caption_key, key = (parquet_samples.text(table, c, row, MAX_KEY + 1) for c in (KEY_COLUMN, "key"))
+                    if max(len(caption_key or ""), len(key or "")) > MAX_KEY:
+                        continue  # no row of ours has such a key: never matched
+                    status, error = (parquet_samples.text(table, c, row) for c in ("status", "error_message"))
+                    index.add(caption_key, layout(str(key)), status, error)
     except (pa.ArrowException, OSError) as exc:
         if isinstance(exc, ImageProblem):
             raise
         raise ImageProblem(MISSING, f"{name}: unreadable img2dataset metadata ({exc})") from None
-    for row in rows:
-        index.add(row[KEY_COLUMN], layout(str(row["key"])), row.get("status"), row.get("error_message"))
 
 
 def _layout(files, entries: dict[str, bool], stem: str, schema):

@@ -6,15 +6,25 @@ when the download failed), in row groups of about a hundred rows. A row's image 
 `NNNNN.parquet#KEY` (as the img2dataset reader records it). One pass per file reads the `key`
 column, then only the row groups holding asked-for keys, in file order: memory is one row
 group's images.
+
+A sample table from elsewhere may be hostile (a few KB whose pages decompress to gigabytes, or
+one dictionary value that every row repeats), so nothing is read whole and every size is
+checked before it is materialised:
+- each row group is read alone, and only when its column chunks (dictionary and data pages,
+  uncompressed, from the footer) fit MAX_FILE_BYTES, the cap on an image file; a group over it
+  costs its rows (`image_unreadable`, saying so), the other groups still read;
+- columns are read as dictionaries (pyarrow's read_dictionary): a value many rows share is held
+  once, not once per row; a cell is copied out only after its size is checked.
 """
 
 from __future__ import annotations
 
 from typing import Iterator
 
-from caption_debias.image_files import MISSING, UNREADABLE, ImageProblem, check_size
+from caption_debias.image_files import MAX_FILE_BYTES, MISSING, UNREADABLE, ImageProblem, check_size
 
 IMAGE_COLUMNS = ("jpg", "png", "webp", "jpeg")  # img2dataset's --encode_format values
+MAX_TEXT = 200  # characters of a row's status or error_message quoted in its reason
 
 
 def image_column(schema) -> str | None:
@@ -22,48 +32,132 @@ def image_column(schema) -> str | None:
 
     for name in IMAGE_COLUMNS:
         i = schema.get_field_index(name)
-        if i >= 0 and (pa.types.is_binary(schema.field(i).type) or pa.types.is_large_binary(schema.field(i).type)):
+        kind = schema.field(i).type if i >= 0 else None
+        if kind is not None and pa.types.is_dictionary(kind):  # read as a dictionary (open_bounded)
+            kind = kind.value_type
+        if kind is not None and (pa.types.is_binary(kind) or pa.types.is_large_binary(kind)):
             return name
     return None
 
 
-def _open(fh, name: str):
+def open_bounded(fh, name: str, columns):
+    """pq.ParquetFile over `fh` with the `columns` there read as dictionaries (see the module docs)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
         pf = pq.ParquetFile(fh)
+        schema = pf.schema_arrow
+        text = [c for c in columns if c in schema.names and _is_text(schema.field(c).type)]
+        return pq.ParquetFile(fh, metadata=pf.metadata, read_dictionary=text) if text else pf
     except (pa.ArrowException, OSError) as exc:
         raise ImageProblem(UNREADABLE, f"{name}: not a readable Parquet file ({exc})") from None
+
+
+def _is_text(kind) -> bool:
+    import pyarrow as pa
+
+    return any(
+        f(kind) for f in (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_string, pa.types.is_large_string)
+    )
+
+
+def _open(fh, name: str):
+    pf = open_bounded(fh, name, [*IMAGE_COLUMNS, "key", "status", "error_message"])
     column = image_column(pf.schema_arrow)
     if column is None or "key" not in pf.schema_arrow.names:
         raise ImageProblem(UNREADABLE, f"{name}: no key and jpg/png/webp columns (not img2dataset's parquet output)")
     return pf, column
 
 
-def _rows_of(pf, keys: list[str]) -> dict[str, int]:
-    """key -> its first row in the file, for the keys asked for that are there."""
+def read_group(pf, group: int, columns: list[str], name: str):
+    """Row group `group`'s `columns`, once its uncompressed size (the footer's) is checked against
+    the image cap; ImageProblem(UNREADABLE) for a group over it or one pyarrow cannot read."""
+    import pyarrow as pa
+
+    meta = pf.metadata.row_group(group)
+    sizes = [meta.column(i).total_uncompressed_size for i in range(meta.num_columns)]
+    size = sum(n for i, n in enumerate(sizes) if meta.column(i).path_in_schema in columns)
+    if size > MAX_FILE_BYTES or min(sizes, default=0) < 0:
+        raise ImageProblem(
+            UNREADABLE,
+            f"{name}: row group {group} ({', '.join(columns)}) is {size:,} bytes uncompressed, "
+            f"more than the maximum {MAX_FILE_BYTES:,} for an image",
+        )
+    try:
+        return pf.read_row_group(group, columns=columns)
+    except (pa.ArrowException, OSError) as exc:
+        raise ImageProblem(UNREADABLE, f"{name}: row group {group} unreadable ({exc})") from None
+
+
+def cell(table, column: str, at: int):
+    """Row `at`'s value in `column` as a pyarrow Buffer (no copy; a dictionary column's shared value), or None."""
+    scalar = table.column(column)[at]
+    if not scalar.is_valid:
+        return None
+    if hasattr(scalar, "dictionary"):  # pyarrow's DictionaryScalar
+        scalar = scalar.value
+    return scalar.as_buffer() if hasattr(scalar, "as_buffer") else None
+
+
+def text(table, column: str, at: int, limit: int = MAX_TEXT) -> str | None:
+    """Row `at`'s text in `column`, at most `limit` characters (None when null or no such column)."""
+    if column not in table.column_names:
+        return None
+    scalar = table.column(column)[at]
+    if not scalar.is_valid:
+        return None
+    buf = cell(table, column, at)
+    if buf is None:  # not a text column: a number, say
+        return str(scalar.as_py())[:limit]
+    return buf[: 4 * limit].to_pybytes().decode("utf-8", "replace")[:limit]
+
+
+def _rows_of(pf, keys: list[str], name: str) -> tuple[dict[str, int], ImageProblem | None]:
+    """key -> its first row in the file, for the keys asked for that are there, read row group by
+    row group; and the problem of the first group whose keys could not be read (None when all were)."""
     asked = set(keys)
     rows: dict[str, int] = {}
-    for i, key in enumerate(pf.read(columns=["key"]).column("key").to_pylist()):
-        key = str(key)
-        if key in asked and key not in rows:
-            rows[key] = i
-    return rows
+    unread: ImageProblem | None = None
+    start = 0
+    for group in range(pf.metadata.num_row_groups):
+        try:
+            found = _keys(read_group(pf, group, ["key"], name))
+        except ImageProblem as exc:
+            unread = unread or exc
+            found = []
+        for i, key in enumerate(found):
+            if key in asked and key not in rows:
+                rows[key] = start + i
+        start += pf.metadata.row_group(group).num_rows
+    return rows, unread
+
+
+def _keys(table) -> list[str]:
+    """The key column of one row group as text, each dictionary value converted once."""
+    import pyarrow as pa
+
+    out: list[str] = []
+    for chunk in table.column("key").chunks:
+        if isinstance(chunk, pa.DictionaryArray):
+            values = [str(v) for v in chunk.dictionary.to_pylist()]
+            out += [values[i] if i is not None else "None" for i in chunk.indices.to_pylist()]
+        else:
+            out += [str(k) for k in chunk.to_pylist()]
+    return out
 
 
 def _sample(table, at: int, column: str, name: str, key: str) -> bytes | ImageProblem:
-    data = table.column(column)[at].as_py()
+    data = cell(table, column, at)
     if data is None:
-        status = table.column("status")[at].as_py() if "status" in table.column_names else None
-        error = table.column("error_message")[at].as_py() if "error_message" in table.column_names else None
+        status, error = text(table, "status", at), text(table, "error_message", at)
         why = f" ({status}{': ' + error if error else ''})" if status else ""
         return ImageProblem(MISSING, f"{name}#{key}: no image stored{why}")
     try:
-        check_size(len(data), f"{name}#{key}")
+        check_size(data.size, f"{name}#{key}")
     except ImageProblem as exc:
         return exc
-    return data
+    return data.to_pybytes()
 
 
 def _groups(pf, by_row: list[tuple[int, str]]) -> Iterator[tuple[int, int, list[tuple[int, str]]]]:
@@ -82,41 +176,54 @@ def _groups(pf, by_row: list[tuple[int, str]]) -> Iterator[tuple[int, int, list[
         start = end
 
 
+def _not_found(key: str, name: str, unread: ImageProblem | None) -> ImageProblem:
+    if unread is None:
+        return ImageProblem(MISSING, f"no sample {key} in {name}")
+    return ImageProblem(UNREADABLE, f"no sample {key} in the readable row groups of {name}; {unread.detail}")
+
+
 def stream(fh, name: str, keys: list[str]) -> Iterator[tuple[str, bytes | ImageProblem]]:
-    """(key, its image bytes or ImageProblem) for every key in `keys`: found ones in file order, then the others."""
+    """(key, its image bytes or ImageProblem) for every key in `keys`: found ones in file order, then
+    the others. A row group that cannot be read costs its own rows only."""
     import pyarrow as pa
 
     left = dict.fromkeys(keys)
-    problem: ImageProblem | None
+    problem: ImageProblem | None = None
+    unread: ImageProblem | None = None
     try:
         pf, column = _open(fh, name)
-        rows = _rows_of(pf, list(left))
+        rows, unread = _rows_of(pf, list(left), name)
         columns = [c for c in (column, "status", "error_message") if c in pf.schema_arrow.names]
         for group, start, here in _groups(pf, sorted((row, key) for key, row in rows.items())):
-            table = pf.read_row_group(group, columns=columns)
+            try:
+                table = read_group(pf, group, columns, name)
+            except ImageProblem as exc:
+                table, failed = None, exc
             for row, key in here:
                 del left[key]
-                yield key, _sample(table, row - start, column, name, key)
+                yield key, failed if table is None else _sample(table, row - start, column, name, key)
     except ImageProblem as exc:
         problem = exc
     except (pa.ArrowException, OSError) as exc:
         problem = ImageProblem(UNREADABLE, f"{name}: unreadable ({exc})")
-    else:
-        problem = None
     for key in left:
-        yield key, problem or ImageProblem(MISSING, f"no sample {key} in {name}")
+        yield key, problem or _not_found(key, name, unread)
 
 
 def read_one(fh, name: str, key: str) -> bytes:
-    """Specification: one sample's bytes (the first row with its key), or ImageProblem; the file read for it alone."""
+    """Specification: one sample's bytes (the first row with its key), or ImageProblem; the file read
+    for it alone, the key column group by group, then the one group holding the row."""
     pf, column = _open(fh, name)
-    rows = pf.read(columns=["key"]).column("key").to_pylist()
-    keys = [str(k) for k in rows]
-    if key not in keys:
-        raise ImageProblem(MISSING, f"no sample {key} in {name}")
-    at = keys.index(key)
-    columns = [c for c in (column, "status", "error_message") if c in pf.schema_arrow.names]
-    found = _sample(pf.read(columns=columns).slice(at, 1), 0, column, name, key)
-    if isinstance(found, ImageProblem):
-        raise found
-    return found
+    unread: ImageProblem | None = None
+    for group in range(pf.metadata.num_row_groups):
+        try:
+            keys = _keys(read_group(pf, group, ["key"], name))
+        except ImageProblem as exc:
+            unread, keys = unread or exc, []
+        if key in keys:
+            columns = [c for c in (column, "status", "error_message") if c in pf.schema_arrow.names]
+            found = _sample(read_group(pf, group, columns, name), keys.index(key), column, name, key)
+            if isinstance(found, ImageProblem):
+                raise found
+            return found
+    raise _not_found(key, name, unread)

@@ -10,8 +10,9 @@ headers tarfile keeps of every member seen are dropped as the pass goes.
 Rules (the row-by-row reference `read_one` keeps the same ones):
 - a reference `SHARD.tar#KEY.jpg` is satisfied by the first member, in tar order, named KEY.jpg
   or KEY with another image extension (refs.candidates; img2dataset's encode_format);
-- a link member is followed inside its tar (tarfile's own rule, as image_files.read_member
-  does); a link whose target leaves the tar is refused;
+- a link member is followed inside its tar (tarfile's own rule for each hop), through at most
+  MAX_LINK_HOPS links; a link whose target leaves the tar, a loop and a longer chain are refused
+  (that row's reason; the tar's other members still read);
 - a tar that ends without its end-of-archive blocks is truncated: members after the cut are
   `image_unreadable`; a whole tar without the member is `image_missing`.
 """
@@ -26,6 +27,7 @@ from caption_debias.image_files import MISSING, UNREADABLE, ImageProblem, read_m
 from caption_debias.image_source.refs import candidates, member_name
 
 MAX_HEADER_BYTES = 1 << 20  # a pax header or GNU long name beyond 1 MiB is not a real tar's
+MAX_LINK_HOPS = 8  # a link to a link ... to a file: a longer chain is a loop or hostile
 _EXTENDED = (
     tarfile.XHDTYPE,
     tarfile.XGLTYPE,
@@ -87,12 +89,29 @@ def link_outside(info: tarfile.TarInfo) -> str | None:
     return info.linkname if target.startswith("/") or norm == ".." or norm.startswith("../") else None
 
 
+def link_target(tar: tarfile.TarFile, info: tarfile.TarInfo, name: str) -> tarfile.TarInfo:
+    """The member a link member ends at, hop by hop (tarfile's own rule for each, which would
+    recurse without end on a loop); ImageProblem for a link out, a loop or a chain too long."""
+    seen = {info.offset}
+    for _ in range(MAX_LINK_HOPS + 1):
+        if not (info.issym() or info.islnk()):
+            return info
+        outside = link_outside(info)
+        if outside is not None:
+            raise ImageProblem(UNREADABLE, f"{name} is a link to {outside}, outside its tar")
+        try:
+            info = tar._find_link_target(info)  # type: ignore[attr-defined]
+        except KeyError:
+            raise ImageProblem(UNREADABLE, f"{name} is a link to {info.linkname}, no member of its tar") from None
+        if info.offset in seen:
+            raise ImageProblem(UNREADABLE, f"{name} is a link in a loop of links")
+        seen.add(info.offset)
+    raise ImageProblem(UNREADABLE, f"{name} is a chain of more than {MAX_LINK_HOPS} links")
+
+
 def _member_bytes(tar: tarfile.TarFile, info: tarfile.TarInfo, name: str) -> bytes:
-    outside = link_outside(info)
-    if outside is not None:
-        raise ImageProblem(UNREADABLE, f"{name} is a link to {outside}, outside its tar")
     try:
-        return read_member(tar, info, name)
+        return read_member(tar, link_target(tar, info, name), name)
     except tarfile.TarError as exc:  # the member's data runs past the end of the file
         raise ImageProblem(UNREADABLE, f"{name}: truncated tar ({exc})") from None
 

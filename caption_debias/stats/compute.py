@@ -257,13 +257,12 @@ def _group_stats(dist: _Dist, top: int) -> dict[str, Any]:
     }
 
 
-def _manifest_counts(ds: PreparedDataset) -> dict[str, Any]:
-    counts = ds.manifest.get("counts", {}) or {}
+def _manifest_counts(ds: PreparedDataset, fields: lineage.Fields) -> dict[str, Any]:
+    counts = fields.mapping(ds.manifest.get("counts"), "counts")
+    by_reason = fields.counts_by(counts.get("rejects_by_reason"), "counts.rejects_by_reason")
     return {
-        "read": counts.get("read"),
-        "written": counts.get("written"),
-        "rejected": counts.get("rejected"),
-        "rejects_by_reason": dict(sorted((counts.get("rejects_by_reason") or {}).items(), key=lambda kv: -kv[1])),
+        **{k: fields.count(counts.get(k), f"counts.{k}") for k in ("read", "written", "rejected")},
+        "rejects_by_reason": dict(sorted(by_reason.items(), key=lambda kv: -kv[1])),
     }
 
 
@@ -300,8 +299,9 @@ def compute_stats(
         entry = {"name": name, "folder": str(ds.folder), **_group_stats(merged(own), top)}
         if entry["records"] != ds.rows:  # counts must reconcile with the manifest
             raise UserError(f"{ds.folder}: shards hold {entry['records']} rows but the manifest lists {ds.rows}")
-        entry["manifest_counts"] = _manifest_counts(ds)
-        curation = curation_stats(ds)  # curated folders only: funnel, image coverage, image sizes
+        fields = lineage.Fields(lineage.shown(ds.folder))  # a manifest number that is not one: said once, not shown
+        entry["manifest_counts"] = _manifest_counts(ds, fields)
+        curation = curation_stats(ds, fields)  # curated folders only: funnel, image coverage, image sizes
         if curation is not None:
             entry["curation"] = curation
         entry["lineage"] = lineage.passes(ds.folder)  # prepare -> curate -> score -> ...: every pass, oldest first
@@ -309,10 +309,13 @@ def compute_stats(
         if scores is not None:
             entry["scores"] = {**scores, **threshold_marks(entry["lineage"])}
         entry["prepared_with"] = {
-            "segmenter": (ds.manifest.get("segmenter") or {}).get("name"),
-            "summary": (ds.manifest.get("summary") or {}).get("mode"),
+            "segmenter": fields.mapping(ds.manifest.get("segmenter"), "segmenter").get("name"),
+            "summary": fields.mapping(ds.manifest.get("summary"), "summary").get("mode"),
             "complete": ds.manifest.get("complete"),  # False: an input was cut off mid-way
         }
+        invalid = fields.invalid + [line for p in entry["lineage"] for line in p.get("invalid", [])]
+        if invalid:
+            entry["invalid"] = list(dict.fromkeys(invalid))
         if options.by:
             entry["by"] = {g[1]: _group_stats(finest[g], top) for g in sorted(own, key=lambda g: g[1])}
         per_dataset.append(entry)
@@ -330,6 +333,7 @@ def compute_stats(
             "groups": {v: _group_stats(merged(g for g in finest if g[1] == v), top) for v in values},
         }
     stats["datasets"] = per_dataset
+    stats["invalid"] = list(dict.fromkeys(line for e in per_dataset for line in e.get("invalid", [])))
     stats["options"] = {
         "by": options.by,
         "top_phrases": options.top_phrases,

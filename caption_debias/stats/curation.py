@@ -13,6 +13,7 @@ from typing import Any
 
 from caption_debias import storage
 from caption_debias.dataset import PreparedDataset
+from caption_debias.lineage import Fields, shown
 
 SIDE_BINS = [0, 32, 64, 128, 224, 336, 512, 768, 1024, 1536, 2048, 4096]  # shorter-side histogram edges (px)
 FIGURE_TITLES = {
@@ -65,21 +66,62 @@ def image_sizes(ds: PreparedDataset) -> dict[str, Any] | None:
     }
 
 
-def curation_stats(ds: PreparedDataset) -> dict[str, Any] | None:
+def curation_stats(ds: PreparedDataset, fields: Fields | None = None) -> dict[str, Any] | None:
+    """The curation part of stats.json; a manifest number that is not one is None, said in `fields`."""
     cur = ds.manifest.get("curation")
     if not isinstance(cur, dict):
         return None
-    counts = ds.manifest.get("counts") or {}
-    return {
-        "read": counts.get("read"),
-        "written": counts.get("written"),
-        "removed": counts.get("removed"),
-        "removed_by_reason": counts.get("removed_by_reason") or {},
-        "funnel": cur.get("funnel") or [],
-        "image_coverage": cur.get("image_coverage"),
-        "image_sizes": image_sizes(ds),
-        **({"sentence_keep": cur["sentence_keep"]} if cur.get("sentence_keep") else {}),
-    }
+    fields = fields or Fields(shown(ds.folder))
+    counts = fields.mapping(ds.manifest.get("counts"), "counts")
+    out = {k: fields.count(counts.get(k), f"counts.{k}") for k in ("read", "written", "removed")}
+    out["removed_by_reason"] = fields.counts_by(counts.get("removed_by_reason"), "counts.removed_by_reason")
+    out["funnel"] = _funnel(cur.get("funnel"), fields)
+    out["image_coverage"] = _coverage(cur.get("image_coverage"), fields)
+    out["image_sizes"] = image_sizes(ds)
+    keep = fields.mapping(cur.get("sentence_keep"), "curation.sentence_keep")
+    if keep:
+        at = "curation.sentence_keep."
+        out["sentence_keep"] = {
+            "threshold": fields.number(keep.get("threshold"), at + "threshold"),
+            **{k: fields.count(keep.get(k), at + k) for k in SENTENCE_KEEP_COUNTS},
+        }
+    return out
+
+
+SENTENCE_KEEP_COUNTS = ("sentences_masked", "sentences", "rows_masked", "rows", "rows_removed")
+COVERAGE_COUNTS = ("present", "missing", "unreadable", "not_checked")
+
+
+def _funnel(value: Any, fields: Fields) -> list[dict[str, Any]]:
+    if not isinstance(value, list):
+        if value is not None:
+            fields.mapping(value, "curation.funnel")  # says it is not a list of steps
+        return []
+    steps = []
+    for i, step in enumerate(value):
+        if not isinstance(step, dict):
+            fields.mapping(step, f"curation.funnel[{i}]")
+            continue
+        at = f"curation.funnel[{i}]."
+        steps.append(
+            {"step": str(step.get("step"))}
+            | {k: fields.count(step[k], at + k) for k in ("rows", "removed", "left") if k in step}
+        )
+    return steps
+
+
+def _coverage(value: Any, fields: Fields) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    out = {}
+    for folder, g in fields.mapping(value, "curation.image_coverage").items():
+        g = fields.mapping(g, f"curation.image_coverage.{folder}")
+        at = f"curation.image_coverage.{folder}."
+        examples = fields.mapping(g.get("examples"), at + "examples")
+        out[str(folder)] = {k: fields.count(g.get(k), at + k) for k in COVERAGE_COUNTS} | {
+            "examples": {str(k): [str(p) for p in v[:10]] for k, v in examples.items() if isinstance(v, list)}
+        }
+    return out
 
 
 def lineage_funnel(passes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -87,7 +129,7 @@ def lineage_funnel(passes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows in it (rows removed, rows left), then the rows the last pass wrote."""
     steps: list[dict[str, Any]] = []
     for i, p in enumerate(passes, 1):
-        left = p.get("read") or 0
+        left = p.get("read") or 0  # not available: counted from 0
         steps.append({"step": f"{i} {p['stage']} {p['folder']}: read", "rows": left, "pass": i})
         for reason, n in p["steps"].items():
             left -= n

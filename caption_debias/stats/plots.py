@@ -246,12 +246,12 @@ def all_figures(groups: Groups) -> dict[str, bytes]:
 def _funnel_panel(ax, steps: list[dict[str, Any]], color: str, title: str) -> None:
     """Rows left after each step of a lineage: a full bar where a pass starts reading (and for the
     rows written), a lighter one after each reason, its removals written on it."""
-    left = [s.get("rows", s.get("left", 0)) for s in steps]
+    left = [(s["rows"] if "rows" in s else s.get("left")) or 0 for s in steps]
     top = max(left + [1])
     for y, s in enumerate(steps):
         boundary = "rows" in s
         ax.barh(y, left[y] / top, color=color, alpha=1.0 if boundary else 0.55, height=0.8)
-        text = f" {left[y]:,}" if boundary else f" -{s['removed']:,} -> {left[y]:,}"
+        text = f" {left[y]:,}" if boundary else f" -{s['removed'] or 0:,} -> {left[y]:,}"
         ax.text(min(left[y] / top, 0.82), y, text, va="center", fontsize=8, color=INK)
     ax.set_yticks(range(len(steps)), [s["step"] if "rows" in s else f"    {s['step']}" for s in steps], fontsize=8)
     ax.invert_yaxis()
@@ -287,10 +287,10 @@ def _coverage_figure(curated: list[tuple[str, dict]]) -> bytes:
     ]
     fig, ax = plt.subplots(figsize=(7.5, 0.4 * len(rows) + 1.2))
     for j, (_, g) in enumerate(rows):
-        total = max(sum(g.get(s, 0) for s in STATUS_COLORS), 1)
+        total = max(sum(g.get(s) or 0 for s in STATUS_COLORS), 1)  # a count not available: none drawn
         left = 0.0
         for status, color in STATUS_COLORS.items():
-            share = g.get(status, 0) / total
+            share = (g.get(status) or 0) / total
             ax.barh(j, share, left=left, color=color, label=status if j == 0 else None)
             left += share
     ax.set_yticks(range(len(rows)), [n for n, _ in rows])

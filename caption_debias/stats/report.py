@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from caption_debias import html_report
+from caption_debias import md_text as md
 from caption_debias.errors import UserError
 from caption_debias.stats import curation, scores
 from caption_debias.stats import samples as sample_rows
@@ -141,6 +142,7 @@ def notes(stats: dict[str, Any]) -> list[str]:
             out.append(f"{d['name']}: the manifest says an input was cut off; figures cover what was read")
         if prepared.get("summary") == "none":
             out.append(f"{d['name']}: prepared with --summary none, so no sentence is flagged as a summary")
+    out += stats.get("invalid", [])  # manifest fields that are not numbers: shown as not available
     if len(comparison_groups(stats)) > MAX_PLOT_GROUPS:
         out.append(
             f"plots show the first {MAX_PLOT_GROUPS} of {len(comparison_groups(stats))} groups; the tables list all"
@@ -170,7 +172,7 @@ def _phrase_rows(stats: dict[str, Any], groups) -> tuple[list[str], list[list[st
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> str:
-    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
+    esc = md.text  # every cell is text (a caption's phrase, a name, a path): never markup
     lines = ["| " + " | ".join(esc(h) for h in header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
@@ -182,16 +184,16 @@ def render_markdown(stats: dict[str, Any], figure_files: dict[str, str], samples
     parts = [
         "# Dataset statistics",
         "",
-        "Folders: " + ", ".join(f"`{f}`" for f in stats["folders"]),
+        "Folders: " + ", ".join(md.code(f) for f in stats["folders"]),
         "",
         "Tokens are CLIP BPE tokens; caption lengths include the start and end tokens, first-sentence lengths do not.",
         "",
-        *[f"> **Note:** {n}\n" for n in notes(stats)],
+        *[f"> **Note:** {md.text(n)}\n" for n in notes(stats)],
         "## Figures",
         "",
         _md_table(header, rows),
         "",
-        f"Prepared with {_prepared_line(stats)}.",
+        f"Prepared with {md.text(_prepared_line(stats))}.",
         "",
         "## Top opening phrases",
         "",
@@ -339,9 +341,9 @@ def _funnel_rows(c: dict) -> list[list[str]]:
     rows = []
     for s in c["funnel"]:
         if "rows" in s:
-            rows.append([s["step"], "", f"{s['rows']:,}"])
+            rows.append([s["step"], "", _num(s["rows"])])
         else:
-            rows.append([s["step"], f"{s['removed']:,}", f"{s['left']:,}"])
+            rows.append([s["step"], _num(s.get("removed")), _num(s.get("left"))])
     return rows
 
 
@@ -352,10 +354,10 @@ def _coverage_rows(c: dict) -> list[list[str]]:
         rows.append(
             [
                 folder,
-                f"{g['present']:,}",
-                f"{g['missing']:,}",
-                f"{g['unreadable']:,}",
-                f"{g['not_checked']:,}",
+                _num(g.get("present")),
+                _num(g.get("missing")),
+                _num(g.get("unreadable")),
+                _num(g.get("not_checked")),
                 examples,
             ]
         )
@@ -395,9 +397,10 @@ def _mask_note(c: dict) -> str | None:
     if not m:
         return None
     how = f"--drop-ungrounded {m['threshold']:g}" if m.get("threshold") is not None else "the input's mask, kept"
+    n = {k: _num(m.get(k)) for k in ("sentences_masked", "sentences", "rows_masked", "rows", "rows_removed")}
     return (
-        f"Sentences masked ({how}): {m['sentences_masked']:,} of {m['sentences']:,} in {m['rows_masked']:,} of "
-        f"{m['rows']:,} rows; {m['rows_removed']:,} rows removed as ungrounded_caption."
+        f"Sentences masked ({how}): {n['sentences_masked']} of {n['sentences']} in {n['rows_masked']} of "
+        f"{n['rows']} rows; {n['rows_removed']} rows removed as ungrounded_caption."
     )
 
 
@@ -419,7 +422,7 @@ def curation_html_section(stats: dict[str, Any], figs: dict[str, bytes]) -> str:
         parts.append(f"<h3>{hr.esc(name)}: removal funnel</h3>")
         parts.append(hr.table(["step", "removed", "rows left"], _funnel_rows(c)))
         if _mask_note(c):
-            parts.append(hr.note(_mask_note(c)))
+            parts.append(hr.note(hr.esc(_mask_note(c))))
         if c.get("image_coverage"):
             parts.append(f"<h3>{hr.esc(name)}: image coverage</h3>")
             parts.append(hr.table(COVERAGE_HEADER, _coverage_rows(c)))
@@ -445,13 +448,23 @@ def curation_markdown_section(stats: dict[str, Any], figure_files: dict[str, str
         return []
     parts = ["## Curation", ""]
     for name, passes in lineages:
-        parts += [f"### {name}: every pass, oldest first", "", _md_table(LINEAGE_HEADER, _lineage_rows(passes)), ""]
+        parts += [
+            f"### {md.text(name)}: every pass, oldest first",
+            "",
+            _md_table(LINEAGE_HEADER, _lineage_rows(passes)),
+            "",
+        ]
     for name, c in curated:
-        parts += [f"### {name}: removal funnel", "", _md_table(["step", "removed", "rows left"], _funnel_rows(c)), ""]
+        parts += [
+            f"### {md.text(name)}: removal funnel",
+            "",
+            _md_table(["step", "removed", "rows left"], _funnel_rows(c)),
+            "",
+        ]
         if _mask_note(c):
-            parts += [_mask_note(c), ""]
+            parts += [md.text(_mask_note(c)), ""]
         if c.get("image_coverage"):
-            parts += [f"### {name}: image coverage", "", _md_table(COVERAGE_HEADER, _coverage_rows(c)), ""]
+            parts += [f"### {md.text(name)}: image coverage", "", _md_table(COVERAGE_HEADER, _coverage_rows(c)), ""]
     for fig, path in figure_files.items():
         parts += [f"![{curation.FIGURE_TITLES[fig]}]({path})", ""]
     return parts
@@ -493,13 +506,13 @@ def scores_markdown_section(stats: dict[str, Any], figure_files: dict[str, str])
     ]
     for name, s in scored:
         parts += [
-            f"### {name}: grounding by sentence position",
+            f"### {md.text(name)}: grounding by sentence position",
             "",
             _md_table(scores.POSITION_HEADER, scores.position_rows(s)),
             "",
         ]
         if s.get("thresholds"):
-            parts += [scores.thresholds_line(s["thresholds"]), ""]
+            parts += [md.text(scores.thresholds_line(s["thresholds"])), ""]
     for fig, path in figure_files.items():
         parts += [f"![{scores.FIGURE_TITLES[fig]}]({path})", ""]
     parts += [scores.NOTE, ""]

@@ -3,6 +3,7 @@ counted on the shared progress while the folders are read, the terminal table, t
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -28,6 +29,8 @@ def run_stats(
 
         # counted only where it shows: without a display the folders are read in one lazy pass
         result = compute_stats(folders, options, on_rows=None if progress.quiet else on_rows)
+    for line in result.get("invalid", []):  # one line per manifest field that is not a number, even with -q
+        print(f"caption-debias stats: warning: {line}", file=sys.stderr)
     if not options.quiet:
         print_table(result)
     if out is None:

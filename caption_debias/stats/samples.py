@@ -10,6 +10,7 @@ import shlex
 from typing import Any
 
 from caption_debias import html_report
+from caption_debias import md_text as md
 from caption_debias.errors import UserError
 from caption_debias.lineage import stage_of
 
@@ -165,20 +166,22 @@ def markdown_section(samples: list[dict[str, Any]]) -> list[str]:
         return []
     lines = ["## Samples", "", f"The first {PER_SOURCE} rows of each source; summary sentences in **bold**.", ""]
 
-    def caption(card) -> str:
+    def caption(card) -> str:  # a caption is data: its text never becomes markup (md.text)
         sents = card["sentences"] or [{"text": card.get("caption") or "", "role": "detail"}]
-        return " ".join(f"{MD_MARK.get(x['role'], '')}{x['text']}{MD_MARK.get(x['role'], '')}" for x in sents)
+        return " ".join(f"{MD_MARK.get(x['role'], '')}{md.text(x['text'])}{MD_MARK.get(x['role'], '')}" for x in sents)
 
     for s in samples:
         if "why" in s:
-            lines += [f"Samples of {s['name']} not shown: {s['why']}", ""]
+            lines += [f"Samples of {md.text(s['name'])} not shown: {md.text(s['why'])}", ""]
             continue
         for source, cards in s["sources"].items():
-            lines += [f"### {s['name']} · {source}", ""]
-            lines += [f"- `{c['key']}` ({c.get('num_tokens')} tokens): {caption(c)}" for c in cards] + [""]
+            lines += [f"### {md.text(s['name'])} · {md.text(source)}", ""]
+            lines += [f"- {md.code(c['key'])} ({md.text(c.get('num_tokens'))} tokens): {caption(c)}" for c in cards]
+            lines += [""]
         for reason, cards in s["reasons"].items():
-            lines += [f"### {s['name']} · removed: {reason}", ""]
-            lines += [f"- `{c['key']}` (match: {c.get('match') or '-'}): {caption(c)}" for c in cards] + [""]
+            lines += [f"### {md.text(s['name'])} · removed: {md.text(reason)}", ""]
+            lines += [f"- {md.code(c['key'])} (match: {md.text(c.get('match') or '-')}): {caption(c)}" for c in cards]
+            lines += [""]
     paths = " ".join(shlex.quote(s["path"]) for s in samples)
-    lines += [f"More: `caption-debias view {paths}` (or `--static snapshot.html` for a file to share).", ""]
+    lines += [f"More: {md.code('caption-debias view ' + paths)} (or `--static snapshot.html` for a file to share).", ""]
     return lines

@@ -47,21 +47,30 @@ def placed(model, matrix: np.ndarray) -> np.ndarray:
     return np.round(model.transform(matrix).astype(np.float64), DECIMALS)
 
 
-def embedding_rows(column: pa.ChunkedArray | pa.Array, dim: int | None) -> tuple[np.ndarray, np.ndarray, int | None]:
-    """(row numbers with an embedding of length `dim`, their float32 matrix, dim): dim is the first
-    embedding's length when None; null, empty and other-length rows are left out."""
+def validity(column: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, np.ndarray, np.ndarray, np.ndarray]:
+    """(the column as one array, length per row, has an embedding, usable under curate's rule): a
+    usable row's values are all finite and of unit length (curate/signals.py bad_embeddings, what
+    curate removes as invalid_signal); a null row has no embedding."""
+    from caption_debias.curate.signals import bad_embeddings
+
     col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     lengths = pc.fill_null(pc.list_value_length(col), 0).to_numpy(zero_copy_only=False)
-    if dim is None:
-        nonzero = lengths[lengths > 0]
-        dim = int(nonzero[0]) if len(nonzero) else None
-    if dim is None:
-        return np.zeros(0, np.int64), np.zeros((0, 0), np.float32), None
-    rows = np.flatnonzero(col.is_valid().to_numpy(zero_copy_only=False) & (lengths == dim))
-    values = pc.list_flatten(col.take(pa.array(rows))).to_numpy(zero_copy_only=False)
-    matrix = values.astype(np.float32).reshape(len(rows), dim)
-    finite = np.isfinite(matrix).all(axis=1)
-    return rows[finite], matrix[finite], dim
+    present = col.is_valid().to_numpy(zero_copy_only=False)
+    return col, lengths, present, present & (lengths > 0) & ~bad_embeddings(col)
+
+
+def matrix_of(col: pa.Array, rows: np.ndarray, width: int) -> np.ndarray:
+    """The float32 matrix of these rows' embeddings (each of length `width`)."""
+    values = pc.list_flatten(col.take(pa.array(rows, pa.int64()))).to_numpy(zero_copy_only=False)
+    return values.astype(np.float32).reshape(len(rows), width)
+
+
+def embedding_rows(column: pa.ChunkedArray | pa.Array, width: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """(row numbers the map places, their float32 matrix, how many rows have an embedding it leaves
+    out): the rows usable under curate's rule whose length is the inputs' `width` (curate's too)."""
+    col, lengths, present, usable = validity(column)
+    rows = np.flatnonzero(usable & (lengths == width))
+    return rows, matrix_of(col, rows, width), int(present.sum()) - len(rows)
 
 
 class EmbeddingMap:
@@ -121,16 +130,15 @@ class EmbeddingMap:
             for s, path in enumerate(f.ds.shard_paths):
                 yield f, s, path
 
-    def _read(self, path, dim):
+    def _column(self, path) -> pa.ChunkedArray:
         with storage.reading([path]):
-            column = storage.parquet_file(path).read(columns=[COLUMN]).column(0)
-        return embedding_rows(column, dim)
+            return storage.parquet_file(path).read(columns=[COLUMN]).column(0)
 
-    def _removed_embeddings(self, dim: int | None) -> tuple[list[tuple[int, np.ndarray]], list[np.ndarray]]:
-        """(folder, removed line numbers) and their embeddings, read by key from each line's input folder."""
+    def _removed_embeddings(self) -> list[tuple[int, np.ndarray, pa.ChunkedArray]]:
+        """(folder, removed line numbers, their embeddings) read by key from each line's input folder."""
         import polars as pl
 
-        where, parts = [], []
+        out = []
         for f in self.folders:
             if f.removed is None or not f.removed.height:
                 continue
@@ -149,36 +157,51 @@ class EmbeddingMap:
                         .collect()
                     )
                 joined = lines.select("key", "_removed").join(found, on="key", how="inner", maintain_order="left")
-                rows, matrix, dim = embedding_rows(joined[COLUMN].to_arrow(), dim)
-                if len(rows):
-                    where.append((f.index, joined["_removed"].to_numpy()[rows]))
-                    parts.append(matrix)
-        return where, parts
+                if joined.height:
+                    out.append((f.index, joined["_removed"].to_numpy(), joined[COLUMN].to_arrow()))
+        return out
 
     def compute(self) -> None:
         import polars as pl
 
+        from caption_debias.curate.signals import embedding_width
+
         total = sum(f.ds.rows for f in self.with_embeddings)
         rng = np.random.default_rng(SEED)
         sample = np.sort(rng.choice(total, size=min(total, FIT_ROWS), replace=False)) if total else np.zeros(0, int)
-        fit, dim, start = [], None, 0
-        for _f, _s, path in self._shards():  # pass 1: the sampled rows' embeddings
-            n = storage.parquet_file(path).metadata.num_rows
+        # pass 1: every usable row's length (the width is curate's: the most common) and the sampled rows
+        widths: list[np.ndarray] = []
+        sampled: list[tuple[pa.Array, np.ndarray, np.ndarray]] = []
+        start = 0
+        for _f, _s, path in self._shards():
+            col, lengths, _, usable = validity(self._column(path))
+            widths.append(lengths[usable])
+            n = len(lengths)
             local = sample[(sample >= start) & (sample < start + n)] - start
             start += n
+            local = local[usable[local]]
             if len(local):
-                rows, matrix, dim = self._read(path, dim)
-                fit.append(matrix[np.isin(rows, local)])
-        where, removed_parts = self._removed_embeddings(dim)
-        if removed_parts:
-            dim = dim or removed_parts[0].shape[1]
-        fit_rows = np.concatenate(fit + [p[: FIT_ROWS // 10] for p in removed_parts]) if fit or removed_parts else None
-        if fit_rows is None or len(fit_rows) < 2:
-            raise UserError("fewer than two rows have an image embedding")
+                sampled.append((col, local, lengths[local]))
+        removed_found = self._removed_embeddings()
+        for _, _, column in removed_found:
+            _, lengths, _, usable = validity(column)
+            widths.append(lengths[usable])
+        width = embedding_width(np.concatenate(widths) if widths else np.zeros(0, np.int64))
+        if width is None:
+            raise UserError("no row has a valid image embedding (finite values of unit length, as curate requires)")
+        fit = [matrix_of(col, rows[lengths == width], width) for col, rows, lengths in sampled]
+        removed_parts = [embedding_rows(column, width) for _, _, column in removed_found]
+        fit += [matrix[: FIT_ROWS // 10] for _, matrix, _ in removed_parts]
+        fit_rows = np.concatenate(fit) if fit else np.zeros((0, width), np.float32)
+        if len(fit_rows) < 2:
+            raise UserError("fewer than two rows have a valid image embedding")
+        if not np.ptp(fit_rows, axis=0).any():
+            raise UserError("every valid image embedding is the same vector: nothing to map")
         model = project(fit_rows)
-        kept = []
-        for f, s, path in self._shards():  # pass 2: every row placed
-            rows, matrix, _ = self._read(path, dim)
+        kept, invalid = [], 0
+        for f, s, path in self._shards():  # pass 2: every usable row of the width placed
+            rows, matrix, left_out = embedding_rows(self._column(path), width)
+            invalid += left_out
             if len(rows):
                 xy = placed(model, matrix)
                 kept.append(
@@ -193,13 +216,16 @@ class EmbeddingMap:
                     )
                 )
         removed = []
-        for (folder, lines), matrix in zip(where, removed_parts):
+        for (folder, lines, _), (rows, matrix, left_out) in zip(removed_found, removed_parts):
+            invalid += left_out
+            if not len(rows):
+                continue
             xy = placed(model, matrix)
             removed.append(
                 pl.DataFrame(
                     {
-                        "_folder": np.full(len(lines), folder, np.int32),
-                        "_removed": lines.astype(np.int64),
+                        "_folder": np.full(len(rows), folder, np.int32),
+                        "_removed": lines[rows].astype(np.int64),
                         "x": xy[:, 0],
                         "y": xy[:, 1],
                     }
@@ -209,15 +235,17 @@ class EmbeddingMap:
         empty_removed = {"_folder": pl.Int32, "_removed": pl.Int64, "x": pl.Float64, "y": pl.Float64}
         self.kept = pl.concat(kept) if kept else pl.DataFrame(schema=empty_kept)
         self.removed = pl.concat(removed) if removed else pl.DataFrame(schema=empty_removed)
+        without = total + sum(f.removed_count for f in self.folders) - self.kept.height - self.removed.height
         self.facts = {
             "method": "PCA (scikit-learn), 2 components",
             "fitted_on": int(len(fit_rows)),
-            "dim": int(dim),
-            "explained": [round(float(v), 4) for v in model.explained_variance_ratio_],
+            "dim": int(width),
+            "explained": [round(float(v), 4) for v in np.nan_to_num(model.explained_variance_ratio_)],
             "rows": self.kept.height + self.removed.height,
             "kept_rows": self.kept.height,
             "removed_rows": self.removed.height,
-            "without": total + sum(f.removed_count for f in self.folders) - self.kept.height - self.removed.height,
+            "without": without,  # rows the map leaves out, by reason in `left_out`
+            "left_out": {"no image embedding": without - invalid, "invalid_signal": invalid},
         }
 
     # ---- what the page and the filters read ------------------------------------------------------

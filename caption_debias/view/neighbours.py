@@ -1,8 +1,8 @@
 """Rows like this one: a kept row's nearest kept rows by image or caption embedding (cosine).
 
 The embeddings are the folders' own (`score --keep-embeddings`: `image_embedding`, `caption_embedding`,
-unit length as score writes them). The rows with a valid one (curate's rule for a usable embedding,
-`curate.signals.embedding_valid`, and the length most rows have) are read once per column and reading of
+unit length as score writes them). The rows with a usable one (curate's rule, as the map applies it:
+`embedding_map.validity`, and the width most rows have) are read once per column and reading of
 the folders, kept as float16 (what the shards store: 1 KB a row at 512 dimensions), and searched by one
 matrix product in blocks, so a request costs one pass over them and bounded scratch memory.
 """
@@ -10,7 +10,6 @@ matrix product in blocks, so a request costs one pass over them and bounded scra
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -37,10 +36,10 @@ class Neighbours:
         return [by for by, col in COLUMNS.items() if col in filled]
 
     def table(self, by: str) -> tuple[np.ndarray, np.ndarray]:
-        """(addresses: n x 3 int64 folder, shard, row; vectors: n x dim float16)."""
-        import pyarrow.compute as pc
-
-        from caption_debias.curate.signals import embedding_usable
+        """(addresses: n x 3 int64 folder, shard, row; vectors: n x width float16). The rows are those the
+        map places (embedding_map.validity: curate's rule), of the width curate takes (the most common)."""
+        from caption_debias.curate.signals import embedding_width
+        from caption_debias.view.embedding_map import matrix_of, validity
 
         with self._lock:
             if by in self._tables:
@@ -50,28 +49,19 @@ class Neighbours:
             for f in self.folders:
                 for s, path in enumerate(f.ds.shard_paths):
                     if column in storage.parquet_file(path).schema_arrow.names:
-                        e = storage.read_table(path, columns=[column]).column(0).combine_chunks()
-                        lengths = pc.fill_null(pc.list_value_length(e), 0).to_numpy(zero_copy_only=False)
-                        shards.append((f.index, s, e, lengths, embedding_usable(e) & (lengths > 0)))
-            dims = Counter(
-                {
-                    int(d): int(n)
-                    for *_, lengths, ok in shards
-                    for d, n in zip(*np.unique(lengths[ok], return_counts=True))
-                }
+                        col, lengths, _, usable = validity(storage.read_table(path, columns=[column]).column(0))
+                        shards.append((f.index, s, col, lengths, usable))
+            width = embedding_width(
+                np.concatenate([lengths[ok] for *_, lengths, ok in shards]) if shards else np.zeros(0)
             )
-            if not dims:
+            if width is None:
                 raise UserError(f"no row here holds a usable {column} (caption-debias score --keep-embeddings)")
-            dim = max(sorted(dims), key=dims.__getitem__)  # one length: a row of another is not comparable
             addresses, matrix = [], []
-            for folder, shard, e, lengths, ok in shards:
-                rows = np.flatnonzero(ok & (lengths == dim))
-                if not len(rows):
-                    continue
-                starts = e.offsets.to_numpy(zero_copy_only=False)[rows] - e.offsets[0].as_py()
-                flat = pc.list_flatten(e).to_numpy(zero_copy_only=False)
-                matrix.append(flat[starts[:, None] + np.arange(dim)].astype(np.float16))
-                addresses.append(np.column_stack([np.full(len(rows), folder), np.full(len(rows), shard), rows]))
+            for folder, shard, col, lengths, ok in shards:
+                rows = np.flatnonzero(ok & (lengths == width))
+                if len(rows):
+                    matrix.append(matrix_of(col, rows, width).astype(np.float16))
+                    addresses.append(np.column_stack([np.full(len(rows), folder), np.full(len(rows), shard), rows]))
             table = (np.concatenate(addresses).astype(np.int64), np.concatenate(matrix))
             self._tables[by] = table
             return table

@@ -666,7 +666,7 @@ async function openMap() {
   }
   const m = MAP.data;
   const shown = m.shown < m.rows ? `${m.shown.toLocaleString("en")} of ${m.rows.toLocaleString("en")} rows drawn (a seeded sample; the box selects among all)` : `${m.rows.toLocaleString("en")} rows`;
-  $("map-status").textContent = `${shown} · ${m.method}, fitted on ${m.fitted_on.toLocaleString("en")} rows, ${Math.round((m.explained[0] + m.explained[1]) * 100)}% of the variance${m.without ? ` · ${m.without.toLocaleString("en")} rows without an embedding` : ""}`;
+  $("map-status").textContent = `${shown} · ${m.method}, fitted on ${m.fitted_on.toLocaleString("en")} rows, ${Math.round((m.explained[0] + m.explained[1]) * 100)}% of the variance${m.without ? ` · ${m.without.toLocaleString("en")} rows left out (${Object.entries(m.left_out || {}).filter(([, n]) => n).map(([why, n]) => `${why}: ${n.toLocaleString("en")}`).join(", ")})` : ""}`;
   await colourMap();
 }
 
