@@ -121,6 +121,9 @@ def _run_eval(
     model_specs, data_specs, variants, pretrained, context_length, device, batch_size, segmenter, template_set,
     recall_rule, log, quiet=True,
 ) -> dict[str, dict[str, Any]]:  # fmt: skip
+    from caption_debias.model.imports import import_open_clip
+
+    import_open_clip([(spec, pretrained) for spec in model_specs], note)  # said: seconds under load
     from caption_debias.evaluate.retrieval import run_retrieval
     from caption_debias.evaluate.zeroshot import zeroshot
     from caption_debias.model.describe import describe
@@ -138,7 +141,7 @@ def _run_eval(
     for label, spec in zip(model_labels(model_specs), model_specs):
         note(f"loading model {describe(spec, pretrained)}")
         with no_weights_warnings():  # said in the line below
-            loaded = load_model(spec, pretrained, context_length, device=device)
+            loaded = load_model(spec, pretrained, context_length, device=device, tell=note)
         warn_random_weights("eval", spec, pretrained, quiet)
         log(f"{label}: {loaded.name} on {device}, context {loaded.context_length}")
         results[label] = {}
@@ -192,6 +195,9 @@ def run_probe(
     with folder_lock(report_dir, "probe") if report_dir is not None else nullcontext():
         with Progress("probe", "encodings", quiet=not progress, interval=log_interval):
             note(f"reading {data_spec.path}")  # before torch is imported
+            from caption_debias.model.imports import import_open_clip
+
+            import_open_clip([(spec, pretrained) for spec in model_specs], note)
             from caption_debias.evaluate.probe import probe
             from caption_debias.model.load import load_model, no_weights_warnings
 
@@ -201,7 +207,7 @@ def run_probe(
             for label, spec in zip(model_labels(model_specs), model_specs):
                 note(f"loading model {describe(spec, pretrained)}")
                 with no_weights_warnings():  # said in the lines below
-                    models[label] = load_model(spec, pretrained, context_length, device=device)
+                    models[label] = load_model(spec, pretrained, context_length, device=device, tell=note)
             for spec in model_specs:
                 warn_random_weights("probe", spec, pretrained, quiet=not progress)
             return probe(models, data, report_dir, batch_size=batch_size)

@@ -258,12 +258,23 @@ def _load_shipped(name: str, pretrained: str | None, device: str) -> LoadedModel
 
 
 def load_model(
-    spec: str, pretrained: str | None = None, context_length: int | None = None, device: str = "cpu"
+    spec: str,
+    pretrained: str | None = None,
+    context_length: int | None = None,
+    device: str = "cpu",
+    tell: Callable[[str], None] | None = None,
 ) -> LoadedModel:
     """Load any supported spec. `context_length` only picks the tokenizer/table length for
-    open_clip names (no stretching here: see caption_debias.model.stretch)."""
-    import open_clip
+    open_clip names (no stretching here: see caption_debias.model.stretch). `tell` (a command's
+    `say` or `note`) hears "importing torch and open_clip" when they are not imported yet, then
+    which weights are read."""
+    from caption_debias.model.describe import weights_text
+    from caption_debias.model.imports import import_open_clip
 
+    open_clip = import_open_clip([(spec, pretrained)], tell)
+    reading = weights_text(spec, pretrained)
+    if reading and tell is not None:
+        tell(reading)
     register_shipped_configs()
     spec = str(spec)
     path = Path(spec)
