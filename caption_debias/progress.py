@@ -126,6 +126,27 @@ class Count:
         return parts
 
 
+class Span:
+    """`units` of the main count worked through in named phases (score's shard: its rows, images
+    then texts): each phase counts an equal share of the units, in proportion to its own work done
+    (`add_work`/`advance` from below), so the main count moves within a task and never back."""
+
+    def __init__(self, base: float, units: float, phases: list[str]) -> None:
+        self.base, self.units, self.phases = base, units, phases
+        self.k, self.done, self.total = -1, 0.0, 0.0
+
+    def start(self, name: str) -> None:
+        k = self.phases.index(name) if name in self.phases else self.k
+        if k > self.k:
+            self.k, self.done, self.total = k, 0.0, 0.0
+
+    def reached(self) -> float:
+        if self.k < 0 or not self.phases:
+            return self.base
+        share = min(1.0, self.done / self.total) if self.total else 0.0
+        return self.base + self.units * (self.k + share) / len(self.phases)
+
+
 class Progress:
     """A command's progress: a rich bar on a terminal, plain lines off it, nothing when `quiet`."""
 
@@ -145,6 +166,7 @@ class Progress:
         stream: TextIO | None = None,
         clock: Callable[[], float] = time.monotonic,
         terminal: bool | None = None,
+        phases: bool = False,
     ) -> None:
         self.label, self.interval, self.clock, self.stream = label, interval, clock, stream
         self.extra_fn, self.rate = extra, rate
@@ -154,6 +176,11 @@ class Progress:
         self.started = self.last = now  # when it started; when the last plain line was printed
         self.moved = False  # whether any work has moved since the start
         self.printed = False  # whether a plain line was printed yet
+        self.phases = phases  # whether work below moves the count through `begin` spans (score, eval)
+        self.span: Span | None = None  # the task being worked through in phases (`begin`)
+        self.phase = ""  # what the work is now ("encoding images"), shown after the counts
+        self._said = ""  # the extra text of the last line made
+        self.shown: tuple | None = None  # what the last plain line showed: the last one is not printed twice
         self.quiet = quiet
         self.mode = "quiet" if quiet else ("bar" if (on_terminal() if terminal is None else terminal) else "plain")
         self.lock = threading.RLock()  # a heartbeat thread and the caller print through one place
@@ -186,7 +213,9 @@ class Progress:
         """The plain line for the counts now (no trailing newline)."""
         now = self.clock()
         parts = self.count.describe(now, self.rate)
-        text = self._extra_text()
+        if self.phase:
+            parts.append(self.phase)
+        text = self._said = self._extra_text()
         if text:
             parts.append(text)
         if self.below is not None and (self.below.total or self.below.done):
@@ -227,7 +256,42 @@ class Progress:
             if done is not None:
                 self.moved = self.moved or done != self.count.start
                 self.count.done = done
+                self.span, self.phase = None, ""  # a task finished: its phases are over
             self._show()
+
+    def begin(self, units: float, phases: tuple[str, ...] | list[str]) -> None:
+        """The next `units` of the count are worked through in `phases` (named in the line as each
+        starts, `set_phase`); work below moves the count within them. The next `update(done)` ends it."""
+        with self.lock:
+            if self.phases:
+                self.span = Span(self.count.done, units, list(phases))
+                if not self.moved:  # the rate counts from the first work, not the imports and loads before it
+                    self.count.t0 = self.clock()
+
+    def end(self) -> None:
+        """The `begin` span's work is done: the count stands at its end."""
+        with self.lock:
+            if self.span is not None:
+                self._reach(self.span.base + self.span.units)
+                self.span, self.phase = None, ""
+                self._show()
+
+    def set_phase(self, name: str) -> None:
+        """The work is now `name` ("encoding texts"): shown after the counts; within a `begin` span,
+        its phase's share of the units fills as the work below is done."""
+        if not self.phases:
+            return
+        with self.lock:
+            self.phase = name
+            if self.span is not None:
+                self.span.start(name)
+            self._show()
+
+    def _reach(self, done: float) -> None:
+        """The count moved to `done` from below, never back."""
+        if done > self.count.done:
+            self.count.done = done
+            self.moved = True
 
     def advance(self, n: float = 1, extra: str | None = None) -> None:
         self.update(self.count.done + n, extra)
@@ -284,7 +348,7 @@ class Progress:
             self._ticker.join()
         if self.bar is not None:
             self.bar.stop()
-        if self.mode == "plain" and finished:
+        if self.mode == "plain" and finished and self.shown != self._state():
             self._print(self.line())
 
     def __enter__(self) -> "Progress":
@@ -300,8 +364,15 @@ class Progress:
 
     # -- showing it ------------------------------------------------------------------------
 
+    def _state(self, extra: str | None = None) -> tuple:
+        """What a line shows but its rate: two lines of the same state say the same."""
+        below = (self.below.done, self.below.total, self.below.text) if self.below is not None else None
+        extra = self._extra_text() if extra is None else extra
+        return (self.count.done, self.count.total, self.phase, extra, below)
+
     def _print(self, text: str) -> None:
         self.printed = True
+        self.shown = self._state(self._said)  # the extra text just shown: its callback not called again
         print(text, file=self.stream or sys.stderr, flush=True)
 
     def _show(self) -> None:
@@ -341,7 +412,7 @@ class Progress:
         self.bar.start()
 
     def _refresh_bar(self) -> None:
-        parts = [self._extra_text()]
+        parts = [self.phase, self._extra_text()]
         if self.below is not None and (self.below.total or self.below.done):
             timed = not self.rate and self.below.done > self.below.start
             parts += [*self.below.describe(self.clock(), rate=timed), self.below.text]
@@ -379,6 +450,27 @@ def active() -> Progress | None:
     return _ACTIVE.get()
 
 
+def begin(units: float, phases: tuple[str, ...] | list[str]) -> None:
+    """`Progress.begin` on the active Progress (none: nothing)."""
+    progress = _ACTIVE.get()
+    if progress is not None:
+        progress.begin(units, phases)
+
+
+def end() -> None:
+    """`Progress.end` on the active Progress (none: nothing)."""
+    progress = _ACTIVE.get()
+    if progress is not None:
+        progress.end()
+
+
+def phase(name: str) -> None:
+    """`Progress.set_phase` on the active Progress (none: nothing)."""
+    progress = _ACTIVE.get()
+    if progress is not None:
+        progress.set_phase(name)
+
+
 def note(text: str) -> None:
     """A note through the active Progress (`Progress.note`); nothing when none is active (quiet)."""
     progress = _ACTIVE.get()
@@ -390,6 +482,11 @@ def add_work(n: float) -> None:
     """More work found (e.g. a model's images and texts about to be encoded): the total grows by n."""
     progress = _ACTIVE.get()
     if progress is None:
+        return
+    if progress.span is not None and progress.span.k >= 0:  # the current phase's work
+        with progress.lock:
+            progress.span.total += n
+            progress._show()
         return
     if progress.below is None:
         progress.add_work(n)
@@ -406,6 +503,13 @@ def advance(n: float, extra: str | None = None) -> None:
     """n more units done, in whatever Progress is active (none: nothing)."""
     progress = _ACTIVE.get()
     if progress is None:
+        return
+    span = progress.span
+    if span is not None and span.k >= 0:
+        with progress.lock:
+            span.done += n
+            progress._reach(span.reached())
+            progress._show()
         return
     if progress.below is None:
         progress.advance(n, extra)

@@ -16,7 +16,7 @@ from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.evaluate.benchmarks import BENCHMARKS, load_benchmark
 from caption_debias.model.names import warn_random_weights
-from caption_debias.progress import DEFAULT_INTERVAL, Progress, note
+from caption_debias.progress import DEFAULT_INTERVAL, Progress, active, note
 
 ZEROSHOT = "imagefolder"  # folder-per-class zero-shot classification
 DATA_KINDS = ("prepared", *BENCHMARKS, ZEROSHOT)
@@ -109,7 +109,7 @@ def run_eval(
 
     if recall_rule not in RULES:
         raise UserError(f"--recall-rule {recall_rule!r}: choose from {', '.join(RULES)}")
-    with Progress("eval", "encodings", quiet=not progress, interval=log_interval):
+    with Progress("eval", "rows", quiet=not progress, interval=log_interval, phases=True):
         note(f"reading {', '.join(str(ds.path) for ds in data_specs)}")  # checked, before torch is imported
         return _run_eval(
             model_specs, data_specs, variants, pretrained, context_length, device, batch_size, segmenter,
@@ -137,6 +137,10 @@ def _run_eval(
         if not isinstance(d, Path):
             d.check_images()
             log(f"{ds.label}: {d.n_images} images, {len(d.captions)} captions ({d.definition})")
+    counted = active()
+    if counted is not None:  # every model reads every data set's rows; an image folder adds its own when opened
+        rows = sum(len(d.captions) for d in datasets.values() if not isinstance(d, Path))
+        counted.update(total=rows * len(model_specs) or None)
     results: dict[str, dict[str, Any]] = {}
     for label, spec in zip(model_labels(model_specs), model_specs):
         note(f"loading model {describe(spec, pretrained)}")

@@ -301,7 +301,7 @@ def _score(given: list[str | Path], folder: StageFolder, options: ScoreOptions) 
         total=inputs.rows,
         quiet=options.quiet,
         interval=options.log_interval,
-        below="encodings",  # images and texts, counted per batch by the encoders of an in-process shard
+        phases=True,  # an in-process shard's rows move batch by batch: encoding images, then texts
         heartbeat=True,  # worker processes report per shard: a line every interval all the same
     )
     tally, context, counts = Tally(inputs), Counter(), [ImageCounts()]
