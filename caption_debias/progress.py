@@ -293,6 +293,15 @@ class Progress:
             self.count.done = done
             self.moved = True
 
+    def each(self, done: float, extra: str | None = None) -> None:
+        """A piece the user counts is finished (pack's tar): its line now, whatever the interval,
+        at most once a second (many small pieces stay readable)."""
+        with self.lock:
+            if self.mode == "plain" and self.clock() - self.last >= HEARTBEAT_MIN:
+                self.tick(done, extra)
+            else:
+                self.update(done, extra)
+
     def advance(self, n: float = 1, extra: str | None = None) -> None:
         self.update(self.count.done + n, extra)
 

@@ -157,6 +157,71 @@ def test_work_below_counts_apart_and_notes_are_one_line():
     ]
 
 
+def test_a_task_worked_through_in_phases_moves_the_count_forward_only():
+    """score's shard, eval's data set: the rows move as the work below is done, each phase named,
+    never back when a later phase's work becomes known; an ETA once a rate is measured; the rate
+    counts from the first work, not the load before it."""
+    progress, out, clock = _plain("score", "rows", 300, interval=1, phases=True)
+    with progress:
+        clock.now += 40  # imports and the model load: no work yet
+        shared.begin(100, ["encoding images", "encoding texts"])
+        shared.phase("encoding images")
+        shared.add_work(100)
+        for _ in range(4):
+            clock.now += 1
+            shared.advance(25)
+        shared.phase("encoding texts")
+        clock.now += 1
+        shared.add_work(400)  # the texts' work, known only now: the count does not fall
+        for _ in range(4):
+            clock.now += 1
+            shared.advance(100)
+        progress.update(100, extra="1 shards")  # the shard's rows, finished
+        clock.now += 1
+    lines = _lines(out)
+    counts = [float(re.search(r"\((\d+\.\d)%\)", line).group(1)) for line in lines]
+    assert counts == sorted(counts) and counts[-1] == 33.3, lines  # monotone, through the texts' late total
+    assert lines[0] == "caption-debias score: 0 / 300 rows (0.0%), 0.00 rows/s, encoding images"
+    # the rate from the first work (12.5 rows/s), not from the start 40 s before it
+    assert lines[1] == "caption-debias score: 12 / 300 rows (4.2%), 12.50 rows/s, ETA 23s, encoding images"
+    assert lines[5] == "caption-debias score: 50 / 300 rows (16.7%), 10.00 rows/s, ETA 25s, encoding texts"
+    assert all(", ETA " in line for line in lines[1:]), lines
+    assert lines[-2:] == [
+        "caption-debias score: 100 / 300 rows (33.3%), 11.11 rows/s, ETA 18s, encoding texts",
+        "caption-debias score: 100 / 300 rows (33.3%), 10.00 rows/s, ETA 20s, 1 shards",  # once: not again at the close
+    ]
+
+
+def test_the_last_line_is_printed_once():
+    """A run whose last update printed its line (a short interval, a heartbeat) does not print it
+    again at the close; one that moved since does."""
+    progress, out, clock = _plain("train", "steps", 3, interval=0.001)
+    with progress:
+        for step in (1, 2, 3):
+            clock.now += 3
+            progress.update(step, extra="loss 1.0000")
+    assert [line.split(" ")[2] for line in _lines(out)] == ["1", "2", "3"], _lines(out)
+    progress, out, clock = _plain("curate write", "rows", 16, interval=30)
+    with progress:
+        clock.now += 3
+        progress.update(8)
+        progress.update(16)
+    assert [line.split(" ")[3] for line in _lines(out)] == ["8", "16"], _lines(out)
+
+
+def test_pack_prints_a_line_per_tar_at_most_one_a_second():
+    progress, out, clock = _plain("pack", "rows", 40, interval=30)
+    with progress:
+        for tar in range(1, 5):
+            clock.now += 2  # a tar every two seconds: each prints
+            progress.each(tar * 8, extra=f"{tar} tars")
+        clock.now += 0.1  # the fifth within a second of the fourth: counted, printed at the close
+        progress.each(40, extra="5 tars")
+    lines = _lines(out)
+    assert [line.rsplit(", ", 1)[1] for line in lines] == ["1 tars", "2 tars", "3 tars", "4 tars", "5 tars"], lines
+    assert lines[-1].startswith("caption-debias pack: 40 / 40 rows (100.0%)")
+
+
 def test_heartbeat_prints_while_the_caller_waits(monkeypatch):
     monkeypatch.setattr(shared, "HEARTBEAT_MIN", 0.01)
     progress, out, clock = _plain("demo", "stages", 10, interval=0, heartbeat=True)
