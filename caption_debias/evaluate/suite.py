@@ -126,7 +126,7 @@ def _run_eval(
     import_open_clip([(spec, pretrained) for spec in model_specs], note)  # said: seconds under load
     from caption_debias.evaluate.retrieval import run_retrieval
     from caption_debias.evaluate.zeroshot import zeroshot
-    from caption_debias.model.describe import describe
+    from caption_debias.model.describe import describe, stretch_note
     from caption_debias.model.load import load_model, no_weights_warnings
 
     device = resolve_device(device)
@@ -147,6 +147,9 @@ def _run_eval(
         with no_weights_warnings():  # said in the line below
             loaded = load_model(spec, pretrained, context_length, device=device, tell=note)
         warn_random_weights("eval", spec, pretrained, quiet)
+        untrained = stretch_note(str(spec), loaded.info)
+        if untrained:
+            note(untrained)
         log(f"{label}: {loaded.name} on {device}, context {loaded.context_length}")
         results[label] = {}
         for name, d in datasets.items():

@@ -84,3 +84,22 @@ def weights_text(spec: str, pretrained: str | None = None) -> str | None:
     if random_weights(spec, pretrained):
         return f"building {spec} with random weights"
     return None
+
+
+def stretch_note(name: str, info: dict) -> str | None:
+    """One line for a model whose text positions were stretched (model/stretch.py) and not trained
+    since, or only in warm-up (load_model's info: a run folder's checkpoint, or an export of one);
+    None otherwise."""
+    stretched, step = info.get("stretched"), info.get("step")
+    if not isinstance(stretched, dict) or not isinstance(step, int):
+        return None
+    warmup = int(stretched.get("warmup_steps") or 0)
+    if step > 0 and step >= warmup:
+        return None
+    start = stretched.get("from")
+    span = f"{start} -> {stretched.get('to')}" if start else f"to {stretched.get('to')}"
+    trained = "not trained since (step 0)" if step == 0 else f"trained only {step} steps, all in warm-up ({warmup})"
+    return (
+        f"note: {name}'s text positions were stretched {span} and {trained}: the likely cause of a lower "
+        "short-text recall than its start's"
+    )

@@ -64,7 +64,7 @@ def _export_locked(spec: str, out: Path, pretrained: str | None, old: list[Path]
     import importlib.util
 
     from caption_debias.extras import missing_extra
-    from caption_debias.model.describe import describe
+    from caption_debias.model.describe import describe, stretch_note
     from caption_debias.progress import format_bytes, say
 
     if importlib.util.find_spec("torch") is None:  # said in one line, before the line saying what is loaded
@@ -80,6 +80,9 @@ def _export_locked(spec: str, out: Path, pretrained: str | None, old: list[Path]
     from caption_debias.model.stretch import merge_frozen_head, merged_state_dict
 
     loaded = load_model(spec, pretrained, tell=tell)
+    untrained = stretch_note(str(spec), loaded.info)
+    if untrained:
+        say(untrained, quiet)
     merge_frozen_head(loaded.model)
     state = merged_state_dict(loaded.model.state_dict())
     config = loaded.open_clip_config()
