@@ -23,9 +23,15 @@ or without the block: `progress.update(...)` then `progress.close(finished=True)
 - `progress.note("loading model ...")`: one line now saying what the command is doing
   (`caption-debias: loading model ...`, as every note); `say(text, quiet)` is the same before
   any Progress exists (and before heavy imports).
-- `below="encodings"`: work reported from code many calls below the command's loop
-  (`add_work`/`advance`, e.g. score's encoders) counts apart from the main count and shows
-  after it. Without `below` that work is the main count (eval's encodings).
+- `below="steps"`: work reported from code many calls below the command's loop
+  (`add_work`/`advance`, e.g. a fine-tune's steps in the demo) counts apart from the main count
+  and shows after it. Without `below` that work is the main count (probe's encodings).
+- `phases=True`: the main count is the rows a user counts in (score, eval); a task of them is
+  worked through in named phases (`begin(rows, phases)`, `phase("encoding images")`, `end()`),
+  each an equal share of its rows filled by the work below, so the rows move batch by batch and
+  never back; the rate counts from the first task's start.
+- `each(done)`: a piece the user counts is done (pack's tar): its line now, at most once a second.
+  The last line is printed once: not again at the close when the line before said the same.
   `rate=False` (the demo's stage count, whose stages differ in length by minutes): the line
   shows no rate or ETA of the stages; the work below (an arm's steps) gives them instead.
 - `heartbeat=True`: a thread prints the line every interval (at most once a second) even when
