@@ -93,13 +93,17 @@ def say(text: str, quiet: bool = False, stream: TextIO | None = None) -> None:
     environment states (COLUMNS, as rich reads it) is kept: a long path wraps, indented."""
     if quiet:
         return
-    line = f"caption-debias: {text}"
+    print(fit(f"caption-debias: {text}"), file=stream or sys.stderr, flush=True)
+
+
+def fit(line: str) -> str:
+    """`line` wrapped, indented, at a width the environment states (COLUMNS, as rich reads it)."""
     width = os.environ.get("COLUMNS", "")
     if width.isdigit() and len(line) > int(width) > 20:
         import textwrap
 
         line = "\n".join(textwrap.wrap(line, int(width), subsequent_indent="    ", break_on_hyphens=False))
-    print(line, file=stream or sys.stderr, flush=True)
+    return line
 
 
 class Count:
@@ -388,7 +392,7 @@ class Progress:
     def _print(self, text: str) -> None:
         self.printed = True
         self.shown = self._state(self._said)  # the extra text just shown: its callback not called again
-        print(text, file=self.stream or sys.stderr, flush=True)
+        print(fit(text), file=self.stream or sys.stderr, flush=True)
 
     def _show(self) -> None:
         if self.mode == "plain":
