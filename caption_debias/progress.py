@@ -23,9 +23,15 @@ or without the block: `progress.update(...)` then `progress.close(finished=True)
 - `progress.note("loading model ...")`: one line now saying what the command is doing
   (`caption-debias: loading model ...`, as every note); `say(text, quiet)` is the same before
   any Progress exists (and before heavy imports).
-- `below="encodings"`: work reported from code many calls below the command's loop
-  (`add_work`/`advance`, e.g. score's encoders) counts apart from the main count and shows
-  after it. Without `below` that work is the main count (eval's encodings).
+- `below="steps"`: work reported from code many calls below the command's loop
+  (`add_work`/`advance`, e.g. a fine-tune's steps in the demo) counts apart from the main count
+  and shows after it. Without `below` that work is the main count (probe's encodings).
+- `phases=True`: the main count is the rows a user counts in (score, eval); a task of them is
+  worked through in named phases (`begin(rows, phases)`, `phase("encoding images")`, `end()`),
+  each an equal share of its rows filled by the work below, so the rows move batch by batch and
+  never back; the rate counts from the first task's start.
+- `each(done)`: a piece the user counts is done (pack's tar): its line now, at most once a second.
+  The last line is printed once: not again at the close when the line before said the same.
   `rate=False` (the demo's stage count, whose stages differ in length by minutes): the line
   shows no rate or ETA of the stages; the work below (an arm's steps) gives them instead.
 - `heartbeat=True`: a thread prints the line every interval (at most once a second) even when
@@ -87,13 +93,17 @@ def say(text: str, quiet: bool = False, stream: TextIO | None = None) -> None:
     environment states (COLUMNS, as rich reads it) is kept: a long path wraps, indented."""
     if quiet:
         return
-    line = f"caption-debias: {text}"
+    print(fit(f"caption-debias: {text}"), file=stream or sys.stderr, flush=True)
+
+
+def fit(line: str) -> str:
+    """`line` wrapped, indented, at a width the environment states (COLUMNS, as rich reads it)."""
     width = os.environ.get("COLUMNS", "")
     if width.isdigit() and len(line) > int(width) > 20:
         import textwrap
 
         line = "\n".join(textwrap.wrap(line, int(width), subsequent_indent="    ", break_on_hyphens=False))
-    print(line, file=stream or sys.stderr, flush=True)
+    return line
 
 
 class Count:
@@ -126,6 +136,27 @@ class Count:
         return parts
 
 
+class Span:
+    """`units` of the main count worked through in named phases (score's shard: its rows, images
+    then texts): each phase counts an equal share of the units, in proportion to its own work done
+    (`add_work`/`advance` from below), so the main count moves within a task and never back."""
+
+    def __init__(self, base: float, units: float, phases: list[str]) -> None:
+        self.base, self.units, self.phases = base, units, phases
+        self.k, self.done, self.total = -1, 0.0, 0.0
+
+    def start(self, name: str) -> None:
+        k = self.phases.index(name) if name in self.phases else self.k
+        if k > self.k:
+            self.k, self.done, self.total = k, 0.0, 0.0
+
+    def reached(self) -> float:
+        if self.k < 0 or not self.phases:
+            return self.base
+        share = min(1.0, self.done / self.total) if self.total else 0.0
+        return self.base + self.units * (self.k + share) / len(self.phases)
+
+
 class Progress:
     """A command's progress: a rich bar on a terminal, plain lines off it, nothing when `quiet`."""
 
@@ -145,6 +176,7 @@ class Progress:
         stream: TextIO | None = None,
         clock: Callable[[], float] = time.monotonic,
         terminal: bool | None = None,
+        phases: bool = False,
     ) -> None:
         self.label, self.interval, self.clock, self.stream = label, interval, clock, stream
         self.extra_fn, self.rate = extra, rate
@@ -154,6 +186,11 @@ class Progress:
         self.started = self.last = now  # when it started; when the last plain line was printed
         self.moved = False  # whether any work has moved since the start
         self.printed = False  # whether a plain line was printed yet
+        self.phases = phases  # whether work below moves the count through `begin` spans (score, eval)
+        self.span: Span | None = None  # the task being worked through in phases (`begin`)
+        self.phase = ""  # what the work is now ("encoding images"), shown after the counts
+        self._said = ""  # the extra text of the last line made
+        self.shown: tuple | None = None  # what the last plain line showed: the last one is not printed twice
         self.quiet = quiet
         self.mode = "quiet" if quiet else ("bar" if (on_terminal() if terminal is None else terminal) else "plain")
         self.lock = threading.RLock()  # a heartbeat thread and the caller print through one place
@@ -186,7 +223,9 @@ class Progress:
         """The plain line for the counts now (no trailing newline)."""
         now = self.clock()
         parts = self.count.describe(now, self.rate)
-        text = self._extra_text()
+        if self.phase:
+            parts.append(self.phase)
+        text = self._said = self._extra_text()
         if text:
             parts.append(text)
         if self.below is not None and (self.below.total or self.below.done):
@@ -227,7 +266,51 @@ class Progress:
             if done is not None:
                 self.moved = self.moved or done != self.count.start
                 self.count.done = done
+                self.span, self.phase = None, ""  # a task finished: its phases are over
             self._show()
+
+    def begin(self, units: float, phases: tuple[str, ...] | list[str]) -> None:
+        """The next `units` of the count are worked through in `phases` (named in the line as each
+        starts, `set_phase`); work below moves the count within them. The next `update(done)` ends it."""
+        with self.lock:
+            if self.phases:
+                self.span = Span(self.count.done, units, list(phases))
+                if not self.moved:  # the rate counts from the first work, not the imports and loads before it
+                    self.count.t0 = self.clock()
+
+    def end(self) -> None:
+        """The `begin` span's work is done: the count stands at its end."""
+        with self.lock:
+            if self.span is not None:
+                self._reach(self.span.base + self.span.units)
+                self.span, self.phase = None, ""
+                self._show()
+
+    def set_phase(self, name: str) -> None:
+        """The work is now `name` ("encoding texts"): shown after the counts; within a `begin` span,
+        its phase's share of the units fills as the work below is done."""
+        if not self.phases:
+            return
+        with self.lock:
+            self.phase = name
+            if self.span is not None:
+                self.span.start(name)
+            self._show()
+
+    def _reach(self, done: float) -> None:
+        """The count moved to `done` from below, never back."""
+        if done > self.count.done:
+            self.count.done = done
+            self.moved = True
+
+    def each(self, done: float, extra: str | None = None) -> None:
+        """A piece the user counts is finished (pack's tar): its line now, whatever the interval,
+        at most once a second (many small pieces stay readable)."""
+        with self.lock:
+            if self.mode == "plain" and self.clock() - self.last >= HEARTBEAT_MIN:
+                self.tick(done, extra)
+            else:
+                self.update(done, extra)
 
     def advance(self, n: float = 1, extra: str | None = None) -> None:
         self.update(self.count.done + n, extra)
@@ -284,7 +367,7 @@ class Progress:
             self._ticker.join()
         if self.bar is not None:
             self.bar.stop()
-        if self.mode == "plain" and finished:
+        if self.mode == "plain" and finished and self.shown != self._state():
             self._print(self.line())
 
     def __enter__(self) -> "Progress":
@@ -300,9 +383,16 @@ class Progress:
 
     # -- showing it ------------------------------------------------------------------------
 
+    def _state(self, extra: str | None = None) -> tuple:
+        """What a line shows but its rate: two lines of the same state say the same."""
+        below = (self.below.done, self.below.total, self.below.text) if self.below is not None else None
+        extra = self._extra_text() if extra is None else extra
+        return (self.count.done, self.count.total, self.phase, extra, below)
+
     def _print(self, text: str) -> None:
         self.printed = True
-        print(text, file=self.stream or sys.stderr, flush=True)
+        self.shown = self._state(self._said)  # the extra text just shown: its callback not called again
+        print(fit(text), file=self.stream or sys.stderr, flush=True)
 
     def _show(self) -> None:
         if self.mode == "plain":
@@ -341,7 +431,7 @@ class Progress:
         self.bar.start()
 
     def _refresh_bar(self) -> None:
-        parts = [self._extra_text()]
+        parts = [self.phase, self._extra_text()]
         if self.below is not None and (self.below.total or self.below.done):
             timed = not self.rate and self.below.done > self.below.start
             parts += [*self.below.describe(self.clock(), rate=timed), self.below.text]
@@ -379,6 +469,27 @@ def active() -> Progress | None:
     return _ACTIVE.get()
 
 
+def begin(units: float, phases: tuple[str, ...] | list[str]) -> None:
+    """`Progress.begin` on the active Progress (none: nothing)."""
+    progress = _ACTIVE.get()
+    if progress is not None:
+        progress.begin(units, phases)
+
+
+def end() -> None:
+    """`Progress.end` on the active Progress (none: nothing)."""
+    progress = _ACTIVE.get()
+    if progress is not None:
+        progress.end()
+
+
+def phase(name: str) -> None:
+    """`Progress.set_phase` on the active Progress (none: nothing)."""
+    progress = _ACTIVE.get()
+    if progress is not None:
+        progress.set_phase(name)
+
+
 def note(text: str) -> None:
     """A note through the active Progress (`Progress.note`); nothing when none is active (quiet)."""
     progress = _ACTIVE.get()
@@ -390,6 +501,11 @@ def add_work(n: float) -> None:
     """More work found (e.g. a model's images and texts about to be encoded): the total grows by n."""
     progress = _ACTIVE.get()
     if progress is None:
+        return
+    if progress.span is not None and progress.span.k >= 0:  # the current phase's work
+        with progress.lock:
+            progress.span.total += n
+            progress._show()
         return
     if progress.below is None:
         progress.add_work(n)
@@ -406,6 +522,13 @@ def advance(n: float, extra: str | None = None) -> None:
     """n more units done, in whatever Progress is active (none: nothing)."""
     progress = _ACTIVE.get()
     if progress is None:
+        return
+    span = progress.span
+    if span is not None and span.k >= 0:
+        with progress.lock:
+            span.done += n
+            progress._reach(span.reached())
+            progress._show()
         return
     if progress.below is None:
         progress.advance(n, extra)

@@ -14,6 +14,9 @@ import pytest
 from caption_debias.text.tokenize import VOCAB_FILE, find_vocab_path
 
 OPTIONAL = ("torch", "open_clip", "spacy", "ray", "tensorboard", "torchvision", "webdataset")
+# open_clip's optional integrations: imported by `import open_clip` unless caption_debias.model.imports
+# keeps them out for a model that does not use them (timm imports wandb)
+INTEGRATIONS = ("transformers", "timm", "wandb")
 
 # Runs the CLI in a fresh interpreter; BLOCKED modules are made unimportable first (as if
 # not installed), and the optional modules that got imported are printed last.
@@ -29,8 +32,10 @@ except SystemExit as exc:
     code = exc.code
 else:
     code = 0
-print(json.dumps({"code": code, "imported": sorted(m for m in sys.modules if m.split(".")[0] in %r and sys.modules[m] is not None)}))
-""" % (OPTIONAL,)
+def loaded(names):
+    return sorted({m.split(".")[0] for m in sys.modules if m.split(".")[0] in names and sys.modules[m] is not None})
+print(json.dumps({"code": code, "imported": loaded(%r), "integrations": loaded(%r)}))
+""" % (OPTIONAL, INTEGRATIONS)
 
 
 def _cli(args: list[str], blocked: tuple[str, ...] = ()) -> tuple[dict, str]:
@@ -55,7 +60,7 @@ def test_prepare_and_stats_import_no_optional_package(tmp_path):
             ["stats", str(out), "--out", str(report)],
         ):
             got, err = _cli(args, blocked)
-            assert got == {"code": 0, "imported": []}, (args, blocked, err)
+            assert got == {"code": 0, "imported": [], "integrations": []}, (args, blocked, err)
         assert json.loads((out / "manifest.json").read_text())["counts"]["written"] == 2
         assert (report / "stats.json").is_file()
 
@@ -167,5 +172,80 @@ def test_yaml_config_files_need_no_extra(tmp_path):
     got, err = _cli(
         ["prepare", str(table), "--out", str(tmp_path / "p"), "--config", str(tmp_path / "c.yaml")], OPTIONAL
     )
-    assert got == {"code": 0, "imported": []}, err
+    assert got == {"code": 0, "imported": [], "integrations": []}, err
     assert json.loads((tmp_path / "p" / "manifest.json").read_text())["options"]["shard_rows"] == 1
+
+
+MODEL_COMMANDS = {
+    "score": [
+        "score",
+        "{d}",
+        "--out",
+        "{o}/s",
+        "--model",
+        "demo-start",
+        "--image-root",
+        "{i}",
+        "--reference-images",
+        "4",
+    ],
+    "train": ["train", "{d}", "--image-root", "{i}", "--model", "tiny", "--out", "{o}/r", "--max-steps", "1"],
+    "eval": ["eval", "demo-start", "--data", "{d}", "--image-root", "{i}", "--device", "cpu"],
+    "probe": ["probe", "tiny", "--data", "{d}", "--image-root", "{i}", "--device", "cpu", "--out", "{o}/p"],
+    "export": ["export", "demo-start", "--out", "{o}/e"],
+}
+
+
+@pytest.mark.parametrize(
+    "command", ["score", "train", "eval", *(pytest.param(c, marks=pytest.mark.slow) for c in ("probe", "export"))]
+)
+def test_model_commands_import_no_open_clip_integration_their_model_does_not_use(command, tmp_path):
+    """Model commands of plain CLIP models (tiny, demo-start) leave out what `import open_clip`
+    would pull in: transformers, timm and through timm wandb (seconds of a start), and say what
+    they import and read while they do."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from train_fixtures import make_prepared
+
+    data, images = make_prepared(tmp_path, n=8)
+    args = [a.format(d=data, i=images, o=tmp_path) for a in MODEL_COMMANDS[command]]
+    got, err = _cli(args + ["--batch-size", "4"] * (command != "export"))
+    assert got["code"] == 0 and got["integrations"] == [], (got, err)
+    lines = err.splitlines()
+    assert "caption-debias: importing torch and open_clip" in lines, err
+    reads = ("caption-debias: reading weights", "caption-debias: building tiny")  # a long path wraps
+    weights = next((n for n, line in enumerate(lines) if line.startswith(reads)), None)
+    assert weights is not None and lines.index("caption-debias: importing torch and open_clip") < weights, err
+    if command == "score":
+        quiet, err = _cli([*args, "--overwrite", "-q"])
+        assert quiet["code"] == 0 and err == "", err
+
+
+def test_a_model_that_uses_an_integration_gets_it(tmp_path):
+    """A config naming a timm vision tower or a Hugging Face text tower, and an hf-hub: spec (its
+    config not on disk before the load), import them; an adapter imported without its package is
+    imported again for such a model."""
+    from caption_debias.model.imports import integrations
+
+    def folder(name: str, cfg: dict) -> str:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "open_clip_config.json").write_text(json.dumps({"model_cfg": cfg}))
+        return f"local-dir:{tmp_path / name}"
+
+    timm = folder("timm", {"embed_dim": 8, "vision_cfg": {"timm_model_name": "resnet18"}, "text_cfg": {}})
+    hf = folder("hf", {"embed_dim": 8, "vision_cfg": {}, "text_cfg": {"hf_model_name": "bert-base-uncased"}})
+    assert integrations([("tiny", None), ("demo-start", None), ("ViT-B-16", "openai")]) == set()
+    assert integrations([("tiny", None), (timm, None)]) == {"timm"}
+    assert integrations([(hf, None)]) == {"transformers"}
+    assert integrations([("hf-hub:org/model", None)]) == {"timm", "transformers"}
+    if importlib.util.find_spec("timm") is None:
+        pytest.skip("timm is not installed")
+    code = f"""
+import sys
+from caption_debias.model.imports import import_open_clip
+open_clip = import_open_clip([("tiny", None)])
+assert sys.modules["open_clip.timm_model"].timm is None and "wandb" not in sys.modules
+import_open_clip([({timm!r}, None)])
+print(sys.modules["open_clip.timm_model"].timm is not None)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "True", done.stderr

@@ -158,3 +158,45 @@ def test_trimmed_text_forward_matches_open_clip(tiny):
         torch.testing.assert_close(t1, b[1], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(t2, b[1][:2], atol=1e-5, rtol=1e-5)
         assert scale == b[2]
+
+
+def test_eval_and_export_say_when_positions_were_stretched_and_not_trained(tmp_path, monkeypatch):
+    """A run's stretched start (step 0), evaluated, exported and its export evaluated: one line says the
+    positions were stretched 77 -> 248 and not trained since; a run past its warm-up says nothing."""
+    import sys
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from train_fixtures import make_prepared, tiny_config
+
+    from caption_debias.cli.main import app
+    from caption_debias.train.loop import train
+
+    monkeypatch.delenv("COLUMNS", raising=False)  # the line whole, unwrapped
+    data, images = make_prepared(tmp_path, n=8)
+    start = train(tiny_config(data, images, tmp_path / "start", max_steps=0, warmup_steps=10))
+    trained = train(tiny_config(data, images, tmp_path / "trained", max_steps=2, warmup_steps=1))
+    line = (
+        "caption-debias: note: {name}'s text positions were stretched 77 -> 248 and not trained since (step 0): "
+        "the likely cause of a lower short-text recall than its start's"
+    )
+
+    def run(*args: str) -> list[str]:
+        result = CliRunner().invoke(app, list(args))
+        assert result.exit_code == 0, (result.stderr, result.exception)
+        return result.stderr.splitlines()
+
+    evaluate = ["--data", str(data), "--image-root", str(images), "--device", "cpu", "--batch-size", "4"]
+    exported = tmp_path / "export"
+    assert line.format(name=start) in run("export", str(start), "--out", str(exported))
+    assert line.format(name=start) in run("eval", str(start), *evaluate)
+    assert line.format(name=f"local-dir:{exported}") in run("eval", f"local-dir:{exported}", *evaluate)
+    for lines in (run("eval", str(trained), *evaluate), run("export", str(trained), "--out", str(tmp_path / "e2"))):
+        assert not any("stretched" in text for text in lines), lines
+    from caption_debias.model.describe import stretch_note
+
+    in_warmup = {"step": 10, "stretched": {"from": 77, "to": 248, "warmup_steps": 200}}
+    assert "stretched 77 -> 248 and trained only 10 steps, all in warm-up (200)" in stretch_note("r", in_warmup)
+    assert stretch_note("r", {**in_warmup, "step": 200}) is None and stretch_note("tiny", {"shipped": "x"}) is None

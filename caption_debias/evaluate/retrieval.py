@@ -17,7 +17,9 @@ from caption_debias.evaluate.benchmarks import RetrievalData, image_root_of, loa
 from caption_debias.evaluate.metrics import retrieval_recall, text_to_image_ranks_chunked
 from caption_debias.evaluate.variants import DEFAULT_VARIANTS, make_variant, parse_variants, short_counts
 from caption_debias.image_files import ImageProblem, decode_rgb, read_regular
-from caption_debias.progress import add_work, advance
+from caption_debias.progress import add_work, advance, begin, end, phase
+
+IMAGES = "encoding images"
 
 if TYPE_CHECKING:
     import torch
@@ -148,8 +150,12 @@ def run_retrieval(
     # Identical texts (e.g. shared summaries under `first`) are encoded once, so they get
     # bit-identical features and tie exactly, whatever batch they would have landed in.
     all_unique = {variant: list(dict.fromkeys(texts)) for variant, texts in all_texts.items()}
-    add_work(sum(len(u) for u in all_unique.values()) + (data.n_images if image_features is None else 0))
+    texts_of = {variant: f"encoding texts ({variant})" for variant in variants}
+    # the data set's rows move in the command's line through these phases, each an equal share
+    begin(len(data.captions), ([IMAGES] if image_features is None else []) + list(texts_of.values()))
     if image_features is None:  # cached per model: weights are not expected to change during evaluation
+        phase(IMAGES)
+        add_work(data.n_images)
         data.check_images()
         image_features = encode_images(loaded, data.images, batch_size, workers, data.source)
         data.image_features[loaded.model] = image_features
@@ -158,11 +164,14 @@ def run_retrieval(
     for variant in variants:
         texts, unique = all_texts[variant], all_unique[variant]
         where = {t: i for i, t in enumerate(unique)}
+        phase(texts_of[variant])
+        add_work(len(unique))
         unique_features = encode_texts(loaded, unique, max(batch_size, 64))
         text_features = unique_features[torch.as_tensor([where[t] for t in texts], device=unique_features.device)]
         sim = text_features @ image_features.t()
         table[variant] = retrieval_recall(sim, text_image, rule=recall_rule)
         ranks[variant] = text_to_image_ranks_chunked(sim, text_image).cpu()
+    end()
     return RetrievalRun(
         table, short_counts(data.captions, variants), data.n_images, len(data.captions), image_features, ranks
     )

@@ -16,7 +16,7 @@ from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.evaluate.benchmarks import BENCHMARKS, load_benchmark
 from caption_debias.model.names import warn_random_weights
-from caption_debias.progress import DEFAULT_INTERVAL, Progress, note
+from caption_debias.progress import DEFAULT_INTERVAL, Progress, active, note
 
 ZEROSHOT = "imagefolder"  # folder-per-class zero-shot classification
 DATA_KINDS = ("prepared", *BENCHMARKS, ZEROSHOT)
@@ -109,7 +109,7 @@ def run_eval(
 
     if recall_rule not in RULES:
         raise UserError(f"--recall-rule {recall_rule!r}: choose from {', '.join(RULES)}")
-    with Progress("eval", "encodings", quiet=not progress, interval=log_interval):
+    with Progress("eval", "rows", quiet=not progress, interval=log_interval, phases=True):
         note(f"reading {', '.join(str(ds.path) for ds in data_specs)}")  # checked, before torch is imported
         return _run_eval(
             model_specs, data_specs, variants, pretrained, context_length, device, batch_size, segmenter,
@@ -121,9 +121,12 @@ def _run_eval(
     model_specs, data_specs, variants, pretrained, context_length, device, batch_size, segmenter, template_set,
     recall_rule, log, quiet=True,
 ) -> dict[str, dict[str, Any]]:  # fmt: skip
+    from caption_debias.model.imports import import_open_clip
+
+    import_open_clip([(spec, pretrained) for spec in model_specs], note)  # said: seconds under load
     from caption_debias.evaluate.retrieval import run_retrieval
     from caption_debias.evaluate.zeroshot import zeroshot
-    from caption_debias.model.describe import describe
+    from caption_debias.model.describe import describe, stretch_note
     from caption_debias.model.load import load_model, no_weights_warnings
 
     device = resolve_device(device)
@@ -134,12 +137,19 @@ def _run_eval(
         if not isinstance(d, Path):
             d.check_images()
             log(f"{ds.label}: {d.n_images} images, {len(d.captions)} captions ({d.definition})")
+    counted = active()
+    if counted is not None:  # every model reads every data set's rows; an image folder adds its own when opened
+        rows = sum(len(d.captions) for d in datasets.values() if not isinstance(d, Path))
+        counted.update(total=rows * len(model_specs) or None)
     results: dict[str, dict[str, Any]] = {}
     for label, spec in zip(model_labels(model_specs), model_specs):
         note(f"loading model {describe(spec, pretrained)}")
         with no_weights_warnings():  # said in the line below
-            loaded = load_model(spec, pretrained, context_length, device=device)
+            loaded = load_model(spec, pretrained, context_length, device=device, tell=note)
         warn_random_weights("eval", spec, pretrained, quiet)
+        untrained = stretch_note(str(spec), loaded.info)
+        if untrained:
+            note(untrained)
         log(f"{label}: {loaded.name} on {device}, context {loaded.context_length}")
         results[label] = {}
         for name, d in datasets.items():
@@ -192,6 +202,9 @@ def run_probe(
     with folder_lock(report_dir, "probe") if report_dir is not None else nullcontext():
         with Progress("probe", "encodings", quiet=not progress, interval=log_interval):
             note(f"reading {data_spec.path}")  # before torch is imported
+            from caption_debias.model.imports import import_open_clip
+
+            import_open_clip([(spec, pretrained) for spec in model_specs], note)
             from caption_debias.evaluate.probe import probe
             from caption_debias.model.load import load_model, no_weights_warnings
 
@@ -201,7 +214,7 @@ def run_probe(
             for label, spec in zip(model_labels(model_specs), model_specs):
                 note(f"loading model {describe(spec, pretrained)}")
                 with no_weights_warnings():  # said in the lines below
-                    models[label] = load_model(spec, pretrained, context_length, device=device)
+                    models[label] = load_model(spec, pretrained, context_length, device=device, tell=note)
             for spec in model_specs:
                 warn_random_weights("probe", spec, pretrained, quiet=not progress)
             return probe(models, data, report_dir, batch_size=batch_size)

@@ -12,7 +12,7 @@ from typing import Sequence
 from caption_debias.errors import UserError
 from caption_debias.evaluate.metrics import text_to_image_ranks
 from caption_debias.evaluate.retrieval import model_device
-from caption_debias.progress import add_work, advance
+from caption_debias.progress import active, add_work, advance, begin, end, phase
 
 TEMPLATE_SETS = ("openai", "simple")
 
@@ -60,6 +60,11 @@ def zeroshot(
             use_tqdm=False,
         ).float()  # [D, C]
         ranks = []
+        counted = active()
+        if counted is not None and counted.phases:  # eval's rows: this folder's images join the total
+            counted.add_work(len(dataset))
+        begin(len(dataset), ["encoding images"])  # its rows: one image each
+        phase("encoding images")
         add_work(len(dataset))
         loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=workers)
         batches = iter(loader)
@@ -73,6 +78,7 @@ def zeroshot(
             feats = torch.nn.functional.normalize(loaded.model.encode_image(images.to(device)).float(), dim=-1)
             ranks.append(text_to_image_ranks(feats @ classifier, labels.to(device)).cpu())
             advance(len(images))
+        end()
     ranks = torch.cat(ranks)
     return {
         "top1": 100.0 * float((ranks < 1).double().mean()),

@@ -46,3 +46,60 @@ def describe(spec: str, pretrained: str | None = None) -> str:
     if "/" in spec or spec.startswith((".", "~")) or not random_weights(spec, pretrained):
         return spec  # a path that is not there: load_model names the fault
     return f"{spec} (random weights)"
+
+
+WEIGHT_FILES = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")  # what open_clip's local-dir: reads
+
+
+def _file(path: Path) -> str:
+    return f"{path} ({_size(path)})"
+
+
+def weights_text(spec: str, pretrained: str | None = None) -> str | None:
+    """What load_model reads once torch and open_clip are imported: `reading weights FILE (15.2 MB)`,
+    `building tiny with random weights`; None where the load itself names a fault first."""
+    spec = str(spec)
+    folder = None
+    if is_shipped(spec):
+        folder = shipped_folder(spec)
+    elif spec.startswith("local-dir:"):
+        folder = Path(spec[len("local-dir:") :])
+    if folder is not None:
+        found = [folder / name for name in WEIGHT_FILES if (folder / name).is_file()]
+        return f"reading weights {_file(found[0])}" if found else None
+    if spec.startswith("hf-hub:"):
+        return f"reading weights of {spec} (the Hugging Face hub, or its local cache)"
+    path = Path(spec)
+    if path.is_dir():
+        found = sorted((path / CHECKPOINTS).glob("step_*.pt"))
+        return f"reading weights {_file(found[-1])}" if found else None
+    if path.is_file():
+        return f"reading weights {_file(path)}"
+    if pretrained and Path(pretrained).is_file():
+        return f"reading weights {_file(Path(pretrained))}"
+    if pretrained:
+        return f"reading weights {spec} pretrained {pretrained} (downloaded once, then from the local cache)"
+    if "/" in spec or spec.startswith((".", "~")):
+        return None  # a path that is not there: load_model names the fault
+    if random_weights(spec, pretrained):
+        return f"building {spec} with random weights"
+    return None
+
+
+def stretch_note(name: str, info: dict) -> str | None:
+    """One line for a model whose text positions were stretched (model/stretch.py) and not trained
+    since, or only in warm-up (load_model's info: a run folder's checkpoint, or an export of one);
+    None otherwise."""
+    stretched, step = info.get("stretched"), info.get("step")
+    if not isinstance(stretched, dict) or not isinstance(step, int):
+        return None
+    warmup = int(stretched.get("warmup_steps") or 0)
+    if step > 0 and step >= warmup:
+        return None
+    start = stretched.get("from")
+    span = f"{start} -> {stretched.get('to')}" if start else f"to {stretched.get('to')}"
+    trained = "not trained since (step 0)" if step == 0 else f"trained only {step} steps, all in warm-up ({warmup})"
+    return (
+        f"note: {name}'s text positions were stretched {span} and {trained}: the likely cause of a lower "
+        "short-text recall than its start's"
+    )

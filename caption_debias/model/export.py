@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from functools import partial
 from pathlib import Path
 
 from caption_debias.errors import UserError
@@ -63,18 +64,25 @@ def _export_locked(spec: str, out: Path, pretrained: str | None, old: list[Path]
     import importlib.util
 
     from caption_debias.extras import missing_extra
-    from caption_debias.model.describe import describe
+    from caption_debias.model.describe import describe, stretch_note
     from caption_debias.progress import format_bytes, say
 
     if importlib.util.find_spec("torch") is None:  # said in one line, before the line saying what is loaded
         raise missing_extra(ModuleNotFoundError("No module named 'torch'", name="torch"))
     say(f"loading model {describe(spec, pretrained)}", quiet)  # before torch is imported
+    from caption_debias.model.imports import import_open_clip
+
+    tell = partial(say, quiet=quiet)
+    import_open_clip([(spec, pretrained)], tell)  # said: seconds of silence otherwise
     from safetensors.torch import save_file
 
     from caption_debias.model.load import load_model
     from caption_debias.model.stretch import merge_frozen_head, merged_state_dict
 
-    loaded = load_model(spec, pretrained)
+    loaded = load_model(spec, pretrained, tell=tell)
+    untrained = stretch_note(str(spec), loaded.info)
+    if untrained:
+        say(untrained, quiet)
     merge_frozen_head(loaded.model)
     state = merged_state_dict(loaded.model.state_dict())
     config = loaded.open_clip_config()

@@ -234,16 +234,30 @@ def _load_run(run: Path, device: str, spec: str) -> LoadedModel:
     cfg = json.loads((run / RUN_CONFIG).read_text("utf-8")) if (run / RUN_CONFIG).is_file() else {}
     name = str(cfg.get("model", spec))
     log.info("loaded run %s step %s", run, int(payload.get("step", -1)))
-    return _finish(
-        model,
-        pre_train,
-        pre_val,
-        f"local-dir:{run}",
-        name,
-        spec,
-        device,
-        {"run": str(run), "checkpoint": str(ckpt), "step": int(payload.get("step", -1))},
-    )
+    info = {"run": str(run), "checkpoint": str(ckpt), "step": int(payload.get("step", -1)), **_stretched(cfg)}
+    return _finish(model, pre_train, pre_val, f"local-dir:{run}", name, spec, device, info)
+
+
+def _stretched(cfg: dict) -> dict:
+    """{"stretched": {"from", "to", "warmup_steps"}} when the run stretched its start's positions (an
+    export carries it on, model/describe.stretch_note says it); {} otherwise."""
+    resolved, options = cfg.get("resolved") or {}, cfg.get("config") or {}
+    if not resolved.get("stretched"):
+        return {}
+    to, keep = int(resolved.get("context_length") or 0), int(options.get("keep_positions") or 0)
+    knowledge = options.get("recipe") in ("debias", "longclip") and to > keep  # keep + 4 (n - keep) positions
+    start = keep + (to - keep) // 4 if knowledge else None
+    return {"stretched": {"from": start, "to": to, "warmup_steps": int(options.get("warmup_steps") or 0)}}
+
+
+def _exported_facts(spec: str) -> dict:
+    """What an export of a run recorded of it (model/export.py's `caption_debias` entry): its step and stretching."""
+    try:
+        cfg = json.loads((Path(spec[len("local-dir:") :]) / RUN_MODEL_CONFIG).read_text("utf-8"))
+        facts = cfg.get("caption_debias") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {k: facts[k] for k in ("step", "stretched") if k in facts}
 
 
 def _load_shipped(name: str, pretrained: str | None, device: str) -> LoadedModel:
@@ -258,12 +272,23 @@ def _load_shipped(name: str, pretrained: str | None, device: str) -> LoadedModel
 
 
 def load_model(
-    spec: str, pretrained: str | None = None, context_length: int | None = None, device: str = "cpu"
+    spec: str,
+    pretrained: str | None = None,
+    context_length: int | None = None,
+    device: str = "cpu",
+    tell: Callable[[str], None] | None = None,
 ) -> LoadedModel:
     """Load any supported spec. `context_length` only picks the tokenizer/table length for
-    open_clip names (no stretching here: see caption_debias.model.stretch)."""
-    import open_clip
+    open_clip names (no stretching here: see caption_debias.model.stretch). `tell` (a command's
+    `say` or `note`) hears "importing torch and open_clip" when they are not imported yet, then
+    which weights are read."""
+    from caption_debias.model.describe import weights_text
+    from caption_debias.model.imports import import_open_clip
 
+    open_clip = import_open_clip([(spec, pretrained)], tell)
+    reading = weights_text(spec, pretrained)
+    if reading and tell is not None:
+        tell(reading)
     register_shipped_configs()
     spec = str(spec)
     path = Path(spec)
@@ -276,7 +301,8 @@ def load_model(
             raise UserError(f"cannot load {spec}: {str(exc).splitlines()[0]}") from None
         except Exception as exc:  # its weights file: Python objects in a .bin, torn safetensors, ...
             raise unreadable(f"cannot load {spec}", exc) from None
-        return _finish(model, pre_train, pre_val, spec, spec, spec, device, {"source": spec})
+        info = {"source": spec, **(_exported_facts(spec) if spec.startswith("local-dir:") else {})}
+        return _finish(model, pre_train, pre_val, spec, spec, spec, device, info)
     if path.is_dir():
         return _load_run(path, device, spec)
     if path.is_file():

@@ -94,7 +94,10 @@ def _pack(
     reasons: Counter = Counter()
     read, counts = Counter(), [ImageCounts()]
     total = None if options.split else ds.rows
-    progress = Progress("pack", "rows", total, quiet=options.quiet, interval=options.log_interval)
+    progress = Progress(
+        "pack", "rows", total, quiet=options.quiet, interval=options.log_interval, heartbeat=True,
+        extra=lambda: f"{len(tars)} tars",
+    )  # fmt: skip
     with folder.partial_lines(state.REMOVED) as removed:  # removed.jsonl appears whole or not at all
 
         def on_side(task: Task, side: dict[str, Any]) -> None:
@@ -105,7 +108,7 @@ def _pack(
                 reasons[entry["reason"]] += 1
                 removed.write(entry)
             tars.append({k: side[k] for k in ("path", "samples", "rows", "sha256", "bytes")})
-            progress.update(read["rows"], extra=f"{len(tars)} tars")
+            progress.each(read["rows"])  # a line per tar written
 
         fn = partial(pack_tar, options=options)
         reused = run_tasks(folder, _tasks(ds, options, out, shaping), fn, engines.mapper(options), on_side, progress)

@@ -102,7 +102,12 @@ def _check_tokenizer(loaded, spec: str) -> None:
 
 
 def load(
-    spec: str, pretrained: str | None, device: str = "cpu", precision: str = "fp32", expect_sha256: str | None = None
+    spec: str,
+    pretrained: str | None,
+    device: str = "cpu",
+    precision: str = "fp32",
+    expect_sha256: str | None = None,
+    tell: Callable[[str], None] | None = None,
 ) -> ScoreModel:
     """Any spec `eval` and `train` accept. A random-init model (an open_clip name without
     --pretrained) is seeded, so every worker holds the same one; `expect_sha256` (the driver's
@@ -113,7 +118,7 @@ def load(
 
     with torch.random.fork_rng(devices=[]), no_weights_warnings():  # the driver warns in its own line
         torch.manual_seed(0)
-        loaded = load_model(spec, pretrained, device=device)
+        loaded = load_model(spec, pretrained, device=device, tell=tell)
     _check_tokenizer(loaded, spec)
     digest = weights_sha256(loaded.model)
     if expect_sha256 is not None and digest != expect_sha256:
@@ -147,12 +152,19 @@ def _embed_dim(model) -> int:
 _CACHE: dict[tuple, ScoreModel] = {}
 
 
-def cached(spec: str, pretrained: str | None, device: str, precision: str, sha256: str | None) -> ScoreModel:
-    """One model per process (workers keep theirs across shards)."""
+def cached(
+    spec: str,
+    pretrained: str | None,
+    device: str,
+    precision: str,
+    sha256: str | None,
+    tell: Callable[[str], None] | None = None,
+) -> ScoreModel:
+    """One model per process (workers keep theirs across shards); `tell` hears which weights are read."""
     key = (spec, pretrained, device, precision)
     if key not in _CACHE:
         _CACHE.clear()
-        _CACHE[key] = load(spec, pretrained, device, precision, sha256)
+        _CACHE[key] = load(spec, pretrained, device, precision, sha256, tell)
     sm = _CACHE[key]
     if sha256 is not None and sm.identity["weights_sha256"] != sha256:
         raise UserError(f"{spec}: the model's weights changed during the run; rerun with --overwrite")

@@ -23,6 +23,7 @@ from caption_debias.image_source import ImageCounts, Root, check_missing, no_roo
 from caption_debias.image_source.stage import record, resolve_recorded
 from caption_debias.input_folders import Inputs, Tally, open_inputs
 from caption_debias.model.describe import describe
+from caption_debias.model.imports import import_open_clip
 from caption_debias.model.names import warn_random_weights
 from caption_debias.progress import Progress, say
 from caption_debias.runner import (
@@ -276,7 +277,9 @@ def _score(given: list[str | Path], folder: StageFolder, options: ScoreOptions) 
     shared_root = next(iter(roots.values())) if len(roots) == 1 else None
     options = dataclasses.replace(options, image_root=None if shared_root is None else shared_root.resolved)
     say(f"loading model {describe(options.model, options.pretrained)}", options.quiet)
-    sm = encode.cached(options.model, options.pretrained, options.device, options.precision, None)
+    tell = partial(say, quiet=options.quiet)
+    import_open_clip([(options.model, options.pretrained)], tell)
+    sm = encode.cached(options.model, options.pretrained, options.device, options.precision, None, tell)
     warn_random_weights("score", options.model, options.pretrained, options.quiet)
     shaping = {
         "inputs": [f["path"] for f in inputs.folders],
@@ -298,7 +301,7 @@ def _score(given: list[str | Path], folder: StageFolder, options: ScoreOptions) 
         total=inputs.rows,
         quiet=options.quiet,
         interval=options.log_interval,
-        below="encodings",  # images and texts, counted per batch by the encoders of an in-process shard
+        phases=True,  # an in-process shard's rows move batch by batch: encoding images, then texts
         heartbeat=True,  # worker processes report per shard: a line every interval all the same
     )
     tally, context, counts = Tally(inputs), Counter(), [ImageCounts()]

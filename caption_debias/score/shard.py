@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from caption_debias import runner, storage
+from caption_debias import progress, runner, storage
 from caption_debias.errors import UserError
 from caption_debias.image_files import ImageProblem
 from caption_debias.image_source import ImageCounts, ImageSource, Root
@@ -27,6 +27,7 @@ from caption_debias.score.writer import build_table
 
 STEP_VERSION = 1  # bump when a signal's definition changes: old scored shards are then redone
 WRITE_DIR = ".score/shards"
+PHASES = ("encoding images", "encoding texts")  # a shard's rows, as the command's line names them
 REFERENCE_FILE = ".score/reference.parquet"
 
 
@@ -206,6 +207,8 @@ def score_table(
 ) -> tuple[pa.Table, dict[str, Any]]:
     """The scored table of one input shard and its facts (removed lines, context counts)."""
     images = table.column("image").to_pylist()
+    progress.begin(table.num_rows, PHASES)  # the shard's rows move in the command's line batch by batch
+    progress.phase(PHASES[0])
     ref_orders, ref_images, ref_emb = read_reference(params.reference)
     if not len(ref_emb):
         ref_emb = np.zeros((0, sm.identity["embed_dim"]), np.float32)
@@ -215,6 +218,7 @@ def score_table(
 
     kept_rows = np.flatnonzero(keep)
     captions, sentences, sentence_row, offsets = row_texts(table.column("sentence_tokens"), kept_rows)
+    progress.phase(PHASES[1])
     text_emb = encode.encode_texts(sm, captions + sentences, params.batch_size)
     caption_emb, sentence_emb = text_emb[: len(captions)], text_emb[len(captions) :]
     fits = sm.context - 2  # room for ids between SOT and EOT

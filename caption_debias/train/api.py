@@ -34,9 +34,10 @@ def train(
     elif data is not None or out is not None:
         raise TypeError("train(): give the options as one TrainConfig or as keyword arguments, not both")
     cfg = options_from(TrainConfig, kwargs, "train", options).validate()  # flags and DATA before torch loads
-    from caption_debias.train.start import announce
+    from caption_debias.train.start import announce, import_packages
 
     announce(cfg)  # the run's first line, before torch is imported
+    import_packages(cfg)
     from caption_debias.model.load import latest_checkpoint
     from caption_debias.train.loop import train as run
 

@@ -308,7 +308,7 @@ def check_resume_config(path: Path, cfg: TrainConfig, meaning: dict[str, Any], w
 def prepare_model(cfg: TrainConfig, rank: int) -> tuple[LoadedModel, bool]:
     """Load, stretch per recipe (never twice), freeze the head, reset the logit scale."""
     torch.manual_seed(cfg.seed)  # random-init models (tiny) start identical on every rank and resume
-    loaded = load_model(cfg.model, cfg.pretrained)
+    loaded = load_model(cfg.model, cfg.pretrained, tell=lambda text: say(text, rank, cfg.quiet))
     model = loaded.model
     stretched = False
     if cfg.recipe in ("debias", "longclip"):

@@ -1,5 +1,5 @@
-"""The first line of a training run, before torch is imported (seconds on a loaded machine):
-what it loads and reads."""
+"""The first lines of a training run, before torch is imported (seconds on a loaded machine):
+what it loads and reads, then the imports themselves."""
 
 from __future__ import annotations
 
@@ -23,3 +23,14 @@ def announce(cfg: TrainConfig) -> None:
         with folder_lock(cfg.out, "train"):
             pass
     say(f"loading model {describe(cfg.model, cfg.pretrained)}, reading {cfg.data}", cfg.quiet)
+
+
+def import_packages(cfg: TrainConfig) -> None:
+    """torch and open_clip with only the integrations the model uses (model/imports.py), said first
+    (rank 0 of a torchrun, unless quiet)."""
+    import os
+
+    from caption_debias.model.imports import import_open_clip
+
+    loud = os.environ.get("RANK", "0") == "0" and not cfg.quiet
+    import_open_clip([(cfg.model, cfg.pretrained)], say if loud else None)
