@@ -6,6 +6,7 @@ before anything runs and reports every fault, one line each.
     image_root = "world/"             # optional: where its images are (default: its manifest's)
     planted = "world/"                # optional: a synth --plant world, for fault recall / precision
     [arms.baseline]                   # the reference: the base as it is (added when not named)
+    [arms.rules]                      # no options: curate's default rules applied to the base
     [arms.clip]
     min_clip_score = 0.3              # any curate option, applied to the base
     [arms.mine]
@@ -61,12 +62,13 @@ TRAIN_FIXED = (
 CURATE_FIXED = ("quiet", "log_interval", "overwrite", "workers", "engine", "ray_address", "image_root")
 EVAL_KEYS = ("data", "image_root", "variants", "short", "zeroshot", "alphas", "batch_size", "resamples")
 DEFAULT_VARIANTS = ("keep", "remove", "move", "first")
-NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}"
 
 
 @dataclass(frozen=True)
 class Arm:
-    """A curation variant: curate options applied to the base, or an existing folder; neither: the base."""
+    """A curation variant: curate options applied to the base (none: curate's defaults), or an
+    existing folder; the reference arm is the base as it is."""
 
     name: str
     curate: dict[str, Any] = field(default_factory=dict)
@@ -74,7 +76,7 @@ class Arm:
 
     @property
     def kind(self) -> str:
-        return "folder" if self.folder else ("curate" if self.curate else "base")
+        return "folder" if self.folder else ("base" if self.name == REFERENCE else "curate")
 
 
 @dataclass(frozen=True)
@@ -219,7 +221,7 @@ def _arms(faults: _Faults, raw: Any, here: Path) -> list[Arm]:
     for name, spec in raw.items():
         where = f"arms.{name}"
         if not re.fullmatch(NAME_PATTERN, str(name)):
-            faults.add(where, "an arm's name is letters, digits, '_', '-' or '.' (it names a folder)")
+            faults.add(where, "an arm's name is letters, digits, '_', '-', '+' or '.' (it names a folder)")
             continue
         if spec is None:
             spec = {}
