@@ -16,7 +16,9 @@ from caption_debias.cli.common import config_option, from_field, options_from_pa
 
 def ablate(
     ctx: typer.Context,
-    plan: Path = typer.Argument(..., help="Plan file (TOML, YAML or JSON): base, arms, train, eval (docs/ablation.md)."),
+    plan: Path = typer.Argument(
+        ..., help="Plan file (TOML, YAML or JSON): base, arms, train, eval (docs/ablation.md)."
+    ),
     out: Path = out_option("Folder for the arms' data, runs and results, ablation.json and report.html."),
     device: str = from_field(AblateOptions, "device"),
     workers: int = from_field(AblateOptions, "workers"),

@@ -27,7 +27,6 @@ ARMS = {
     "baseline": {},
     "rules": {},
     "rules+clip0.3": {"min_clip_score": 0.3},
-    "rules+semdedup0.95": {"semantic_duplicate_threshold": 0.95},
     "rules+ungrounded0": {"drop_ungrounded": 0.0},
 }
 
@@ -36,12 +35,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--n", type=int, default=320)
-    parser.add_argument("--test", type=int, default=200)
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--test", type=int, default=120)
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--out", default="out", help="the ablation's folder under --work")
     args = parser.parse_args()
 
     import caption_debias as cd
@@ -57,9 +57,21 @@ def main() -> None:
         if not (world / "sharegpt4v.json").is_file():
             write_world(world, n, 0, split=split, plant=plant, overwrite=True)
         if not (work / f"prep-{split}" / "manifest.json").is_file():
-            cd.prepare(world / "sharegpt4v.json", work / f"prep-{split}", format="sharegpt4v", split=split, image_root=str(world))
+            cd.prepare(
+                world / "sharegpt4v.json",
+                work / f"prep-{split}",
+                format="sharegpt4v",
+                split=split,
+                image_root=str(world),
+            )
     if not (work / "scored" / "manifest.json").is_file():
-        cd.score(work / "prep-train", work / "scored", model="demo-start", keep_embeddings=True, image_root=str(work / "world-train"))
+        cd.score(
+            work / "prep-train",
+            work / "scored",
+            model="demo-start",
+            keep_embeddings=True,
+            image_root=str(work / "world-train"),
+        )
     setup_s = time.perf_counter() - t0
     plan = {
         "base": str(work / "scored"),
@@ -77,10 +89,14 @@ def main() -> None:
             "cache_images": True,
             "workers": 0,
         },
-        "eval": {"data": [str(work / "prep-test")], "variants": ["keep", "remove", "move", "first"], "alphas": [1.0, 0.5]},
+        "eval": {
+            "data": [str(work / "prep-test")],
+            "variants": ["keep", "remove", "move", "first"],
+            "alphas": [1.0, 0.5],
+        },
     }
     (work / "plan.json").write_text(json.dumps(plan, indent=1), "utf-8")
-    result = cd.ablate(work / "plan.json", work / "out", workers=args.workers, quiet=False, log_interval=20)
+    result = cd.ablate(work / "plan.json", work / args.out, workers=args.workers, quiet=False, log_interval=20)
     print(terminal_table(result.data))
     print(f"setup {setup_s:.0f} s; ablate {result.data['timings']['total_s']:.0f} s")
 

@@ -86,9 +86,18 @@ def plan_dict(root: Path, seeds: list[int], alphas: list[float]) -> dict:
     return {
         "base": "prep-train",
         "planted": "world-train",
-        "arms": {"baseline": {}, "dropmis": {"exclude_keys": str(root / "drop.txt")}, "neardup": {"near_duplicate_threshold": 0.5}},
+        "arms": {
+            "baseline": {},
+            "dropmis": {"exclude_keys": str(root / "drop.txt")},
+            "neardup": {"near_duplicate_threshold": 0.5},
+        },
         "train": {"model": "start", **TRAIN, "seeds": seeds},
-        "eval": {"data": ["prep-test"], "variants": ["keep", "remove", "move", "first"], "alphas": alphas, "resamples": 300},
+        "eval": {
+            "data": ["prep-test"],
+            "variants": ["keep", "remove", "move", "first"],
+            "alphas": alphas,
+            "resamples": 300,
+        },
     }
 
 
@@ -153,13 +162,22 @@ def test_intervals_match_a_bootstrap_computed_row_by_row(ablation, world):
         (row,) = [
             m
             for m in summary["metrics"]
-            if (m["arm"], m["metric"], m["variant"], m["direction"], m["alpha"]) == ("dropmis", "retrieval", "remove", direction, 1.0)
+            if (m["arm"], m["metric"], m["variant"], m["direction"], m["alpha"])
+            == ("dropmis", "retrieval", "remove", direction, 1.0)
         ]
         assert row["delta"]["gap"] == pytest.approx(100 * diff.mean(), abs=1e-4)
         assert row["delta"]["lo"] == pytest.approx(100 * lo, abs=1e-4)
         assert row["delta"]["hi"] == pytest.approx(100 * hi, abs=1e-4)
         assert row["r1_by_seed"] == [
-            pytest.approx(100 * np.mean(json.loads((world / "out" / "arms" / "dropmis" / f"seed-{s}" / "result.json").read_text("utf-8"))["alphas"]["1"]["sets"]["prep-test"]["remove"][f"{direction}_hits"]), abs=1e-3)
+            pytest.approx(
+                100
+                * np.mean(
+                    json.loads((world / "out" / "arms" / "dropmis" / f"seed-{s}" / "result.json").read_text("utf-8"))[
+                        "alphas"
+                    ]["1"]["sets"]["prep-test"]["remove"][f"{direction}_hits"]
+                ),
+                abs=1e-3,
+            )
             for s in (0, 1)
         ]
 
@@ -209,7 +227,9 @@ def test_interpolation_is_the_hand_computed_mix(ablation, world, tmp_path):
     start["positional_embedding"] = knowledge_preserved_stretch(start["positional_embedding"].float(), 20)
     assert start["positional_embedding"].shape == tuned["positional_embedding"].shape
     for alpha in (0.0, 0.5, 1.0):
-        written = load_file(str(export(str(run), tmp_path / f"a{alpha}", interpolate=alpha) / "open_clip_model.safetensors"))
+        written = load_file(
+            str(export(str(run), tmp_path / f"a{alpha}", interpolate=alpha) / "open_clip_model.safetensors")
+        )
         assert set(written) == set(tuned)
         for name, value in tuned.items():
             if not torch.is_floating_point(value):

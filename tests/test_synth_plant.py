@@ -233,7 +233,9 @@ def test_curate_faults_are_each_removed_by_their_rule_and_no_clean_row_is(tmp_pa
     import caption_debias as cd
     from caption_debias.synth.plant import CURATE_KINDS
 
-    res = run_cli("synth", "--out", str(tmp_path / "w"), "--n", "160", "--seed", "2", "--plant", "--plant-curate-faults")
+    res = run_cli(
+        "synth", "--out", str(tmp_path / "w"), "--n", "160", "--seed", "2", "--plant", "--plant-curate-faults"
+    )
     assert res.returncode == 0, res.stderr
     key = json.loads((tmp_path / "w" / PLANTED_FILE).read_text("utf-8"))
     assert all(key[kind] for kind in CURATE_KINDS), {k: len(key[k]) for k in CURATE_KINDS}
@@ -266,6 +268,10 @@ def test_curate_faults_are_each_removed_by_their_rule_and_no_clean_row_is(tmp_pa
     plain, more = _records(tmp_path / "plain"), _records(tmp_path / "w")
     rows = {e["row"] for kind in CURATE_KINDS for e in key[kind]}
     assert all(a == b for i, (a, b) in enumerate(zip(plain, more)) if i not in rows)
-    text_rows = {e["row"] for kind in ("duplicate_caption", "near_duplicate_caption", "repetition_loop", "cut_off") for e in key[kind]}
+    text_rows = {
+        e["row"]
+        for kind in ("duplicate_caption", "near_duplicate_caption", "repetition_loop", "cut_off")
+        for e in key[kind]
+    }
     assert all(_caption(plain[i]) != _caption(more[i]) for i in text_rows)
     assert all(more[e["row"]]["image"].endswith(".jpg") for e in key["reencoded"])

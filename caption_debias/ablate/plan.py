@@ -120,9 +120,9 @@ class _Faults:
     def add(self, where: str, text: str) -> None:
         self.lines.append(f"{where}: {text}")
 
-    def check(self, where: str, fn: Any) -> Any:
+    def check(self, where: str, fn: Any, *args: Any) -> Any:
         try:
-            return fn()
+            return fn(*args)
         except UserError as exc:
             self.add(where, str(exc))
             return None
@@ -136,7 +136,10 @@ class _Faults:
 
 def _unknown(faults: _Faults, where: str, key: str, known: list[str]) -> None:
     near = difflib.get_close_matches(key, known, n=1)
-    faults.add(f"{where}.{key}", f"unknown key ({'did you mean ' + repr(near[0]) + '?' if near else 'known: ' + ', '.join(known)})")
+    faults.add(
+        f"{where}.{key}",
+        f"unknown key ({'did you mean ' + repr(near[0]) + '?' if near else 'known: ' + ', '.join(known)})",
+    )
 
 
 def _folder(faults: _Faults, where: str, value: Any, here: Path) -> str | None:
@@ -192,7 +195,9 @@ def read_plan(path: str | Path) -> Plan:
         from caption_debias.model.names import random_weights
 
         if random_weights(str(train.get("model", "")), train.get("pretrained")):
-            faults.add("eval.alphas", "an alpha below 1 mixes in the start's weights: a random-init start has none to mix")
+            faults.add(
+                "eval.alphas", "an alpha below 1 mixes in the start's weights: a random-init start has none to mix"
+            )
     faults.raise_if_any()
     if base is None or train is None or evals is None:  # each was a fault, raised above
         raise UserError(f"plan {path}: incomplete")
@@ -241,7 +246,7 @@ def _arms(faults: _Faults, raw: Any, here: Path) -> list[Arm]:
             if key not in known:
                 _unknown(faults, where, key, known)
                 continue
-            checked = faults.check(f"{where}.{key}", lambda: check_value(CurateOptions, key, value))
+            checked = faults.check(f"{where}.{key}", check_value, CurateOptions, key, value)
             options[key] = checked if checked is not None else value
         if name == REFERENCE and options:
             faults.add(where, f"the reference arm `{REFERENCE}` is the base as it is: give it no options")
@@ -278,7 +283,7 @@ def _train(faults: _Faults, raw: Any, here: Path) -> tuple[dict[str, Any] | None
         elif key not in known:
             _unknown(faults, "train", key, known)
         elif key not in TRAIN_KEYS_OWN:
-            checked = faults.check(f"train.{key}", lambda: check_value(TrainConfig, key, value))
+            checked = faults.check(f"train.{key}", check_value, TrainConfig, key, value)
             options[key] = checked if checked is not None else value
     if "model" not in raw:
         faults.add("train.model", "missing (the start model every arm fine-tunes)")
@@ -351,7 +356,7 @@ def _eval(faults: _Faults, raw: Any, here: Path) -> dict[str, Any] | None:
         faults.add("eval.variants", f"a list of caption variants (got {variants!r})")
         variants = []
     for v in variants:
-        faults.check("eval.variants", lambda: parse_variant(str(v)))
+        faults.check("eval.variants", parse_variant, str(v))
     short = None
     if raw.get("short") is not None:
         short = _eval_set(faults, "eval.short", raw["short"], here, image_root)

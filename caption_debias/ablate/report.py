@@ -56,7 +56,11 @@ def _faults(key: dict[str, Any] | None, base_keys: set[str], kept: set[str]) -> 
         keys = {str(e["key"]) for e in entries} & base_keys
         faulty |= keys
         found = len(keys & removed)
-        by_kind[kind] = {"planted": len(keys), "removed": found, "recall": round(found / len(keys), 4) if keys else None}
+        by_kind[kind] = {
+            "planted": len(keys),
+            "removed": found,
+            "recall": round(found / len(keys), 4) if keys else None,
+        }
     hit = len(removed & faulty)
     return {
         "removed": len(removed),
@@ -118,7 +122,11 @@ def summarise(
                     by_seed = r1(arm, alpha, where, direction)
                     mine = hits(arm, alpha, where, direction)
                     queries.setdefault(f"{metric}:{label}", {})[direction] = len(mine[0])
-                    d = None if arm == REFERENCE else delta(hits(REFERENCE, alpha, where, direction), mine, plan.resamples)
+                    d = (
+                        None
+                        if arm == REFERENCE
+                        else delta(hits(REFERENCE, alpha, where, direction), mine, plan.resamples)
+                    )
                     metrics.append(
                         {
                             "arm": arm,
@@ -137,7 +145,9 @@ def summarise(
                 tops = [results[f"{arm}/seed-{s}"]["alphas"][alpha]["zeroshot"]["top1"] for s in plan.seeds]
                 ref = [results[f"{REFERENCE}/seed-{s}"]["alphas"][alpha]["zeroshot"]["top1"] for s in plan.seeds]
                 mean = sum(tops) / len(tops)
-                gap = None if arm == REFERENCE else {"gap": round(mean - sum(ref) / len(ref), 4), "lo": None, "hi": None}
+                gap = (
+                    None if arm == REFERENCE else {"gap": round(mean - sum(ref) / len(ref), 4), "lo": None, "hi": None}
+                )
                 metrics.append(
                     {
                         "arm": arm,
@@ -234,7 +244,17 @@ def _rows(summary: dict[str, Any], alpha: float) -> list[list[str]]:
     return rows
 
 
-HEADER = ["arm", "rows", "sentences kept", "captions", "t2i R@1", "t2i delta [95%]", "i2t R@1", "i2t delta [95%]", "effect"]
+HEADER = [
+    "arm",
+    "rows",
+    "sentences kept",
+    "captions",
+    "t2i R@1",
+    "t2i delta [95%]",
+    "i2t R@1",
+    "i2t delta [95%]",
+    "effect",
+]
 
 
 def terminal_table(summary: dict[str, Any]) -> str:
@@ -247,7 +267,9 @@ def terminal_table(summary: dict[str, Any]) -> str:
     for alpha in summary["plan"]["eval"]["alphas"]:
         seeds = len(summary["plan"]["train"]["seeds"])
         title = f"recall@1 (%) and the delta against `{summary['reference']}`, {seeds} seed(s)"
-        table = Table(title=title + (f", WiSE-FT alpha {alpha:g}" if len(summary["plan"]["eval"]["alphas"]) > 1 else ""))
+        table = Table(
+            title=title + (f", WiSE-FT alpha {alpha:g}" if len(summary["plan"]["eval"]["alphas"]) > 1 else "")
+        )
         for name in HEADER:
             table.add_column(name, justify="left" if name in ("arm", "captions", "effect") else "right")
         for row in _rows(summary, alpha):
@@ -264,7 +286,15 @@ def terminal_table(summary: dict[str, Any]) -> str:
     return buf.getvalue()
 
 
-FAULT_HEADER = ["arm", "rows removed", "faulty removed", "recall", "precision", "clean removed", "by kind (found / planted)"]
+FAULT_HEADER = [
+    "arm",
+    "rows removed",
+    "faulty removed",
+    "recall",
+    "precision",
+    "clean removed",
+    "by kind (found / planted)",
+]
 
 
 def _fault_rows(summary: dict[str, Any]) -> list[list[str]]:
@@ -339,7 +369,11 @@ def headline(summary: dict[str, Any]) -> str:
     for arm in summary["arms"]:
         if arm["name"] == summary["reference"]:
             continue
-        ms = [m for m in summary["metrics"] if m["arm"] == arm["name"] and m["alpha"] == alpha and m["metric"] == "retrieval"]
+        ms = [
+            m
+            for m in summary["metrics"]
+            if m["arm"] == arm["name"] and m["alpha"] == alpha and m["metric"] == "retrieval"
+        ]
         better = [f"{m['set']} {m['variant']} {m['direction']}" for m in ms if m["effect"] == "better"]
         worse = [f"{m['set']} {m['variant']} {m['direction']}" for m in ms if m["effect"] == "worse"]
         said = []
@@ -390,7 +424,9 @@ def write_report(summary: dict[str, Any], path: Path) -> None:
     if faults:
         parts.append(
             "<h2>Planted faults</h2>"
-            + html_report.note("Rows of the base an arm does not train on, against the world's answer key (planted.json).")
+            + html_report.note(
+                "Rows of the base an arm does not train on, against the world's answer key (planted.json)."
+            )
             + html_report.table(FAULT_HEADER, faults)
         )
     parts.append(

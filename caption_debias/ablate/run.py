@@ -111,11 +111,11 @@ def ablate(plan_path: str | Path, out: str | Path, options: AblateOptions) -> di
                 timings["units"][f"{task.work.arm}/seed-{task.work.seed}"] = {
                     k: side.get(k) for k in ("train_s", "eval_s", "total_s")
                 }
-                progress.update(done["units"], extra=f"arm {done['units']} / {units} done ({task.work.arm}, seed {task.work.seed})")
+                progress.update(
+                    done["units"], extra=f"arm {done['units']} / {units} done ({task.work.arm}, seed {task.work.seed})"
+                )
 
-            engine = engines.mapper(
-                SimpleNamespace(engine=options.engine, workers=options.workers, max_in_flight=1)
-            )
+            engine = engines.mapper(SimpleNamespace(engine=options.engine, workers=options.workers, max_in_flight=1))
             reused = run_tasks(
                 folder, tasks, partial(run_unit, plan=plan, device=options.device), engine, on_side, progress
             )

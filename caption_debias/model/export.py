@@ -45,7 +45,12 @@ def export(
         if old and not overwrite:
             raise UserError(f"{out} exists and is not empty; pass --overwrite to replace it")
         _export_locked(
-            spec, out, pretrained, old + [out / name for name in LOCK_FILES if (out / name).exists()], quiet, interpolate
+            spec,
+            out,
+            pretrained,
+            old + [out / name for name in LOCK_FILES if (out / name).exists()],
+            quiet,
+            interpolate,
         )
     return out
 

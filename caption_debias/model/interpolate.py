@@ -49,7 +49,9 @@ def run_start_spec(run: Path) -> dict[str, Any]:
     """The run's own start: its config.json's model, pretrained, recipe, context and kept positions."""
     config = run / "config.json"
     if not run.is_dir() or not config.is_file():
-        raise UserError(f"{run}: --interpolate needs a run folder of `caption-debias train` (its config.json names the start)")
+        raise UserError(
+            f"{run}: --interpolate needs a run folder of `caption-debias train` (its config.json names the start)"
+        )
     cfg = json.loads(config.read_text("utf-8")).get("config", {})  # the run's TrainConfig as it ran
     return {k: cfg.get(k) for k in ("model", "pretrained", "recipe", "context_length", "keep_positions")}
 

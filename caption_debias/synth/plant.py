@@ -99,7 +99,9 @@ class PlantSpec:
         counts = {kind: max(1, round(getattr(self, kind) * n)) if getattr(self, kind) else 0 for kind in CURATE_KINDS}
         needed = sum(counts.values()) + sum(counts[k] for k in COPY_KINDS)  # a copy also takes its source
         if needed > free:
-            raise UserError(f"cannot plant {counts} in the {free} rows no other fault touched: a larger world, or lower fractions")
+            raise UserError(
+                f"cannot plant {counts} in the {free} rows no other fault touched: a larger world, or lower fractions"
+            )
         return counts
 
     def counts(self, n: int) -> dict[str, int]:

@@ -500,7 +500,6 @@ def _planted_key(
     world: str,
 ) -> dict[str, Any]:
     """planted.json: per kind, each planted row's id, its key after `prepare`, and what was done."""
-    from dataclasses import asdict
 
     from caption_debias.synth.plant import CURATE_KINDS, KEY_PREFIX
 
