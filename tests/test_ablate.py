@@ -270,3 +270,14 @@ def test_a_plan_with_faults_is_one_line_each(world, tmp_path):
     )
     for text in wanted:
         assert any(line.strip().startswith(text) for line in lines[1:]), (text, lines)
+
+
+def test_the_sharegpt4v_example_plan_names_only_known_options():
+    """docs/examples/ablate-sharegpt4v.toml is read here without its data: every fault is a path."""
+    from caption_debias.ablate.plan import read_plan
+
+    example = Path(__file__).resolve().parents[1] / "docs" / "examples" / "ablate-sharegpt4v.toml"
+    with pytest.raises(UserError) as caught:
+        read_plan(example)
+    for line in str(caught.value).splitlines()[1:]:
+        assert "no such" in line, line
