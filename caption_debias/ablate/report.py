@@ -212,6 +212,18 @@ def _delta_text(d: dict[str, Any] | None) -> str:
     return f"{d['gap']:+.1f} [{d['lo']:+.1f}, {d['hi']:+.1f}]"
 
 
+def _effect_text(t2i: dict[str, Any], i2t: dict[str, Any]) -> str:
+    """'better (t2i, i2t)', 'worse (i2t)', both, or no measurable effect; empty for the reference."""
+    if t2i["delta"] is None:
+        return ""
+    said = []
+    for word in ("better", "worse"):
+        directions = [d for d, m in (("t2i", t2i), ("i2t", i2t)) if m["effect"] == word]
+        if directions:
+            said.append(f"{word} ({', '.join(directions)})")
+    return "; ".join(said) or NO_EFFECT
+
+
 def _rows(summary: dict[str, Any], alpha: float) -> list[list[str]]:
     """arm x (set, variant) rows: recall@1 both ways with their deltas and what the interval says."""
     rows = []
@@ -225,8 +237,9 @@ def _rows(summary: dict[str, Any], alpha: float) -> list[list[str]]:
         if (arm, metric, label, variant) not in seen:
             seen.append((arm, metric, label, variant))
     for arm, metric, label, variant in seen:
+        if metric == "short" and (arm, "retrieval", label, variant) in seen:
+            continue  # the default short-text set is a variant the table already shows
         t2i, i2t = (by[(arm, metric, label, variant, d)] for d in DIRECTIONS)
-        words = {e for e in (t2i["effect"], i2t["effect"]) if e}
         what = f"{label} {variant}" + (" (short text)" if metric == "short" else "")
         rows.append(
             [
@@ -238,7 +251,7 @@ def _rows(summary: dict[str, Any], alpha: float) -> list[list[str]]:
                 _delta_text(t2i["delta"]),
                 f"{i2t['r1']:.1f}",
                 _delta_text(i2t["delta"]),
-                ", ".join(sorted(words)) if words else "",
+                _effect_text(t2i, i2t),
             ]
         )
     return rows
@@ -263,7 +276,7 @@ def terminal_table(summary: dict[str, Any]) -> str:
     from rich.table import Table
 
     buf = io.StringIO()
-    console = Console(file=buf, width=150, color_system=None)
+    console = Console(file=buf, width=170, color_system=None)
     for alpha in summary["plan"]["eval"]["alphas"]:
         seeds = len(summary["plan"]["train"]["seeds"])
         title = f"recall@1 (%) and the delta against `{summary['reference']}`, {seeds} seed(s)"
@@ -303,7 +316,7 @@ def _fault_rows(summary: dict[str, Any]) -> list[list[str]]:
         f = arm["faults"]
         if f is None:
             continue
-        kinds = ", ".join(f"{k} {v['removed']}/{v['planted']}" for k, v in f["by_kind"].items())
+        kinds = ", ".join(f"{k} {v['removed']}/{v['planted']}" for k, v in f["by_kind"].items() if v["planted"])
         show = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
         rows.append(
             [
