@@ -138,7 +138,7 @@ def test_three_arms_two_seeds_schema_and_faults(ablation, world):
     short = [m for m in summary["metrics"] if m["metric"] == "short"]
     assert short and all(m["variant"] == "first" for m in short)
     page = (world / "out" / "report.html").read_text("utf-8")
-    assert page.count("data:image/png;base64,") >= 4 and "no measurable effect" in page
+    assert page.count("data:image/png;base64,") == 2 and "no measurable effect" in page  # a figure per alpha
 
 
 def test_intervals_match_a_bootstrap_computed_row_by_row(ablation, world):

@@ -332,26 +332,22 @@ def _fault_rows(summary: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def _plot(summary: dict[str, Any], alpha: float, metric: str, direction: str) -> bytes | None:
-    """Delta against the reference per caption set and variant, one bar per arm, its interval as the error bar."""
-    import matplotlib
+PANELS = (
+    ("retrieval", "t2i", "text-to-image R@1"),
+    ("retrieval", "i2t", "image-to-text R@1"),
+    ("short", "t2i", "short-text t2i R@1"),
+    ("short", "i2t", "short-text i2t R@1"),
+    ("zeroshot", "i2t", "zero-shot top-1"),
+)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
+def _panel(ax, summary: dict[str, Any], chosen: list[dict[str, Any]], title: str) -> None:
+    """One metric: the delta per caption set and variant, a bar per arm, its interval as the error bar."""
     from caption_debias.plotting import legend_outside
 
-    chosen = [
-        m
-        for m in summary["metrics"]
-        if m["alpha"] == alpha and m["metric"] == metric and m["direction"] == direction and m["delta"] is not None
-    ]
-    if not chosen:
-        return None
     places = list(dict.fromkeys(f"{m['set']} {m['variant']}" for m in chosen))
     arms = list(dict.fromkeys(m["arm"] for m in chosen))
     width = 0.8 / len(arms)
-    fig, ax = plt.subplots(figsize=(9, 3.4), dpi=100)
     for i, arm in enumerate(arms):
         mine = {f"{m['set']} {m['variant']}": m["delta"] for m in chosen if m["arm"] == arm}
         xs = [p + (i - (len(arms) - 1) / 2) * width for p in range(len(places))]
@@ -363,15 +359,36 @@ def _plot(summary: dict[str, Any], alpha: float, metric: str, direction: str) ->
             ax.bar(xs, gaps, width, yerr=err, capsize=3, label=arm)
     ax.axhline(0, color="#555", linewidth=0.8)
     ax.set_xticks(range(len(places)))
-    ax.set_xticklabels(places)
-    unit = "top-1 accuracy" if metric == "zeroshot" else f"{direction} R@1"
-    ax.set_ylabel(f"{unit} minus {summary['reference']} (points)")
+    ax.set_xticklabels(places, fontsize="small")
+    ax.set_title(f"{title}: minus {summary['reference']} (points)", fontsize="medium")
     ax.grid(True, axis="y", alpha=0.3)
     legend_outside(ax)
+
+
+def _plots(summary: dict[str, Any], alpha: float) -> bytes | None:
+    """One PNG per alpha, a panel per metric. matplotlib's Figure without pyplot: no global state,
+    and pyplot's import is most of a small report's time."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    panels = []
+    for metric, direction, title in PANELS:
+        chosen = [
+            m
+            for m in summary["metrics"]
+            if m["alpha"] == alpha and m["metric"] == metric and m["direction"] == direction and m["delta"] is not None
+        ]
+        if chosen:
+            panels.append((chosen, title))
+    if not panels:
+        return None
+    fig = Figure(figsize=(9, 3.0 * len(panels)), dpi=100)
+    FigureCanvasAgg(fig)
+    for k, (chosen, title) in enumerate(panels):
+        _panel(fig.add_subplot(len(panels), 1, k + 1), summary, chosen, title)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
-    plt.close(fig)
     return buf.getvalue()
 
 
@@ -418,17 +435,10 @@ def write_report(summary: dict[str, Any], path: Path) -> None:
     for alpha in plan["eval"]["alphas"]:
         suffix = f" (WiSE-FT alpha {alpha:g})" if len(plan["eval"]["alphas"]) > 1 else ""
         parts.append(f"<h2>Recall@1{suffix}</h2>{html_report.table(HEADER, _rows(summary, alpha))}")
-        for metric, direction, title in (
-            ("retrieval", "t2i", "text-to-image R@1"),
-            ("retrieval", "i2t", "image-to-text R@1"),
-            ("short", "t2i", "short-text t2i R@1"),
-            ("short", "i2t", "short-text i2t R@1"),
-            ("zeroshot", "i2t", "zero-shot top-1"),
-        ):
-            png = _plot(summary, alpha, metric, direction)
-            if png is not None:
-                parts.append(f"<h3>{title}: delta against {esc(summary['reference'])}{suffix}</h3>")
-                parts.append(html_report.figure(png, title, wide=True))
+        png = _plots(summary, alpha)
+        if png is not None:
+            parts.append(f"<h3>Each metric's delta against {esc(summary['reference'])}{suffix}</h3>")
+            parts.append(html_report.figure(png, f"deltas{suffix}", wide=True))
         zs = [m for m in summary["metrics"] if m["metric"] == "zeroshot" and m["alpha"] == alpha]
         if zs:
             rows = [[m["arm"], f"{m['r1']:.1f}", _delta_text(m["delta"])] for m in zs]
