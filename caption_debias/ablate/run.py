@@ -295,7 +295,8 @@ def _load_set(spec: EvalSet, cache: dict[str, Any]):
 
 
 def _hits(ranks) -> list[int]:
-    return (ranks < 1).to(dtype=__import__("torch").int8).tolist()
+    """Each query's hit at 1 (0 or 1): what the paired bootstrap resamples."""
+    return [int(r) for r in (ranks < 1).tolist()]
 
 
 def _retrieval(model, data, variants: list[str], batch_size: int) -> dict[str, Any]:
