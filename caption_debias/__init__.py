@@ -7,7 +7,7 @@ a `Result`. They load on first use, so importing the package stays light (no tor
 
 __version__ = "0.1.0"
 
-_STAGES = ("prepare", "curate", "score", "pack", "stats", "train", "evaluate")
+_STAGES = ("prepare", "curate", "score", "pack", "stats", "train", "evaluate", "ablate")
 __all__ = [*_STAGES, "Result", "__version__"]
 
 

@@ -31,6 +31,7 @@ STAGES = {
     "stats": "caption_debias.stats",
     "train": "caption_debias.train",
     "evaluate": "caption_debias.evaluate",
+    "ablate": "caption_debias.ablate",
 }
 
 

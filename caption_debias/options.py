@@ -374,9 +374,30 @@ def _check_config_values(path: Path, raw: dict[str, Any]) -> None:
                 )
 
 
-def load_config_file(path: str | Path) -> dict[str, Any]:
+def _check_nested_size(path: Path, raw: Any) -> None:
+    """A plan's tables and lists together stay small, aliases counted where used (as `_check_config_values`)."""
+    left = MAX_CONFIG_VALUES
+    stack = [raw]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        else:
+            left -= len(str(item)) + 1
+            if left < 0:
+                raise UserError(
+                    f"--config {path}: its values expand to more than {MAX_CONFIG_VALUES} characters "
+                    "(YAML aliases count each time they are used)"
+                )
+
+
+def load_config_file(path: str | Path, nested: bool = False) -> dict[str, Any]:
     """The top-level table of a TOML, YAML or JSON file; a missing, oversized, non-UTF-8 or unparsable
-    file, and a value no option can take, is one line."""
+    file, and a value no option can take, is one line. `nested`: tables inside are allowed (an
+    ablation plan), still bounded in size."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"--config {path}: no such file")
@@ -394,5 +415,8 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     raw = _parse_config(path, suffix, text)
     if not isinstance(raw, dict):
         raise UserError(f"--config {path}: expected a table of options at the top level")
-    _check_config_values(path, raw)
+    if nested:
+        _check_nested_size(path, raw)
+    else:
+        _check_config_values(path, raw)
     return raw

@@ -49,6 +49,11 @@ def removed_schema() -> dict[str, Any]:
     return _load("removed.schema.json")
 
 
+@lru_cache(maxsize=None)
+def ablation_schema() -> dict[str, Any]:
+    return _load("ablation.schema.json")
+
+
 SCHEMA_VERSION: int = shard_spec()["schema_version"]
 
 

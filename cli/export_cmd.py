@@ -22,6 +22,7 @@ def export(
     ),
     out: Path = out_option("Folder to write open_clip_config.json and open_clip_model.safetensors into."),
     pretrained: Optional[str] = from_field(ExportOptions, "pretrained"),
+    interpolate: Optional[float] = from_field(ExportOptions, "interpolate"),
     overwrite: bool = from_field(ExportOptions, "overwrite"),
     quiet: bool = from_field(ExportOptions, "quiet"),
     config: Optional[Path] = config_option(),
@@ -30,6 +31,13 @@ def export(
     from caption_debias.model.export import export as do_export
 
     options = options_from_params(ExportOptions, ctx).validate()
-    path = do_export(run, out, pretrained=options.pretrained, overwrite=options.overwrite, quiet=options.quiet)
+    path = do_export(
+        run,
+        out,
+        pretrained=options.pretrained,
+        overwrite=options.overwrite,
+        quiet=options.quiet,
+        interpolate=options.interpolate,
+    )
     if not options.quiet:
         typer.echo(str(path))

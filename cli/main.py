@@ -12,6 +12,7 @@ import typer
 
 from caption_debias import __version__
 from caption_debias.cli import (
+    ablate_cmd,
     curate_cmd,
     demo_cmd,
     eval_cmd,
@@ -69,6 +70,7 @@ add_command(app, "urls", urls_cmd.urls, renamed={"--to": "--out"})
 add_command(app, "export-captions", urls_cmd.export_captions, renamed={"--to": "--out"})
 add_command(app, "pack", pack_cmd.pack)
 add_command(app, "view", view_cmd.view)
+add_command(app, "ablate", ablate_cmd.ablate)
 
 
 def main() -> None:

@@ -29,6 +29,7 @@ def synth(
     plant_hallucinated: Optional[float] = from_field(SynthOptions, "plant_hallucinated"),
     plant_mismatched: Optional[float] = from_field(SynthOptions, "plant_mismatched"),
     plant_redrawn: Optional[float] = from_field(SynthOptions, "plant_redrawn"),
+    plant_curate_faults: bool = from_field(SynthOptions, "plant_curate_faults"),
     quiet: bool = from_field(SynthOptions, "quiet"),
     config: Optional[Path] = config_option(),
 ) -> None:

@@ -36,6 +36,14 @@ def make_inputs(root: Path) -> None:
     ]
     urls.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
     prepare([urls], root / "url-prepared", PrepareOptions(format="table", quiet=True))
+    plan = {
+        "base": str(root / "prepared"),
+        "image_root": str(root / "images"),
+        "arms": {"baseline": {}},
+        "train": {"model": "tiny", "steps": 1, "batch_size": 4},
+        "eval": {"data": [str(root / "prepared")], "image_root": str(root / "images")},
+    }
+    (root / "plan.json").write_text(json.dumps(plan), "utf-8")
 
 
 def command_lines(root: Path, out: Path) -> dict[str, list[str]]:
@@ -57,6 +65,7 @@ def command_lines(root: Path, out: Path) -> dict[str, list[str]]:
         "export-captions": ["export-captions", p, "--out", str(o / "captions.jsonl")],
         "pack": ["pack", p, "--out", str(o / "pack"), "--image-root", i],
         "view": ["view", p, "--image-root", i, "--port", "0"],
+        "ablate": ["ablate", str(root / "plan.json"), "--out", str(o / "ablate")],
     }
 
 

@@ -23,7 +23,7 @@ def test_a_dump_file_given_for_a_prepared_folder_says_run_prepare_first(command,
 # ---- the dialect, read off the registered commands -------------------------------------------------
 
 # Commands that can run longer than a few seconds: each has --log-interval (plain progress lines).
-LONG = {"prepare", "curate", "pack", "stats", "train", "eval", "probe", "demo", "export-captions", "urls"}
+LONG = {"prepare", "curate", "pack", "stats", "train", "eval", "probe", "demo", "export-captions", "urls", "ablate"}
 # Commands with --out and no --overwrite, and why: a report rewritten on every run (nothing to resume),
 # or train, whose run folder is continued with --resume latest and never deleted by a flag (as open_clip_train).
 NO_OVERWRITE = {"stats", "probe", "demo", "eval", "train"}
@@ -45,6 +45,7 @@ OPTION_CLASSES = {
     "synth": "caption_debias.synth.options:SynthOptions",
     "view": "caption_debias.view.options:ViewOptions",
     "demo": "caption_debias.demo:DemoOptions",
+    "ablate": "caption_debias.ablate.options:AblateOptions",
 }
 # Parameters that are a command's own, not options: its positional inputs, --out, --config, and
 # train's hidden older spelling of --report-to.
@@ -301,6 +302,7 @@ CONFIG_REACHES_THE_OPTIONS = {
     "export-captions": (["DIR", "--out", "DIR/c.jsonl"], "augment: debias\ncopies: 0\n", "--copies must be at least 1"),
     "synth": (["--out", "DIR/w"], "n: 4\nplant_redrawn: 0.1\n", "--plant-redrawn goes with --plant"),
     "demo": (["--out", "DIR/d"], "quick: true\npreset: v1\n", "--quick is --preset quick"),
+    "ablate": (["DIR/plan.toml", "--out", "DIR/a"], "device: gpu\n", "--device 'gpu'"),
 }
 
 

@@ -34,6 +34,7 @@ COMMANDS = (
     "export-captions",
     "pack",
     "view",
+    "ablate",
 )
 
 

@@ -224,3 +224,54 @@ def test_mismatched_rows_of_one_group_are_traded_or_refused():
         cycle = _interleaved_cycle(rows, groups)
         assert sorted(a for a, _ in cycle) == sorted(rows) == sorted(b for _, b in cycle)
         assert all(groups[a] != groups[b] for a, b in cycle)
+
+
+def test_curate_faults_are_each_removed_by_their_rule_and_no_clean_row_is(tmp_path):
+    """synth --plant --plant-curate-faults: a first curate on the world removes every planted curate
+    fault for the reason it was planted for, and no row the key does not list; the other rows are the
+    plain planted world's."""
+    import caption_debias as cd
+    from caption_debias.synth.plant import CURATE_KINDS
+
+    res = run_cli(
+        "synth", "--out", str(tmp_path / "w"), "--n", "160", "--seed", "2", "--plant", "--plant-curate-faults"
+    )
+    assert res.returncode == 0, res.stderr
+    key = json.loads((tmp_path / "w" / PLANTED_FILE).read_text("utf-8"))
+    assert all(key[kind] for kind in CURATE_KINDS), {k: len(key[k]) for k in CURATE_KINDS}
+    cd.prepare(tmp_path / "w" / "sharegpt4v.json", tmp_path / "p", format="sharegpt4v", image_root=str(tmp_path / "w"))
+    cd.curate(tmp_path / "p", tmp_path / "c")
+    removed = {}
+    for line in (tmp_path / "c" / "removed.jsonl").read_text("utf-8").splitlines():
+        entry = json.loads(line)
+        removed[entry["key"]] = entry["reason"]
+    reasons = {
+        "duplicate_image": "duplicate_image",
+        "reencoded": "duplicate_image",
+        "duplicate_caption": "duplicate_caption",
+        "near_duplicate_caption": "near_duplicate_caption",
+        "repetition_loop": "repetitive_caption",
+        "cut_off": "truncated_caption",
+        "broken_image": "image_unreadable",
+        "tiny_image": "image_too_small",
+        "missing_image": "image_missing",
+    }
+    for kind in CURATE_KINDS:
+        for entry in key[kind]:
+            assert removed.get(entry["key"]) == reasons[kind], (kind, entry)
+            if "copy_of_key" in entry:
+                assert entry["copy_of_key"] not in removed  # the earlier row stays
+    planted = {e["key"] for kind in CURATE_KINDS for e in key[kind]}
+    assert set(removed) == planted
+    # the rows no curate kind touched are the plain planted world's, byte for byte
+    world.write_world(tmp_path / "plain", 160, 2, plant=PlantSpec())
+    plain, more = _records(tmp_path / "plain"), _records(tmp_path / "w")
+    rows = {e["row"] for kind in CURATE_KINDS for e in key[kind]}
+    assert all(a == b for i, (a, b) in enumerate(zip(plain, more)) if i not in rows)
+    text_rows = {
+        e["row"]
+        for kind in ("duplicate_caption", "near_duplicate_caption", "repetition_loop", "cut_off")
+        for e in key[kind]
+    }
+    assert all(_caption(plain[i]) != _caption(more[i]) for i in text_rows)
+    assert all(more[e["row"]]["image"].endswith(".jpg") for e in key["reencoded"])

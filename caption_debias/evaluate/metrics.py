@@ -36,6 +36,24 @@ def text_to_image_ranks_chunked(sim: torch.Tensor, text_image: torch.Tensor, chu
     return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.long)
 
 
+def image_to_text_ranks(sim: torch.Tensor, text_image: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
+    """Rank (0 = best) of each image's best own caption among all captions, ties against it:
+    per-image hits of `retrieval_recall`'s pessimistic image-to-text rule."""
+    import torch
+
+    n_images = sim.shape[1]
+    ti = torch.as_tensor(text_image, dtype=torch.long, device=sim.device)
+    own = own_scores(sim, ti)
+    best_own = torch.full((n_images,), float("-inf"), dtype=sim.dtype, device=sim.device)
+    best_own = best_own.scatter_reduce(0, ti, own, reduce="amax")
+    at_or_above = torch.zeros(n_images, dtype=torch.long, device=sim.device)
+    for s in range(0, sim.shape[0], chunk):
+        at_or_above += (sim[s : s + chunk] >= best_own.view(1, -1)).sum(dim=0)
+    own_at_or_above = torch.zeros(n_images, dtype=torch.long, device=sim.device)
+    own_at_or_above.scatter_add_(0, ti, (own >= best_own[ti]).long())
+    return at_or_above - own_at_or_above
+
+
 def paired_bootstrap(
     a_hits: Sequence[float], b_hits: Sequence[float], resamples: int = 2000, seed: int = 0, level: float = 0.95
 ) -> dict[str, float]:

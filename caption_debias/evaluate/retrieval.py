@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from caption_debias import storage
 from caption_debias.errors import UserError
 from caption_debias.evaluate.benchmarks import RetrievalData, image_root_of, load_prepared
-from caption_debias.evaluate.metrics import retrieval_recall, text_to_image_ranks_chunked
+from caption_debias.evaluate.metrics import image_to_text_ranks, retrieval_recall, text_to_image_ranks_chunked
 from caption_debias.evaluate.variants import DEFAULT_VARIANTS, make_variant, parse_variants, short_counts
 from caption_debias.image_files import ImageProblem, decode_rgb, read_regular
 from caption_debias.progress import add_work, advance, begin, end, phase
@@ -130,6 +130,8 @@ class RetrievalRun:
     # {variant: rank of each text's own image, 0 = first, ties against it}: per-query hits for
     # paired comparisons of two models on the same queries (metrics.paired_bootstrap)
     t2i_ranks: dict[str, Any] = field(default_factory=dict)
+    # {variant: rank of each image's best own caption, ties against it}: image-to-text's per-query hits
+    i2t_ranks: dict[str, Any] = field(default_factory=dict)
 
 
 def run_retrieval(
@@ -140,7 +142,10 @@ def run_retrieval(
     image_features=None,
     workers: int | None = None,
     recall_rule: str = "pessimistic",
+    want_i2t_ranks: bool = False,
 ) -> RetrievalRun:
+    """Every variant's recall table and per-query text-to-image ranks (`want_i2t_ranks`: the
+    per-image image-to-text ranks too, one more pass over each similarity matrix)."""
     import torch
 
     variants = parse_variants(variants)
@@ -160,7 +165,7 @@ def run_retrieval(
         image_features = encode_images(loaded, data.images, batch_size, workers, data.source)
         data.image_features[loaded.model] = image_features
     text_image = torch.as_tensor(data.text_image, device=image_features.device)
-    table, ranks = {}, {}
+    table, ranks, i2t_ranks = {}, {}, {}
     for variant in variants:
         texts, unique = all_texts[variant], all_unique[variant]
         where = {t: i for i, t in enumerate(unique)}
@@ -171,9 +176,17 @@ def run_retrieval(
         sim = text_features @ image_features.t()
         table[variant] = retrieval_recall(sim, text_image, rule=recall_rule)
         ranks[variant] = text_to_image_ranks_chunked(sim, text_image).cpu()
+        if want_i2t_ranks:
+            i2t_ranks[variant] = image_to_text_ranks(sim, text_image).cpu()
     end()
     return RetrievalRun(
-        table, short_counts(data.captions, variants), data.n_images, len(data.captions), image_features, ranks
+        table,
+        short_counts(data.captions, variants),
+        data.n_images,
+        len(data.captions),
+        image_features,
+        ranks,
+        i2t_ranks,
     )
 
 

@@ -20,7 +20,12 @@ WEIGHTS_FILE = "open_clip_model.safetensors"
 
 
 def export(
-    spec: str, out: str | Path, pretrained: str | None = None, overwrite: bool = False, quiet: bool = True
+    spec: str,
+    out: str | Path,
+    pretrained: str | None = None,
+    overwrite: bool = False,
+    quiet: bool = True,
+    interpolate: float | None = None,
 ) -> Path:
     """Export a run folder (latest checkpoint) or any load_model spec to `out`.
 
@@ -28,6 +33,7 @@ def export(
     sits beside it, the config names no local path, the files have the umask's modes. Each file
     appears by rename, the config last: a folder holding open_clip_config.json holds the weights
     that go with it. Unless `quiet`, a line says what is loaded and one what is written.
+    `interpolate`: WiSE-FT's alpha, the run mixed with its own start (model/interpolate.py).
     """
     from caption_debias.locking import LOCK_FILES, folder_lock
 
@@ -39,7 +45,14 @@ def export(
         old = [p for p in out.iterdir() if p.name not in LOCK_FILES]
         if old and not overwrite:
             raise UserError(f"{out} exists and is not empty; pass --overwrite to replace it")
-        _export_locked(spec, out, pretrained, old + [out / name for name in LOCK_FILES if (out / name).exists()], quiet)
+        _export_locked(
+            spec,
+            out,
+            pretrained,
+            old + [out / name for name in LOCK_FILES if (out / name).exists()],
+            quiet,
+            interpolate,
+        )
     return out
 
 
@@ -60,7 +73,9 @@ def _file_mode() -> int:
     return 0o666 & ~umask
 
 
-def _export_locked(spec: str, out: Path, pretrained: str | None, old: list[Path], quiet: bool = True) -> None:
+def _export_locked(
+    spec: str, out: Path, pretrained: str | None, old: list[Path], quiet: bool = True, interpolate: float | None = None
+) -> None:
     import importlib.util
 
     from caption_debias.extras import missing_extra
@@ -87,6 +102,11 @@ def _export_locked(spec: str, out: Path, pretrained: str | None, old: list[Path]
     state = merged_state_dict(loaded.model.state_dict())
     config = loaded.open_clip_config()
     config["caption_debias"] = _provenance(spec, loaded.info)
+    if interpolate is not None:
+        from caption_debias.model.interpolate import interpolate_run
+
+        state = interpolate_run(spec, state, interpolate)
+        config["caption_debias"]["interpolate"] = interpolate
     for p in sorted(old, key=lambda p: p.name != CONFIG_FILE):  # --overwrite: the earlier export, config first
         if p.is_dir():
             shutil.rmtree(p)

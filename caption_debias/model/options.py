@@ -16,3 +16,10 @@ class ExportOptions(OverwriteOptions, QuietOptions):
     """Every option of `caption-debias export` (the CLI reads defaults and --help from here)."""
 
     pretrained: str | None = option(None, "Architecture name when RUN is a bare checkpoint file.")
+    interpolate: float | None = option(
+        None,
+        "WiSE-FT: write (1 - ALPHA) x the run's start + ALPHA x the run (RUN a run folder; 0 = the start "
+        "stretched as train stretched it, 1 = the run).",
+        min=0.0,
+        max=1.0,
+    )

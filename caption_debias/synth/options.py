@@ -46,6 +46,13 @@ class SynthOptions(OverwriteOptions, QuietOptions):
         None, "With --plant (0.05): fraction of rows that are a re-drawn copy of an earlier scene.", **FRACTION
     )
 
+    plant_curate_faults: bool = option(
+        False,
+        "With --plant: also plant the faults curate finds (duplicate and re-encoded images, duplicate and "
+        "near-duplicate captions, repetition loops, cut-off captions, broken, tiny and missing images) at rates a "
+        "raw dump has, each in the answer key.",
+    )
+
     def fractions(self) -> dict[str, float]:
         """The --plant-KIND fractions given, by kind."""
         given = {kind: getattr(self, f"plant_{kind}") for kind in KINDS}
@@ -53,9 +60,13 @@ class SynthOptions(OverwriteOptions, QuietOptions):
 
     def plant_spec(self) -> PlantSpec | None:
         """What to plant (None without --plant)."""
-        return PlantSpec(**self.fractions()) if self.plant else None
+        if not self.plant:
+            return None
+        return PlantSpec.dump(**self.fractions()) if self.plant_curate_faults else PlantSpec(**self.fractions())
 
     def check(self) -> None:
         given = self.fractions()
+        if self.plant_curate_faults and not self.plant:
+            raise UserError("--plant-curate-faults goes with --plant")
         if given and not self.plant:
             raise UserError(f"--plant-{next(iter(given))} goes with --plant")

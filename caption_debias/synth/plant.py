@@ -12,6 +12,21 @@ each a disjoint set of rows chosen from the seed (`plant_plan`):
   so the pixels and perceptual hash differ) with a freshly worded caption of that scene, and it
   joins that scene's group; the earlier row is kept as it was.
 
+With `PlantSpec.dump()` (synth --plant-curate-faults) the faults `curate` finds are planted too,
+each on rows none of the kinds above touched, a copy always after its source (`plant_more`):
+
+- `duplicate_image`: the row's picture is an earlier row's, byte for byte (its caption its own);
+- `reencoded`: an earlier row's picture saved as JPEG: other bytes, the same picture;
+- `duplicate_caption`: an earlier row's caption, word for word, under the row's own picture;
+- `near_duplicate_caption`: an earlier row's caption with one word changed;
+- `repetition_loop`: the caption's last sentence repeated three more times (a generator stuck);
+- `cut_off`: the caption stops mid-way through its last sentence;
+- `broken_image`: the picture's file cut to its first half (undecodable);
+- `tiny_image`: the picture at 16 x 16 pixels;
+- `missing_image`: no file where the row's picture should be.
+
+Eval leaks are not planted (they need an eval set beside the world).
+
 Every other row is byte-for-byte what the unplanted world of the same seed writes: planting
 draws from its own random streams, after the world is made.
 """
@@ -27,6 +42,23 @@ from caption_debias.errors import UserError
 
 PLANTED_FILE = "planted.json"
 KINDS = ("hallucinated", "mismatched", "redrawn")
+# The faults curate finds (PlantSpec.dump); the copy kinds take an earlier clean row as their source.
+COPY_KINDS = ("duplicate_image", "reencoded", "duplicate_caption", "near_duplicate_caption")
+ROW_KINDS = ("repetition_loop", "cut_off", "broken_image", "tiny_image", "missing_image")
+CURATE_KINDS = (*COPY_KINDS, *ROW_KINDS)
+# Shares of rows with each fault in a raw web-scale or LLM-captioned dump (rough orders of magnitude,
+# so a small world holds a few of each): duplicates of both kinds are the commonest.
+DUMP_RATES = {
+    "duplicate_image": 0.03,
+    "reencoded": 0.02,
+    "duplicate_caption": 0.02,
+    "near_duplicate_caption": 0.02,
+    "repetition_loop": 0.01,
+    "cut_off": 0.02,
+    "broken_image": 0.01,
+    "tiny_image": 0.01,
+    "missing_image": 0.01,
+}
 # How `prepare` keys a ShareGPT4V record: '<source>/<id>' (schemas/shard.schema.json, key).
 KEY_PREFIX = "sharegpt4v/"
 _TRIES = 1000
@@ -39,6 +71,38 @@ class PlantSpec:
     hallucinated: float = 0.20
     mismatched: float = 0.05
     redrawn: float = 0.05
+    duplicate_image: float = 0.0
+    reencoded: float = 0.0
+    duplicate_caption: float = 0.0
+    near_duplicate_caption: float = 0.0
+    repetition_loop: float = 0.0
+    cut_off: float = 0.0
+    broken_image: float = 0.0
+    tiny_image: float = 0.0
+    missing_image: float = 0.0
+
+    @classmethod
+    def dump(cls, **fractions: float) -> "PlantSpec":
+        """Every fault, the curate ones at a raw dump's rates (DUMP_RATES); `fractions` override."""
+        return cls(**{**DUMP_RATES, **fractions})
+
+    def curate_faults(self) -> bool:
+        return any(getattr(self, kind) for kind in CURATE_KINDS)
+
+    def fractions(self) -> dict[str, float]:
+        """The fractions the key records: the first three kinds, and the curate kinds when any is planted."""
+        given = asdict(self)
+        return given if self.curate_faults() else {k: given[k] for k in KINDS}
+
+    def more_counts(self, n: int, free: int) -> dict[str, int]:
+        """Rows per curate kind (at least 1 when asked for), refused when the clean rows cannot hold them."""
+        counts = {kind: max(1, round(getattr(self, kind) * n)) if getattr(self, kind) else 0 for kind in CURATE_KINDS}
+        needed = sum(counts.values()) + sum(counts[k] for k in COPY_KINDS)  # a copy also takes its source
+        if needed > free:
+            raise UserError(
+                f"cannot plant {counts} in the {free} rows no other fault touched: a larger world, or lower fractions"
+            )
+        return counts
 
     def counts(self, n: int) -> dict[str, int]:
         """Rows per kind: the fraction of n, rounded; mismatched takes at least 2 when asked for
@@ -46,7 +110,7 @@ class PlantSpec:
         for kind, value in asdict(self).items():
             if not 0.0 <= value < 1.0:
                 raise UserError(f"--plant-{kind} must be a fraction in [0, 1), got {value}")
-        counts = {kind: round(value * n) for kind, value in asdict(self).items()}
+        counts = {kind: round(getattr(self, kind) * n) for kind in KINDS}
         if counts["mismatched"] == 1:
             counts["mismatched"] = 2
         # a redrawn row needs an untouched earlier row to copy
@@ -148,3 +212,26 @@ def _interleaved_cycle(rows: list[int], groups: Sequence[str]) -> list[tuple[int
     for place, row in zip(places, ranked):
         ring[place] = row
     return list(zip(ring, ring[1:] + ring[:1]))
+
+
+def plant_more(plan: dict[str, Any], n: int, spec: PlantSpec, seed: int, split: str) -> dict[str, list[dict[str, Any]]]:
+    """The curate kinds' rows, from their own seeded stream, among rows `plan` left alone:
+    {kind: [{"row", "source"?, "word"?}]}; a copy's source is an earlier clean row, used once."""
+    touched = {e["row"] for kind in KINDS for e in plan.get(kind, [])}
+    touched |= {e["copy_of"] for e in plan.get("redrawn", [])}
+    free = [i for i in range(n) if i not in touched]
+    counts = spec.more_counts(n, len(free))
+    rng = random.Random(f"plant-more:{split}:{seed}")
+    pool = rng.sample(free, len(free))
+    more: dict[str, list[dict[str, Any]]] = {kind: [] for kind in CURATE_KINDS}
+    for kind in CURATE_KINDS:
+        for _ in range(counts[kind]):
+            if kind in COPY_KINDS:
+                a, b = pool.pop(), pool.pop()
+                more[kind].append({"row": max(a, b), "source": min(a, b)})
+            else:
+                more[kind].append({"row": pool.pop()})
+        more[kind].sort(key=lambda e: e["row"])
+    for entry in more["near_duplicate_caption"]:
+        entry["word"] = rng.random()  # which word changes, as a share of the caption's words
+    return more

@@ -28,7 +28,7 @@ from typing import Any
 
 from caption_debias.errors import UserError
 from caption_debias.synth.options import WORLDS, SynthOptions
-from caption_debias.synth.plant import PLANTED_FILE, PlantSpec, RowText, plant_plan
+from caption_debias.synth.plant import PLANTED_FILE, PlantSpec, RowText, plant_more, plant_plan
 
 SHAPES = ("circle", "square", "triangle", "diamond", "cross")
 COLOURS = {
@@ -350,6 +350,16 @@ def _write_world(
         plan = plant_plan(groups, objects, texts, plant, seed, split)
         captions, groups = _planted_captions(plan, scenes, texts, captions, groups, seed, split)
         redraw_of = {entry["row"]: entry["copy_of"] for entry in plan["redrawn"]}
+        if plant.curate_faults():
+            plan.update(plant_more(plan, len(scenes), plant, seed, split))
+            captions = _curate_fault_captions(plan, captions)
+    image_faults = {
+        entry["row"]: (kind, entry.get("source"))
+        for kind in ("duplicate_image", "reencoded", "broken_image", "tiny_image", "missing_image")
+        for entry in (plan or {}).get(kind, [])
+    }
+    copied = {source for _, source in image_faults.values() if source is not None}
+    kept_images: dict[int, Any] = {}
     (out / "images").mkdir(parents=True, exist_ok=True)
     pixel_rng = random.Random(f"pixels:{split}:{seed}")
     redraw_rng = random.Random(f"plant-pixels:{split}:{seed}")
@@ -361,11 +371,16 @@ def _write_world(
         image = draw_scene(scene, image_size, pixel_rng)  # drawn for every row: later rows keep their pixels
         if i in sources:
             source_pixels[i] = image.tobytes()
+        if i in copied:
+            kept_images[i] = image
         if i in redraw_of:  # the same scene again, other jitter; never the very same pixels
             image = draw_scene(scenes[redraw_of[i]], image_size, redraw_rng)
             while image.tobytes() == source_pixels[redraw_of[i]]:
                 image = draw_scene(scenes[redraw_of[i]], image_size, redraw_rng)
-        image.save(out / rel, format="PNG")
+        if i in image_faults:
+            rel = _write_faulty_image(out, rel, image, kept_images, *image_faults[i])
+        else:
+            image.save(out / rel, format="PNG")
         records.append(
             {
                 "id": ids[i],
@@ -400,6 +415,44 @@ def _write_world(
         info["planted"] = {kind: len(entries) for kind, entries in plan.items()}
         info["planted_path"] = str(planted_path)
     return info
+
+
+def _write_faulty_image(out: Path, rel: str, image: Any, kept: dict[int, Any], kind: str, source: int | None) -> str:
+    """A planted image fault written where the row's picture goes; returns the row's image path."""
+    import io
+
+    (out / rel).unlink(missing_ok=True)  # an earlier world's file: a missing image must be missing
+    if kind == "duplicate_image":
+        kept[source].save(out / rel, format="PNG")  # the source's pixels, so the same PNG bytes
+    elif kind == "reencoded":
+        rel = rel[: -len(".png")] + ".jpg"
+        kept[source].save(out / rel, format="JPEG", quality=90)
+    elif kind == "broken_image":
+        buf = io.BytesIO()
+        image.save(buf, format="PNG")
+        (out / rel).write_bytes(buf.getvalue()[: len(buf.getvalue()) // 2])
+    elif kind == "tiny_image":
+        image.resize((16, 16)).save(out / rel, format="PNG")
+    return rel  # missing_image: nothing written
+
+
+def _curate_fault_captions(plan: dict[str, Any], captions: list[list[str]]) -> list[list[str]]:
+    """The captions after the caption kinds of plant_more: copies, near copies, loops, cut-offs."""
+    captions = [list(c) for c in captions]
+    for entry in plan["duplicate_caption"]:
+        captions[entry["row"]] = list(captions[entry["source"]])
+    for entry in plan["near_duplicate_caption"]:
+        words = " ".join(captions[entry["source"]]).split(" ")
+        inner = [i for i, w in enumerate(words[:-1]) if w.isalpha() and i > 0]  # a word, not the last one
+        at = inner[min(int(entry["word"] * len(inner)), len(inner) - 1)]
+        words[at] = "seemingly" if words[at] != "seemingly" else "apparently"
+        captions[entry["row"]] = [" ".join(words)]  # prepare splits it again
+    for entry in plan["repetition_loop"]:
+        captions[entry["row"]] = captions[entry["row"]] + [captions[entry["row"]][-1]] * 3
+    for entry in plan["cut_off"]:
+        last = captions[entry["row"]][-1].rstrip(".").split(" ")
+        captions[entry["row"]] = captions[entry["row"]][:-1] + [" ".join(last[: max(2, len(last) // 2)]) + " of the"]
+    return captions
 
 
 def _write_json(path: Path, value: Any, indent: int) -> None:
@@ -447,16 +500,15 @@ def _planted_key(
     world: str,
 ) -> dict[str, Any]:
     """planted.json: per kind, each planted row's id, its key after `prepare`, and what was done."""
-    from dataclasses import asdict
 
-    from caption_debias.synth.plant import KEY_PREFIX
+    from caption_debias.synth.plant import CURATE_KINDS, KEY_PREFIX
 
     def row(i: int) -> dict[str, Any]:
         return {"row": i, "id": ids[i], "key": KEY_PREFIX + ids[i]}
 
     return {
         "world": {"seed": seed, "split": split, "world": world, "rows": len(ids)},
-        "fractions": asdict(spec),
+        "fractions": spec.fractions(),
         "key_rule": f"prepare's key of a row is '{KEY_PREFIX}' + its id",
         "hallucinated": [
             {
@@ -474,4 +526,12 @@ def _planted_key(
             {**row(e["row"]), "copy_of": ids[e["copy_of"]], "copy_of_key": KEY_PREFIX + ids[e["copy_of"]]}
             for e in plan["redrawn"]
         ],
+        **{
+            kind: [
+                {**row(e["row"]), **({"copy_of_key": KEY_PREFIX + ids[e["source"]]} if "source" in e else {})}
+                for e in plan[kind]
+            ]
+            for kind in CURATE_KINDS
+            if kind in plan
+        },
     }

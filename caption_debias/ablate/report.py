@@ -1,0 +1,459 @@
+"""What an ablation says: per arm, rows and sentences kept, recall@1 both ways per eval set and
+variant, each delta against the reference arm with a paired bootstrap 95% interval (the demo's,
+evaluate.metrics.paired_bootstrap), fault recall and precision against a planted key; then
+ablation.json (schemas/ablation.schema.json), a terminal table and report.html."""
+
+from __future__ import annotations
+
+import io
+import platform
+from pathlib import Path
+from typing import Any
+
+from caption_debias import html_report
+from caption_debias.ablate.plan import REFERENCE, Plan
+
+NO_EFFECT = "no measurable effect"
+BOOTSTRAP_SEED = 0
+DIRECTIONS = ("t2i", "i2t")
+
+
+def effect(delta: dict[str, float] | None) -> str | None:
+    """better / worse when the interval lies wholly above / below 0; else no measurable effect."""
+    if delta is None or delta.get("lo") is None:
+        return None
+    if delta["lo"] > 0:
+        return "better"
+    if delta["hi"] < 0:
+        return "worse"
+    return NO_EFFECT
+
+
+def seed_mean_hits(per_seed: list[list[int]]) -> list[float]:
+    """Each query's hit averaged over the seeds (the same queries in every seed)."""
+    n = len(per_seed)
+    return [sum(column) / n for column in zip(*per_seed)]
+
+
+def delta(reference: list[list[int]], arm: list[list[int]], resamples: int) -> dict[str, float]:
+    """arm - reference in recall points, paired over the same queries, seeds averaged per query."""
+    from caption_debias.evaluate.metrics import paired_bootstrap
+
+    gap = paired_bootstrap(seed_mean_hits(reference), seed_mean_hits(arm), resamples=resamples, seed=BOOTSTRAP_SEED)
+    return {k: round(v, 4) for k, v in gap.items()}
+
+
+def _faults(key: dict[str, Any] | None, base_keys: set[str], kept: set[str]) -> dict[str, Any] | None:
+    """Rows of the base an arm does not train on, against the planted key: recall per kind, precision."""
+    if key is None:
+        return None
+    removed = base_keys - kept
+    by_kind = {}
+    faulty: set[str] = set()
+    for kind, entries in key.items():
+        if not isinstance(entries, list) or not entries or not isinstance(entries[0], dict) or "key" not in entries[0]:
+            continue
+        keys = {str(e["key"]) for e in entries} & base_keys
+        faulty |= keys
+        found = len(keys & removed)
+        by_kind[kind] = {
+            "planted": len(keys),
+            "removed": found,
+            "recall": round(found / len(keys), 4) if keys else None,
+        }
+    hit = len(removed & faulty)
+    return {
+        "removed": len(removed),
+        "faulty": len(faulty),
+        "recall": round(hit / len(faulty), 4) if faulty else None,
+        "precision": round(hit / len(removed), 4) if removed else None,
+        "clean_removed": len(removed - faulty),
+        "by_kind": by_kind,
+    }
+
+
+def summarise(
+    plan: Plan,
+    arms_data: dict[str, dict[str, Any]],
+    results: dict[str, dict[str, Any]],
+    reused: int = 0,
+    timings: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """ablation.json: every figure of the run, the deltas with their intervals."""
+    from caption_debias.runner import stamp
+
+    key = None
+    if plan.planted is not None:
+        from caption_debias.evaluate.planted import read_key
+
+        key = read_key(plan.planted)
+    base_keys = set(arms_data[REFERENCE]["keys"])
+
+    def hits(arm: str, alpha: str, where: tuple[str, ...], direction: str) -> list[list[int]]:
+        out = []
+        for seed in plan.seeds:
+            node: Any = results[f"{arm}/seed-{seed}"]["alphas"][alpha]
+            for step in where:
+                node = node[step]
+            out.append(node[f"{direction}_hits"])
+        return out
+
+    def r1(arm: str, alpha: str, where: tuple[str, ...], direction: str) -> list[float]:
+        values = []
+        for seed in plan.seeds:
+            node: Any = results[f"{arm}/seed-{seed}"]["alphas"][alpha]
+            for step in where:
+                node = node[step]
+            values.append(round(float(node[f"{direction}_r1"]), 4))
+        return values
+
+    metrics: list[dict[str, Any]] = []
+    alphas = [f"{a:g}" for a in plan.alphas]
+    places: list[tuple[str, str, str, tuple[str, ...]]] = [
+        ("retrieval", s.label, v, ("sets", s.label, v)) for s in plan.eval_sets for v in plan.variants
+    ]
+    first = results[f"{REFERENCE}/seed-{plan.seeds[0]}"]["alphas"][alphas[0]]
+    places.append(("short", first["short"]["set"], first["short"]["variant"], ("short",)))
+    queries: dict[str, dict[str, int]] = {}
+    for arm in (a.name for a in plan.arms):
+        for alpha in alphas:
+            for metric, label, variant, where in places:
+                for direction in DIRECTIONS:
+                    by_seed = r1(arm, alpha, where, direction)
+                    mine = hits(arm, alpha, where, direction)
+                    queries.setdefault(f"{metric}:{label}", {})[direction] = len(mine[0])
+                    d = (
+                        None
+                        if arm == REFERENCE
+                        else delta(hits(REFERENCE, alpha, where, direction), mine, plan.resamples)
+                    )
+                    metrics.append(
+                        {
+                            "arm": arm,
+                            "alpha": float(alpha),
+                            "metric": metric,
+                            "set": label,
+                            "variant": variant,
+                            "direction": direction,
+                            "r1": round(sum(by_seed) / len(by_seed), 4),
+                            "r1_by_seed": by_seed,
+                            "delta": d,
+                            "effect": effect(d),
+                        }
+                    )
+            if plan.zeroshot is not None:
+                tops = [results[f"{arm}/seed-{s}"]["alphas"][alpha]["zeroshot"]["top1"] for s in plan.seeds]
+                ref = [results[f"{REFERENCE}/seed-{s}"]["alphas"][alpha]["zeroshot"]["top1"] for s in plan.seeds]
+                mean = sum(tops) / len(tops)
+                gap = (
+                    None if arm == REFERENCE else {"gap": round(mean - sum(ref) / len(ref), 4), "lo": None, "hi": None}
+                )
+                metrics.append(
+                    {
+                        "arm": arm,
+                        "alpha": float(alpha),
+                        "metric": "zeroshot",
+                        "set": Path(plan.zeroshot).name,
+                        "variant": "top1",
+                        "direction": "i2t",
+                        "r1": round(mean, 4),
+                        "r1_by_seed": [round(t, 4) for t in tops],
+                        "delta": gap,
+                        "effect": None,
+                    }
+                )
+    arms = []
+    for arm in plan.arms:
+        data = arms_data[arm.name]
+        arms.append(
+            {
+                "name": arm.name,
+                "kind": arm.kind,
+                "curate": arm.curate,
+                "folder": data["folder"],
+                "rows": data["rows"],
+                "sentences": data["sentences"],
+                "sentences_kept": data["sentences_kept"],
+                "rows_removed": len(base_keys - set(data["keys"])),
+                "faults": _faults(key, base_keys, set(data["keys"])),
+            }
+        )
+    return {
+        "reference": REFERENCE,
+        "plan": {
+            "path": plan.path,
+            "base": plan.base,
+            "planted": plan.planted,
+            "train": {**plan.train, "steps": plan.steps, "seeds": plan.seeds},
+            "eval": {
+                "sets": [s.label for s in plan.eval_sets],
+                "variants": plan.variants,
+                "short": None if plan.short is None else plan.short.label,
+                "zeroshot": plan.zeroshot,
+                "alphas": plan.alphas,
+                "resamples": plan.resamples,
+            },
+        },
+        "arms": arms,
+        "metrics": metrics,
+        "queries": queries,
+        "reused_units": reused,
+        "timings": timings or {},
+        "machine": {"python": platform.python_version(), "platform": platform.platform()},
+        **stamp((timings or {}).get("total_s", 0.0)),
+    }
+
+
+def _delta_text(d: dict[str, Any] | None) -> str:
+    if d is None:
+        return "(reference)"
+    if d.get("lo") is None:
+        return f"{d['gap']:+.1f}"
+    return f"{d['gap']:+.1f} [{d['lo']:+.1f}, {d['hi']:+.1f}]"
+
+
+def _effect_text(t2i: dict[str, Any], i2t: dict[str, Any]) -> str:
+    """'better (t2i, i2t)', 'worse (i2t)', both, or no measurable effect; empty for the reference."""
+    if t2i["delta"] is None:
+        return ""
+    said = []
+    for word in ("better", "worse"):
+        directions = [d for d, m in (("t2i", t2i), ("i2t", i2t)) if m["effect"] == word]
+        if directions:
+            said.append(f"{word} ({', '.join(directions)})")
+    return "; ".join(said) or NO_EFFECT
+
+
+def _rows(summary: dict[str, Any], alpha: float) -> list[list[str]]:
+    """arm x (set, variant) rows: recall@1 both ways with their deltas and what the interval says."""
+    rows = []
+    by = {}
+    for m in summary["metrics"]:
+        if m["alpha"] == alpha and m["metric"] != "zeroshot":
+            by[(m["arm"], m["metric"], m["set"], m["variant"], m["direction"])] = m
+    arms = {a["name"]: a for a in summary["arms"]}
+    seen = []
+    for (arm, metric, label, variant, _), _m in by.items():
+        if (arm, metric, label, variant) not in seen:
+            seen.append((arm, metric, label, variant))
+    for arm, metric, label, variant in seen:
+        if metric == "short" and (arm, "retrieval", label, variant) in seen:
+            continue  # the default short-text set is a variant the table already shows
+        t2i, i2t = (by[(arm, metric, label, variant, d)] for d in DIRECTIONS)
+        what = f"{label} {variant}" + (" (short text)" if metric == "short" else "")
+        rows.append(
+            [
+                arm,
+                f"{arms[arm]['rows']:,}",
+                f"{arms[arm]['sentences_kept']:,}",
+                what,
+                f"{t2i['r1']:.1f}",
+                _delta_text(t2i["delta"]),
+                f"{i2t['r1']:.1f}",
+                _delta_text(i2t["delta"]),
+                _effect_text(t2i, i2t),
+            ]
+        )
+    return rows
+
+
+HEADER = [
+    "arm",
+    "rows",
+    "sentences kept",
+    "captions",
+    "t2i R@1",
+    "t2i delta [95%]",
+    "i2t R@1",
+    "i2t delta [95%]",
+    "effect",
+]
+
+
+def terminal_table(summary: dict[str, Any]) -> str:
+    """The recall table per alpha, as text (rich renders it; plain text when captured)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=170, color_system=None)
+    for alpha in summary["plan"]["eval"]["alphas"]:
+        seeds = len(summary["plan"]["train"]["seeds"])
+        title = f"recall@1 (%) and the delta against `{summary['reference']}`, {seeds} seed(s)"
+        table = Table(
+            title=title + (f", WiSE-FT alpha {alpha:g}" if len(summary["plan"]["eval"]["alphas"]) > 1 else "")
+        )
+        for name in HEADER:
+            table.add_column(name, justify="left" if name in ("arm", "captions", "effect") else "right")
+        for row in _rows(summary, alpha):
+            table.add_row(*row)
+        console.print(table)
+    faults = _fault_rows(summary)
+    if faults:
+        table = Table(title="planted faults: rows the arm does not train on")
+        for name in FAULT_HEADER:
+            table.add_column(name, justify="left" if name == "arm" else "right")
+        for row in faults:
+            table.add_row(*row)
+        console.print(table)
+    return buf.getvalue()
+
+
+FAULT_HEADER = [
+    "arm",
+    "rows removed",
+    "faulty removed",
+    "recall",
+    "precision",
+    "clean removed",
+    "by kind (found / planted)",
+]
+
+
+def _fault_rows(summary: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for arm in summary["arms"]:
+        f = arm["faults"]
+        if f is None:
+            continue
+        kinds = ", ".join(f"{k} {v['removed']}/{v['planted']}" for k, v in f["by_kind"].items() if v["planted"])
+        show = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+        rows.append(
+            [
+                arm["name"],
+                str(f["removed"]),
+                str(f["removed"] - f["clean_removed"]),
+                show(f["recall"]),
+                show(f["precision"]),
+                str(f["clean_removed"]),
+                kinds,
+            ]
+        )
+    return rows
+
+
+PANELS = (
+    ("retrieval", "t2i", "text-to-image R@1"),
+    ("retrieval", "i2t", "image-to-text R@1"),
+    ("short", "t2i", "short-text t2i R@1"),
+    ("short", "i2t", "short-text i2t R@1"),
+    ("zeroshot", "i2t", "zero-shot top-1"),
+)
+
+
+def _panel(ax, summary: dict[str, Any], chosen: list[dict[str, Any]], title: str) -> None:
+    """One metric: the delta per caption set and variant, a bar per arm, its interval as the error bar."""
+    from caption_debias.plotting import legend_outside
+
+    places = list(dict.fromkeys(f"{m['set']} {m['variant']}" for m in chosen))
+    arms = list(dict.fromkeys(m["arm"] for m in chosen))
+    width = 0.8 / len(arms)
+    for i, arm in enumerate(arms):
+        mine = {f"{m['set']} {m['variant']}": m["delta"] for m in chosen if m["arm"] == arm}
+        xs = [p + (i - (len(arms) - 1) / 2) * width for p in range(len(places))]
+        gaps = [mine[p]["gap"] for p in places]
+        if mine[places[0]].get("lo") is None:
+            ax.bar(xs, gaps, width, label=arm)
+        else:
+            err = [[g - mine[p]["lo"] for g, p in zip(gaps, places)], [mine[p]["hi"] - g for g, p in zip(gaps, places)]]
+            ax.bar(xs, gaps, width, yerr=err, capsize=3, label=arm)
+    ax.axhline(0, color="#555", linewidth=0.8)
+    ax.set_xticks(range(len(places)))
+    ax.set_xticklabels(places, fontsize="small")
+    ax.set_title(f"{title}: minus {summary['reference']} (points)", fontsize="medium")
+    ax.grid(True, axis="y", alpha=0.3)
+    legend_outside(ax)
+
+
+def _plots(summary: dict[str, Any], alpha: float) -> bytes | None:
+    """One PNG per alpha, a panel per metric. matplotlib's Figure without pyplot: no global state,
+    and pyplot's import is most of a small report's time."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    panels = []
+    for metric, direction, title in PANELS:
+        chosen = [
+            m
+            for m in summary["metrics"]
+            if m["alpha"] == alpha and m["metric"] == metric and m["direction"] == direction and m["delta"] is not None
+        ]
+        if chosen:
+            panels.append((chosen, title))
+    if not panels:
+        return None
+    fig = Figure(figsize=(9, 3.0 * len(panels)), dpi=100)
+    FigureCanvasAgg(fig)
+    for k, (chosen, title) in enumerate(panels):
+        _panel(fig.add_subplot(len(panels), 1, k + 1), summary, chosen, title)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def headline(summary: dict[str, Any]) -> str:
+    """Each arm in one sentence: what it removed, and what the intervals say of the first set's captions."""
+    alpha = summary["plan"]["eval"]["alphas"][0]
+    lines = []
+    for arm in summary["arms"]:
+        if arm["name"] == summary["reference"]:
+            continue
+        ms = [
+            m
+            for m in summary["metrics"]
+            if m["arm"] == arm["name"] and m["alpha"] == alpha and m["metric"] == "retrieval"
+        ]
+        better = [f"{m['set']} {m['variant']} {m['direction']}" for m in ms if m["effect"] == "better"]
+        worse = [f"{m['set']} {m['variant']} {m['direction']}" for m in ms if m["effect"] == "worse"]
+        said = []
+        if better:
+            said.append(f"better on {', '.join(better)}")
+        if worse:
+            said.append(f"worse on {', '.join(worse)}")
+        verdict = "; ".join(said) if said else f"{NO_EFFECT} on any held-out recall@1"
+        lines.append(
+            f"<li><b>{html_report.esc(arm['name'])}</b> trained on {arm['rows']:,} rows ({arm['rows_removed']:,} "
+            f"removed from the base), {arm['sentences_kept']:,} sentences: {html_report.esc(verdict)}.</li>"
+        )
+    return "<ul>" + "".join(lines) + "</ul>" if lines else ""
+
+
+def write_report(summary: dict[str, Any], path: Path) -> None:
+    """One self-contained page: the headline, a table and a plot per metric per alpha, the faults."""
+    esc = html_report.esc
+    plan = summary["plan"]
+    train = plan["train"]
+    parts = [
+        f"<h1>caption-debias ablate</h1><p class='sub'>{len(summary['arms'])} arms, {len(train['seeds'])} seed(s), "
+        f"{train['steps']} steps each from <code>{esc(train.get('model'))}</code> ({esc(train.get('recipe', 'debias'))}); "
+        f"deltas against <code>{esc(summary['reference'])}</code> with paired bootstrap 95% intervals over the same "
+        f"queries ({plan['eval']['resamples']} resamples, seeds averaged per query). An interval that crosses 0 is "
+        f"{NO_EFFECT}.</p>",
+        headline(summary),
+    ]
+    for alpha in plan["eval"]["alphas"]:
+        suffix = f" (WiSE-FT alpha {alpha:g})" if len(plan["eval"]["alphas"]) > 1 else ""
+        parts.append(f"<h2>Recall@1{suffix}</h2>{html_report.table(HEADER, _rows(summary, alpha))}")
+        png = _plots(summary, alpha)
+        if png is not None:
+            parts.append(f"<h3>Each metric's delta against {esc(summary['reference'])}{suffix}</h3>")
+            parts.append(html_report.figure(png, f"deltas{suffix}", wide=True))
+        zs = [m for m in summary["metrics"] if m["metric"] == "zeroshot" and m["alpha"] == alpha]
+        if zs:
+            rows = [[m["arm"], f"{m['r1']:.1f}", _delta_text(m["delta"])] for m in zs]
+            parts.append(f"<h3>Zero-shot top-1 (%){suffix}</h3>{html_report.table(['arm', 'top-1', 'delta'], rows)}")
+    faults = _fault_rows(summary)
+    if faults:
+        parts.append(
+            "<h2>Planted faults</h2>"
+            + html_report.note(
+                "Rows of the base an arm does not train on, against the world's answer key (planted.json)."
+            )
+            + html_report.table(FAULT_HEADER, faults)
+        )
+    parts.append(
+        "<h2>Full results</h2><p>Every figure (per seed, per query counts, timings, the plan) is in "
+        "<a href='ablation.json'><code>ablation.json</code></a> beside this page.</p>"
+    )
+    path.write_text(html_report.page("caption-debias ablate", "".join(parts)), "utf-8")

@@ -1,0 +1,283 @@
+"""`caption-debias ablate` end to end on a small planted world: real tiny models trained for three arms
+and two seeds, the JSON against its schema, a killed run resumed to the same results, the intervals
+against a bootstrap computed here row by row, and WiSE-FT interpolation against a hand computation."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+
+from caption_debias.errors import UserError
+
+CLI = str(Path(sys.executable).parent / "caption-debias")
+TRAIN = {"recipe": "debias", "steps": 2, "batch_size": 8, "lr": 1e-3, "precision": "fp32", "cache_images": True}
+
+
+def _toml(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return repr(value)
+
+
+def write_plan(path: Path, plan: dict) -> Path:
+    """A TOML plan from a dict of scalars and one level of tables (arms two)."""
+    lines = [f"{k} = {_toml(v)}" for k, v in plan.items() if not isinstance(v, dict)]
+    for name, table in plan.items():
+        if not isinstance(table, dict):
+            continue
+        if name == "arms":
+            for arm, options in table.items():
+                lines.append(f"[arms.{arm}]")
+                lines.extend(f"{k} = {_toml(v)}" for k, v in options.items())
+        else:
+            lines.append(f"[{name}]")
+            lines.extend(f"{k} = {_toml(v)}" for k, v in table.items())
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A planted train world and a test world, prepared; a start model (a `short` tiny run at 77)."""
+    import caption_debias as cd
+    from caption_debias.synth.plant import PlantSpec
+    from caption_debias.synth.world import write_world
+
+    root = tmp_path_factory.mktemp("ablate-world")
+    for split, n, plant in (("train", 48, PlantSpec()), ("test", 24, None)):
+        write_world(root / f"world-{split}", n, 0, image_size=32, split=split, plant=plant)
+        cd.prepare(
+            root / f"world-{split}" / "sharegpt4v.json",
+            root / f"prep-{split}",
+            format="sharegpt4v",
+            split=split,
+            image_root=str(root / f"world-{split}"),
+        )
+    key = json.loads((root / "world-train" / "planted.json").read_text("utf-8"))
+    (root / "drop.txt").write_text("".join(e["key"] + "\n" for e in key["mismatched"]), "utf-8")
+    cd.train(
+        root / "prep-train",
+        root / "start",
+        model="tiny",
+        recipe="short",
+        context_length=77,
+        max_steps=1,
+        batch_size=8,
+        precision="fp32",
+        report_to="",
+    )
+    return root
+
+
+def plan_dict(root: Path, seeds: list[int], alphas: list[float]) -> dict:
+    return {
+        "base": "prep-train",
+        "planted": "world-train",
+        "arms": {
+            "baseline": {},
+            "dropmis": {"exclude_keys": str(root / "drop.txt")},
+            "neardup": {"near_duplicate_threshold": 0.5},
+        },
+        "train": {"model": "start", **TRAIN, "seeds": seeds},
+        "eval": {
+            "data": ["prep-test"],
+            "variants": ["keep", "remove", "move", "first"],
+            "alphas": alphas,
+            "resamples": 300,
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def ablation(world):
+    import caption_debias as cd
+
+    plan = write_plan(world / "plan.toml", plan_dict(world, [0, 1], [1.0, 0.5]))
+    return cd.ablate(plan, world / "out")
+
+
+def test_three_arms_two_seeds_schema_and_faults(ablation, world):
+    from caption_debias.schema import ablation_schema
+
+    summary = json.loads((world / "out" / "ablation.json").read_text("utf-8"))
+    jsonschema.validate(summary, ablation_schema())
+    assert summary == json.loads(json.dumps(ablation.data))
+    arms = {a["name"]: a for a in summary["arms"]}
+    assert list(arms) == ["baseline", "dropmis", "neardup"]
+    key = json.loads((world / "world-train" / "planted.json").read_text("utf-8"))
+    assert arms["baseline"]["rows"] == 48 and arms["baseline"]["rows_removed"] == 0
+    mismatched = arms["dropmis"]["faults"]["by_kind"]["mismatched"]
+    assert arms["dropmis"]["rows"] == 48 - len(key["mismatched"])
+    assert mismatched == {"planted": len(key["mismatched"]), "removed": len(key["mismatched"]), "recall": 1.0}
+    assert arms["dropmis"]["faults"]["precision"] == 1.0
+    # every arm x seed trained its own model for the same step budget
+    for arm in arms:
+        for seed in (0, 1):
+            metrics = (world / "out" / "arms" / arm / f"seed-{seed}" / "run" / "metrics.jsonl").read_text("utf-8")
+            assert json.loads(metrics.splitlines()[-1])["step"] == TRAIN["steps"]
+    rows = [m for m in summary["metrics"] if m["arm"] == "neardup" and m["metric"] == "retrieval"]
+    assert {(m["variant"], m["direction"], m["alpha"]) for m in rows} == {
+        (v, d, a) for v in ("keep", "remove", "move", "first") for d in ("t2i", "i2t") for a in (1.0, 0.5)
+    }
+    for m in rows:
+        crosses = m["delta"]["lo"] <= 0 <= m["delta"]["hi"]
+        assert (m["effect"] == "no measurable effect") == crosses
+    short = [m for m in summary["metrics"] if m["metric"] == "short"]
+    assert short and all(m["variant"] == "first" for m in short)
+    page = (world / "out" / "report.html").read_text("utf-8")
+    assert page.count("data:image/png;base64,") == 2 and "no measurable effect" in page  # a figure per alpha
+
+
+def test_intervals_match_a_bootstrap_computed_row_by_row(ablation, world):
+    """dropmis minus baseline, t2i remove at alpha 1: each query's hit averaged over the seeds, the
+    queries resampled one resample at a time (numpy's generator, seed 0)."""
+    summary = ablation.data
+    resamples = summary["plan"]["eval"]["resamples"]
+
+    def hits(arm: str, direction: str) -> np.ndarray:
+        per_seed = []
+        for seed in (0, 1):
+            result = json.loads((world / "out" / "arms" / arm / f"seed-{seed}" / "result.json").read_text("utf-8"))
+            per_seed.append(result["alphas"]["1"]["sets"]["prep-test"]["remove"][f"{direction}_hits"])
+        return np.mean(np.asarray(per_seed, dtype=float), axis=0)
+
+    for direction in ("t2i", "i2t"):
+        diff = hits("dropmis", direction) - hits("baseline", direction)
+        rng = np.random.default_rng(0)
+        means = [diff[rng.integers(0, diff.size, size=diff.size)].mean() for _ in range(resamples)]
+        lo, hi = np.quantile(means, [0.025, 0.975])
+        (row,) = [
+            m
+            for m in summary["metrics"]
+            if (m["arm"], m["metric"], m["variant"], m["direction"], m["alpha"])
+            == ("dropmis", "retrieval", "remove", direction, 1.0)
+        ]
+        assert row["delta"]["gap"] == pytest.approx(100 * diff.mean(), abs=1e-4)
+        assert row["delta"]["lo"] == pytest.approx(100 * lo, abs=1e-4)
+        assert row["delta"]["hi"] == pytest.approx(100 * hi, abs=1e-4)
+        assert row["r1_by_seed"] == [
+            pytest.approx(
+                100
+                * np.mean(
+                    json.loads((world / "out" / "arms" / "dropmis" / f"seed-{s}" / "result.json").read_text("utf-8"))[
+                        "alphas"
+                    ]["1"]["sets"]["prep-test"]["remove"][f"{direction}_hits"]
+                ),
+                abs=1e-3,
+            )
+            for s in (0, 1)
+        ]
+
+
+def test_killed_ablation_resumes_to_the_same_results(ablation, world):
+    """A CLI run killed once its first unit's completion record is written; the rerun reuses that unit,
+    redoes the others from scratch, and every unit's result is the uninterrupted run's, byte for byte."""
+    import caption_debias as cd
+
+    killed = plan_dict(world, [0], [1.0, 0.5])
+    del killed["arms"]["neardup"]  # two arms are enough to kill one run between them
+    plan = write_plan(world / "plan-kill.toml", killed)
+    out = world / "out-kill"
+    first = out / "arms" / "baseline" / "seed-0" / "done.json"
+    proc = subprocess.Popen([CLI, "ablate", str(plan), "--out", str(out), "-q"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not first.is_file() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert first.is_file(), f"no completion record (exit {proc.poll()})"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not (out / "ablation.json").exists()
+    record = first.read_bytes()
+    result = cd.ablate(plan, out)
+    assert result.counts["reused_units"] >= 1
+    assert first.read_bytes() == record
+    for arm in ("baseline", "dropmis"):
+        resumed = (out / "arms" / arm / "seed-0" / "result.json").read_bytes()
+        assert resumed == (world / "out" / "arms" / arm / "seed-0" / "result.json").read_bytes(), arm
+
+
+def test_interpolation_is_the_hand_computed_mix(ablation, world, tmp_path):
+    """export --interpolate on a real tiny run: alpha 0 is its start (stretched 77 -> 248 by hand), 1 the
+    run, 0.5 the mean, tensor by tensor."""
+    import torch
+    from safetensors.torch import load_file
+
+    from caption_debias.model.export import export
+    from caption_debias.model.load import load_model
+    from caption_debias.model.stretch import knowledge_preserved_stretch, merged_state_dict
+
+    run = world / "out" / "arms" / "baseline" / "seed-0" / "run"
+    tuned = merged_state_dict(load_model(str(run)).model.state_dict())
+    start = dict(load_model(str(world / "start")).model.state_dict())
+    start["positional_embedding"] = knowledge_preserved_stretch(start["positional_embedding"].float(), 20)
+    assert start["positional_embedding"].shape == tuned["positional_embedding"].shape
+    for alpha in (0.0, 0.5, 1.0):
+        written = load_file(
+            str(export(str(run), tmp_path / f"a{alpha}", interpolate=alpha) / "open_clip_model.safetensors")
+        )
+        assert set(written) == set(tuned)
+        for name, value in tuned.items():
+            if not torch.is_floating_point(value):
+                continue
+            want = (1 - alpha) * start[name].float() + alpha * value.float()
+            assert torch.allclose(written[name].float(), want, atol=1e-6), (alpha, name)
+    config = json.loads((tmp_path / "a0.5" / "open_clip_config.json").read_text("utf-8"))
+    assert config["caption_debias"]["interpolate"] == 0.5
+    with pytest.raises(UserError, match="random weights"):
+        export(str(world / "start"), tmp_path / "random", interpolate=0.5)
+
+
+def test_a_plan_with_faults_is_one_line_each(world, tmp_path):
+    from caption_debias.ablate.plan import read_plan
+
+    plan = write_plan(
+        tmp_path / "bad.toml",
+        {
+            "base": "nowhere",
+            "arms": {"clip": {"min_clip_scor": 0.3}, "dup": {"near_duplicate_threshold": 2.0}},
+            "train": {"model": "tiny", "steps": 0, "seed": 3},
+            "eval": {"data": ["bogus=/x"], "variants": ["keep", "sideways"], "alphas": [0.5]},
+        },
+    )
+    with pytest.raises(UserError) as caught:
+        read_plan(plan)
+    lines = str(caught.value).splitlines()
+    assert lines[0].endswith("8 faults"), lines
+    wanted = (
+        "base: ",
+        "arms.clip.min_clip_scor: unknown key (did you mean 'min_clip_score'?)",
+        "arms.dup.near_duplicate_threshold: --near-duplicate-threshold must be in (0, 1]",
+        "train.seed: set by ablate",
+        "train.steps: ",
+        "eval.data[0]: unknown benchmark 'bogus'",
+        "eval.variants: unknown caption variant 'sideways'",
+        "eval.alphas: an alpha below 1 mixes in the start's weights",
+    )
+    for text in wanted:
+        assert any(line.strip().startswith(text) for line in lines[1:]), (text, lines)
+
+
+def test_the_sharegpt4v_example_plan_names_only_known_options():
+    """docs/examples/ablate-sharegpt4v.toml is read here without its data: every fault is a path."""
+    from caption_debias.ablate.plan import read_plan
+
+    example = Path(__file__).resolve().parents[1] / "docs" / "examples" / "ablate-sharegpt4v.toml"
+    with pytest.raises(UserError) as caught:
+        read_plan(example)
+    for line in str(caught.value).splitlines()[1:]:
+        assert "no such" in line, line
