@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -188,6 +189,22 @@ def test_table_jsonl_bad_lines_and_cut_off_last_line(tmp_path):
         (5, "missing field", False),
         (7, "truncated input", True),
     ]
+
+
+def test_table_jsonl_line_with_an_overlong_integer_is_a_reject(tmp_path):
+    # json.loads raises a plain ValueError (no .msg) for an integer past Python's digit limit
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 0)()
+    if not limit:
+        pytest.skip("this Python has no limit on integer digits")
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(
+        b'{"image": "a.jpg", "caption": "One.", "n": ' + b"1" * (limit + 1) + b"}\n"
+        b'{"image": "b.jpg", "caption": "Two."}\n'
+    )
+    records, rejects = read_all("table", path)
+    assert [r.image for r in records] == ["b.jpg"]
+    assert [(j.location, j.reason.split(": ")[0], j.fatal) for j in rejects] == [(1, "broken JSON line", False)]
+    assert "integer string conversion" in rejects[0].reason
 
 
 def test_table_csv_tsv_parquet_with_named_columns(tmp_path):

@@ -48,11 +48,12 @@ def iter_jsonl(path: Path, name: str) -> Iterator[tuple[int, dict] | Reject]:
                 continue
             try:
                 value = json.loads(line)
-            except ValueError as exc:
+            except ValueError as exc:  # JSONDecodeError, or an integer past sys.get_int_max_str_digits()
                 if not raw.endswith(b"\n"):
                     yield Reject(name, lineno, "truncated input: last line cut off", excerpt(line), fatal=True)
                     return
-                yield Reject(name, lineno, f"broken JSON line: {exc.msg}", excerpt(line))
+                detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc).partition(":")[0]
+                yield Reject(name, lineno, f"broken JSON line: {detail}", excerpt(line))
                 continue
             if not isinstance(value, dict):
                 yield Reject(name, lineno, "not an object", excerpt(value))
