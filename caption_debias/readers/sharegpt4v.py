@@ -41,7 +41,8 @@ class _Window:
         self.fh, self.read_bytes = fh, read_bytes
         self.text_decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
         self.json_decoder = json.JSONDecoder()
-        self.buf, self.pos, self.eof = "", 0, False
+        self.buf, self.eof = "", False
+        self.pos: int | None = 0  # None once nothing follows a broken element (_broken)
         self.mark_pos, self.mark_byte = 0, 0  # a character index in buf and its byte offset in the file
 
     def fill(self) -> bool:
@@ -61,6 +62,7 @@ class _Window:
     def drop_before(self, i: int) -> None:
         """Forget buf[:i] (indices shift down by i) so the buffer stays about one read long."""
         self.byte_at(i)
+        assert self.pos is not None  # only while elements follow
         self.buf, self.pos, self.mark_pos = self.buf[i:], self.pos - i, 0
 
     def next_char(self, i: int) -> int | None:

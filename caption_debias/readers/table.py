@@ -6,7 +6,7 @@ import codecs
 import csv
 import json
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from caption_debias import storage
 from caption_debias.errors import UserError
@@ -137,7 +137,7 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
                 return
             continue
         location, row = item
-        caption = row.get(caption_col)
+        caption: Any = row.get(caption_col)  # any JSON value: caption_problem checks it
         problem = caption_problem(caption) if caption_col in row else f"missing field: {caption_col}"
         if problem is None and row.get(image_col) is None:
             problem = f"missing field: {image_col}"
