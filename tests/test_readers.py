@@ -132,6 +132,25 @@ def test_sharegpt4v_broken_element_mid_file_is_one_reject_at_its_offset(tmp_path
     assert rejects[0].reason.startswith("broken JSON: Expecting value at byte")
 
 
+def test_sharegpt4v_element_with_an_overlong_integer_is_a_reject(tmp_path):
+    # the JSON decoder raises a plain ValueError for an integer past Python's digit limit
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 0)()
+    if not limit:
+        pytest.skip("this Python has no limit on integer digits")
+    elements = [sharegpt_element(i) for i in range(5)]
+    text = json.dumps(elements)
+    start = text.index('{"id": "s2"')
+    path = tmp_path / "n.json"
+    path.write_text(text[: start + 1] + '"n": ' + "1" * (limit + 1) + ", " + text[start + 1 :])
+    items = list(iter_array(path, read_bytes=256))
+    rejects = [i for i in items if isinstance(i, Reject)]
+    assert [v["id"] for _, v in (i for i in items if not isinstance(i, Reject))] == ["s0", "s1", "s3", "s4"]
+    assert len(rejects) == 1 and not rejects[0].fatal and rejects[0].location == start
+    reason = rejects[0].reason
+    assert reason.startswith("broken JSON: ") and "integer string conversion" in reason
+    assert reason.endswith(f" at byte {start + 6}")  # where the digits start
+
+
 def test_sharegpt4v_not_an_array_is_fatal(tmp_path):
     path = tmp_path / "o.json"
     path.write_text('{"id": 1}')

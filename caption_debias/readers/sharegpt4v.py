@@ -28,6 +28,7 @@ _INSIDE_STRING = re.compile(r'["\\]')
 _STRAY_END = re.compile(r"[,\]{\[]")
 _FIRST_KEY = re.compile(r'\{[ \t\r\n]*("(?:[^"\\\x00-\x1f]|\\.){0,200}")[ \t\r\n]*:')
 _ANY_START = re.compile(r",[ \t\r\n]*[{\[]")
+_LONG_DIGITS = re.compile(r"\d{640,}")  # 640: the least limit sys.set_int_max_str_digits() takes
 
 
 class _Window:
@@ -91,6 +92,11 @@ class _Window:
                 wants_more = exc.pos >= len(self.buf) - 16 or exc.msg.startswith("Unterminated string")
                 if not wants_more or len(self.buf) - i > MAX_ELEMENT_CHARS or not self.fill():
                     raise
+            except ValueError as exc:  # an integer past sys.get_int_max_str_digits(): a broken element too
+                digits = _LONG_DIGITS.search(self.buf, i)
+                raise json.JSONDecodeError(
+                    str(exc).partition(":")[0], self.buf, digits.start() if digits else i
+                ) from None
 
 
 class _Resync:
