@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from caption_debias import storage
 
@@ -22,7 +22,7 @@ MAX_DEPTH = 32  # a lineage deeper than this is cut (a loop of folders naming ea
 PACKED_KIND = "caption-debias packed"
 
 
-def stage_of(manifest: dict[str, Any]) -> str:
+def stage_of(manifest: Mapping[str, Any]) -> str:
     """Which command wrote a folder: prepare, curate, score or pack."""
     if manifest.get("kind") == PACKED_KIND:
         return "pack"
@@ -178,7 +178,7 @@ def _local_dir(recorded: Any, named_by: Any) -> Path | None:
     return next((p for p in candidates(recorded, named_by) if Path(p).is_dir()), None)
 
 
-def image_root(folder: Any, manifest: dict[str, Any] | None = None, depth: int = 0) -> Path | None:
+def image_root(folder: Any, manifest: Mapping[str, Any] | None = None, depth: int = 0) -> Path | None:
     """The image root of a folder: the one its manifest records (`options.image_root`; score's per
     input `inputs[].image_root`), else the one its inputs' manifests record, followed back through its
     lineage; None when no manifest records one that is a folder here."""

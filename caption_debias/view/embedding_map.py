@@ -74,8 +74,8 @@ class EmbeddingMap:
         self._ready = threading.Event()
         self._lock = threading.Lock()
         self._error: BaseException | None = None
-        self.kept = None  # polars: _folder, _shard, _row, x, y
-        self.removed = None  # polars: _folder, _removed, x, y
+        self.kept: Any = None  # polars: _folder, _shard, _row, x, y
+        self.removed: Any = None  # polars: _folder, _removed, x, y
         self.facts: dict[str, Any] = {}
 
     @property
@@ -175,6 +175,7 @@ class EmbeddingMap:
         fit_rows = np.concatenate(fit + [p[: FIT_ROWS // 10] for p in removed_parts]) if fit or removed_parts else None
         if fit_rows is None or len(fit_rows) < 2:
             raise UserError("fewer than two rows have an image embedding")
+        assert dim is not None  # rows were read, so their width is known
         model = project(fit_rows)
         kept = []
         for f, s, path in self._shards():  # pass 2: every row placed
