@@ -2,8 +2,8 @@
 # installs everything (`.[all,test]`) at the versions pinned in constraints.txt, with uv; `pip install caption-debias` alone is the
 # data-only core.
 # `make test` runs the test files on every core (pytest-xdist, a file per worker: its module fixtures are made once).
-# `make lint` is the ruff gate (check + format) and the type checker (mypy over the root modules, the runner, engines/
-# and image_source/: [tool.mypy] in pyproject.toml) that CI runs before the tests.
+# `make lint` is the ruff gate (check + format) and the type checker (mypy over every module of caption_debias/ and
+# cli/: [tool.mypy] in pyproject.toml) that CI runs before the tests.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

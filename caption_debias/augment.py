@@ -83,7 +83,7 @@ def one_sentence_text(
 
 def debias_text(
     sentences: Sequence[np.ndarray],
-    summary_mask: Sequence[bool],
+    summary_mask: Sequence[bool] | np.ndarray,
     rng: np.random.Generator,
     context: int,
     opts: DebiasOptions,

@@ -44,7 +44,7 @@ def unfinished_message(folder: Any, command: str) -> str:
     )
 
 
-def recorded_image_root(manifest: dict[str, Any], folder: Any = "the folder") -> str | None:
+def recorded_image_root(manifest: Mapping[str, Any], folder: Any = "the folder") -> str | None:
     """The image root a folder's manifest records: prepare's --image-root (an absolute path), or
     the one curate, score or pack read under (resolved: absolute, or a URL), which defaults to it;
     else the one root every input of a score run was read under. None when none was given.

@@ -12,7 +12,7 @@ import hashlib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -56,7 +56,7 @@ TokenizerRule = Callable[[str, str, str], None]  # (folder as given, its tokeniz
 
 
 def open_inputs(
-    folders: list[str | Path],
+    folders: Sequence[str | Path],
     out: Path,
     *,
     tokenizer_rule: TokenizerRule,

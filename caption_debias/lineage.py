@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from caption_debias import storage, trust
 
@@ -73,7 +73,7 @@ class Fields:
         return out
 
 
-def stage_of(manifest: dict[str, Any]) -> str:
+def stage_of(manifest: Mapping[str, Any]) -> str:
     """Which command wrote a folder: prepare, curate, score or pack."""
     if manifest.get("kind") == PACKED_KIND:
         return "pack"
@@ -242,7 +242,7 @@ def _local_dir(recorded: Any, named_by: Any) -> Path | None:
     return None if found is None else Path(trust.check_recorded_root(str(found), named_by))
 
 
-def image_root(folder: Any, manifest: dict[str, Any] | None = None, depth: int = 0) -> Path | None:
+def image_root(folder: Any, manifest: Mapping[str, Any] | None = None, depth: int = 0) -> Path | None:
     """The image root of a folder: the one its manifest records (`options.image_root`; score's per
     input `inputs[].image_root`), else the one its inputs' manifests record, followed back through its
     lineage; None when no manifest records one that is a folder here."""

@@ -107,7 +107,7 @@ def _config_names(command: Any) -> dict[str, str]:
     return names
 
 
-def _load_config(ctx: typer.Context, value: Optional[Path], translate: Callable[[dict], dict]) -> None:
+def _load_config(ctx: typer.Context, value: Path, translate: Callable[[dict], dict]) -> None:
     """Load --config FILE into click's default_map: its values replace the defaults, flags typed win."""
     import difflib
 

@@ -85,7 +85,7 @@ def train(
     """Fine-tune an open_clip model on a prepared folder (DeBias-CLIP, Long-CLIP or plain CLIP)."""
     from caption_debias.train.api import train as run_train
 
-    given = {}
+    given: dict[str, str | None] = {}
     if no_tensorboard:
         given["report_to"] = ",".join(r for r in report_to.split(",") if r.strip() != "tensorboard")
     if grad_clip == 0:  # "0 turns it off"

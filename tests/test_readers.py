@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -131,6 +132,25 @@ def test_sharegpt4v_broken_element_mid_file_is_one_reject_at_its_offset(tmp_path
     assert rejects[0].reason.startswith("broken JSON: Expecting value at byte")
 
 
+def test_sharegpt4v_element_with_an_overlong_integer_is_a_reject(tmp_path):
+    # the JSON decoder raises a plain ValueError for an integer past Python's digit limit
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 0)()
+    if not limit:
+        pytest.skip("this Python has no limit on integer digits")
+    elements = [sharegpt_element(i) for i in range(5)]
+    text = json.dumps(elements)
+    start = text.index('{"id": "s2"')
+    path = tmp_path / "n.json"
+    path.write_text(text[: start + 1] + '"n": ' + "1" * (limit + 1) + ", " + text[start + 1 :])
+    items = list(iter_array(path, read_bytes=256))
+    rejects = [i for i in items if isinstance(i, Reject)]
+    assert [v["id"] for _, v in (i for i in items if not isinstance(i, Reject))] == ["s0", "s1", "s3", "s4"]
+    assert len(rejects) == 1 and not rejects[0].fatal and rejects[0].location == start
+    reason = rejects[0].reason
+    assert reason.startswith("broken JSON: ") and "integer string conversion" in reason
+    assert reason.endswith(f" at byte {start + 6}")  # where the digits start
+
+
 def test_sharegpt4v_not_an_array_is_fatal(tmp_path):
     path = tmp_path / "o.json"
     path.write_text('{"id": 1}')
@@ -188,6 +208,22 @@ def test_table_jsonl_bad_lines_and_cut_off_last_line(tmp_path):
         (5, "missing field", False),
         (7, "truncated input", True),
     ]
+
+
+def test_table_jsonl_line_with_an_overlong_integer_is_a_reject(tmp_path):
+    # json.loads raises a plain ValueError (no .msg) for an integer past Python's digit limit
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 0)()
+    if not limit:
+        pytest.skip("this Python has no limit on integer digits")
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(
+        b'{"image": "a.jpg", "caption": "One.", "n": ' + b"1" * (limit + 1) + b"}\n"
+        b'{"image": "b.jpg", "caption": "Two."}\n'
+    )
+    records, rejects = read_all("table", path)
+    assert [r.image for r in records] == ["b.jpg"]
+    assert [(j.location, j.reason.split(": ")[0], j.fatal) for j in rejects] == [(1, "broken JSON line", False)]
+    assert "integer string conversion" in rejects[0].reason
 
 
 def test_table_csv_tsv_parquet_with_named_columns(tmp_path):

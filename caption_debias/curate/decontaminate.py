@@ -59,6 +59,7 @@ def load(specs: list[str], image_root: str | None, lsh: tuple[int, int], threads
         found = 0
         for p, f in zip(data.images, facts):
             if f.status == img.OK:
+                assert f.sha256 is not None and f.phash is not None  # an OK image has both
                 found += 1
                 ev.image_labels.append(f"{name}:{p}")
                 ev.image_sha256.append(f.sha256)

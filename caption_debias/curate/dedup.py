@@ -49,9 +49,9 @@ def same_picture(phash_a: int, phash_b: int, thumb_a: bytes | None, thumb_b: byt
 @dataclass
 class Decisions:
     reason: np.ndarray  # int8 per row: index into REASONS, or KEPT
+    duplicate_count: np.ndarray  # int32 per row
     detail: dict[int, dict[str, Any]] = field(default_factory=dict)  # order -> detail (removed rows)
     ref: dict[int, int] = field(default_factory=dict)  # order -> order of the kept row it duplicates
-    duplicate_count: np.ndarray | None = None  # int32 per row
     alignment: dict[str, Any] = field(default_factory=dict)  # low_alignment's run-wide facts (the top-P cut-off)
     kept_by_user: dict[str, Any] = field(default_factory=dict)  # --keep-keys: rows kept, what would have removed them
     unmasked: np.ndarray | None = None  # bool per row: listed by --keep-keys and kept, so never masked

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from caption_debias.curate.options import REASONS, CurateOptions
 from caption_debias.input_folders import Tally, carried
@@ -44,7 +44,7 @@ def build(
     coverage: dict[str, Any] | None,
     eval_sets: list[dict[str, Any]],
     elapsed_s: float,
-    masks: list[dict[str, int] | None] = (),
+    masks: Sequence[dict[str, int] | None] = (),
     alignment: dict[str, Any] | None = None,
     key_lists: dict[str, KeyList] | None = None,
 ) -> dict[str, Any]:
@@ -52,7 +52,7 @@ def build(
     `key_lists`: the run's one reading of its key files (the digests recorded are of the bytes that decided)."""
     tally.reconcile("curate")
     masked = sentence_masks(list(masks), options, tally.reasons)
-    first = tally.inputs.manifests[0] if tally.inputs.manifests else {}
+    first: Mapping[str, object] = tally.inputs.manifests[0] if tally.inputs.manifests else {}
     return {
         **tally.manifest_head(REASONS, options.to_dict()),
         "curation": {

@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from functools import partial
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -61,7 +61,7 @@ def _one_tokenizer(name: str, tok: str, first: str) -> None:
         raise UserError(f"{name}: made with tokenizer {tok!r}, the first input with another; curate them apart")
 
 
-def _open_inputs(folders: list[str | Path], out: Path) -> Inputs:
+def _open_inputs(folders: Sequence[str | Path], out: Path) -> Inputs:
     return open_inputs(folders, out, tokenizer_rule=_one_tokenizer)
 
 
@@ -90,10 +90,10 @@ def _write_tasks(
 
 def _run_signals(folder: StageFolder, inputs: Inputs, options: CurateOptions) -> tuple[list[dict[str, Any]], int]:
     """The map step over every input shard: (the signals sidecars in shard order, how many were reused)."""
-    params = signals.SignalParams(options.image_root, options.image_threads, tuple(options.lsh()))
+    params = signals.SignalParams(options.image_root, options.image_threads, options.lsh())
     progress = Progress("curate signals", "rows", inputs.rows, quiet=options.quiet, interval=options.log_interval)
     sides: list[dict[str, Any]] = []
-    done = Counter()
+    done: Counter[str] = Counter()
 
     def on_side(task: Task, side: dict[str, Any]) -> None:
         sides.append(side)
@@ -186,7 +186,7 @@ def _decide(
 SCORED_DIR = "scored"  # OUT/.curate/scored: the inputs scored by --score-model (resumable like any score run)
 
 
-def _score_first(given: list[str | Path], out: Path, options: CurateOptions) -> tuple[Inputs, list[dict[str, Any]]]:
+def _score_first(given: Sequence[str | Path], out: Path, options: CurateOptions) -> tuple[Inputs, list[dict[str, Any]]]:
     """--score-model: score the inputs into OUT/.curate/scored, then curate that folder.
 
     Returns its inputs and the rows scoring removed (image_missing / image_unreadable lines,
@@ -195,6 +195,7 @@ def _score_first(given: list[str | Path], out: Path, options: CurateOptions) -> 
     from caption_debias.score.options import ScoreOptions
     from caption_debias.score.run import score_folder
 
+    assert options.score_model is not None  # called for --score-model only
     scored = out / STATE_DIR / SCORED_DIR
     score_folder(
         [str(g) for g in given],
@@ -290,7 +291,7 @@ def _scored(path) -> bool:
     return col.null_count < len(col)
 
 
-def _image_counts(sides: list[dict], scored_removed: list[dict[str, Any]] = ()) -> ImageCounts:
+def _image_counts(sides: list[dict], scored_removed: Sequence[dict[str, Any]] = ()) -> ImageCounts:
     """The images the signal step looked for, in shard order, plus those --score-model's scoring
     found missing or unreadable (its rows never reach the signal step)."""
     counts = ImageCounts()
@@ -304,7 +305,7 @@ def _image_counts(sides: list[dict], scored_removed: list[dict[str, Any]] = ()) 
     return counts
 
 
-def _merge_coverage(sides: list[dict], scored_removed: list[dict[str, Any]] = ()) -> dict[str, Any] | None:
+def _merge_coverage(sides: list[dict], scored_removed: Sequence[dict[str, Any]] = ()) -> dict[str, Any] | None:
     """Image coverage per top folder: the signal step's, plus the rows --score-model's scoring
     found missing or unreadable (curate never sees them, but read them all the same)."""
     from caption_debias.curate.images import top_folder
@@ -332,24 +333,26 @@ def _merge_coverage(sides: list[dict], scored_removed: list[dict[str, Any]] = ()
     return dict(sorted(merged.items()))
 
 
-def curate(inputs: list[str | Path], out: str | Path, options: CurateOptions | None = None) -> dict[str, Any]:
+def curate(inputs: Sequence[str | Path], out: str | Path, options: CurateOptions | None = None) -> dict[str, Any]:
     """Curate the prepared (or curated) folders `inputs` into `out`; returns the manifest."""
     options = options or CurateOptions()
     # the root given, else the one the inputs record: resolved once here, recorded in the manifest
     options, root = stage_root(options, inputs)
-    out = storage.as_path(out)
-    storage.require_shared(out, options.workers, options.engine, "--out")
-    storage.refuse_overlap(inputs, out)
-    folder = stage_folder(out)
+    out_dir: Path = storage.as_path(out)
+    storage.require_shared(out_dir, options.workers, options.engine, "--out")
+    storage.refuse_overlap(inputs, out_dir)
+    folder = stage_folder(out_dir)
     folder.check_not_a_file()
     with folder.locked(), engines.runtime(options):
         try:
             return _curate(inputs, folder, options, root)
         except OSError as exc:  # a write no writer named (a full disk's errors name no file)
-            raise WriteFailed(f"{exc.filename or out}: {os_error_text(exc)}") from None
+            raise WriteFailed(f"{exc.filename or out_dir}: {os_error_text(exc)}") from None
 
 
-def _curate(given: list[str | Path], folder: StageFolder, options: CurateOptions, root: Root | None) -> dict[str, Any]:
+def _curate(
+    given: Sequence[str | Path], folder: StageFolder, options: CurateOptions, root: Root | None
+) -> dict[str, Any]:
     from caption_debias.curate import manifest as manifest_mod
     from caption_debias.curate.summary import print_summary
 

@@ -12,7 +12,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -157,7 +157,7 @@ def image_signals(
     checked, as a root of loose files cannot hold it)."""
     source = ImageSource(Root(image_root, image_root), threads=threads)
     urls = [i for i, image in enumerate(images) if storage.is_url(image)]
-    wanted = list(images)
+    wanted: list[str | None] = list(images)
     if urls and source.downloads().shards == 0:
         for i in urls:
             wanted[i] = None
@@ -213,7 +213,8 @@ def embedding_problem(embedding: list[float | None] | None) -> str | None:
     for i, x in enumerate(embedding):
         if x is None or not math.isfinite(x):
             return f"{'null' if x is None else _value(x)} at value {i + 1}"
-    norm = math.sqrt(sum(float(x) * float(x) for x in embedding))
+    values = cast("list[float]", embedding)  # no None past the loop above
+    norm = math.sqrt(sum(float(x) * float(x) for x in values))
     if abs(norm - 1.0) > EMBEDDING_NORM_TOLERANCE:
         return f"length {norm:.4g}, not 1 (score writes unit-length embeddings)"
     return None
@@ -353,7 +354,9 @@ def compute(task: Task, params: SignalParams) -> dict[str, Any]:
         "order": pa.array(np.arange(shard.start, shard.start + n, dtype=np.int64)),
         "key": table.column("key").combine_chunks(),
     }
-    image_key = [b"p" + path_hash(i).to_bytes(8, "little") for i in images]  # the same path is the same image
+    image_key: list[bytes | None] = [
+        b"p" + path_hash(i).to_bytes(8, "little") for i in images
+    ]  # the same path is the same image
     coverage, counts = None, None
     if params.image_root is not None:
         keys = table.column("key").to_pylist()

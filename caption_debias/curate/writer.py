@@ -211,8 +211,8 @@ def build_table(work: ShardWrite, params: WriteParams) -> tuple[pa.Table, list[d
             columns[name] = sig.column(name).cast(field.type)
         elif name == "duplicate_count":
             counts = np.zeros(n, np.int32)
-            for i, c in work.duplicate_count.items():
-                counts[int(i)] = c
+            for row, c in work.duplicate_count.items():
+                counts[int(row)] = c
             columns[name] = pa.array(counts[keep], pa.int32())
         elif name == "sentence_keep" and (params.drop_ungrounded is not None or work.unmasked):
             columns[name] = _unmask(
@@ -281,6 +281,7 @@ def write(task: Task, params: WriteParams) -> dict[str, Any]:
     if table.num_rows:
         rel = shard_name(task.index)
         if params.embed:
+            assert params.image_root is not None  # CurateOptions.validate: --embed-images needs an image root
             digest = _write_embedded(table, out / rel, params.image_root)
         else:
             digest = write_shard(table, out / rel)

@@ -84,7 +84,7 @@ def shipped_start() -> Path:
     """The package's demo-start folder (an open_clip local-dir: export, fp16 weights)."""
     from importlib import resources
 
-    folder = Path(str(resources.files("caption_debias").joinpath("assets", "demo-start")))
+    folder = Path(str(resources.files("caption_debias").joinpath("assets").joinpath("demo-start")))
     if not (folder / "open_clip_config.json").is_file():
         raise UserError(f"{folder}: the shipped demo start is missing (reinstall caption-debias)")
     return folder

@@ -224,14 +224,14 @@ def load_coco(path: Path, image_root: Path | None, segmenter: str) -> RetrievalD
     b = _Builder(segmenter)
     files = {im["id"]: b.inside(images, im["file_name"]) for im in doc.get("images", [])}
     for im_id in sorted(files):  # every image first, so image order is the file's id order
-        if files[im_id] is not None:
-            b.index[str(files[im_id])] = len(b.images)
-            b.images.append(files[im_id])
+        if (file := files[im_id]) is not None:
+            b.index[str(file)] = len(b.images)
+            b.images.append(file)
     for ann in doc.get("annotations", []):
         if ann.get("image_id") not in files:
             raise UserError(f"{ann_path}: caption {ann.get('id')} names unknown image {ann.get('image_id')}")
-        if files[ann["image_id"]] is not None:
-            b.add(files[ann["image_id"]], ann["caption"].strip())
+        if (file := files[ann["image_id"]]) is not None:
+            b.add(file, ann["caption"].strip())
     return b.build("coco", f"COCO captions from {ann_path.name}, all captions of every image")
 
 
@@ -247,8 +247,9 @@ def load_flickr30k(path: Path, image_root: Path | None, segmenter: str, full: bo
     for im in doc.get("images", []):
         if full or im.get("split") == "test":
             image = b.inside(images, im["filename"])
-            for sent in im.get("sentences", []) if image is not None else []:
-                b.add(image, sent["raw"].strip())
+            if image is not None:
+                for sent in im.get("sentences", []):
+                    b.add(image, sent["raw"].strip())
     what = "all images" if full else "Karpathy test split"
     return b.build("flickr30k-full" if full else "flickr30k", f"Flickr30k {what} of {karpathy.name}")
 
@@ -275,8 +276,8 @@ def load_sharegpt4v_1k(path: Path, image_root: Path | None, segmenter: str, sam_
         if problem or not isinstance(caption, str):
             raise UserError(f"{file}: record {taken + 1} unusable ({problem or 'caption not text'})")
         taken += 1  # a record skipped for its image path still counts: the set is the file's first 1,000
-        if (path := b.inside(images, image)) is not None:
-            b.add(path, caption)
+        if (found := b.inside(images, image)) is not None:
+            b.add(found, caption)
         if taken == 1000:
             break
     name = "sharegpt4v-1k-sam" if sam_only else "sharegpt4v-1k"

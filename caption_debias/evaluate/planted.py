@@ -120,7 +120,7 @@ def semantic_duplicates(embeddings: np.ndarray, threshold: float) -> list[int | 
     kept: list[int] = []
     matched: list[int | None] = []
     for i in range(len(e)):
-        hit = np.flatnonzero(sims[i, kept] >= threshold) if kept else []
+        hit: np.ndarray | list[int] = np.flatnonzero(sims[i, kept] >= threshold) if kept else []
         if len(hit):
             matched.append(kept[int(hit[0])])
         else:

@@ -26,7 +26,7 @@ DATA_KINDS = ("prepared", *BENCHMARKS, ZEROSHOT)
 class DataSpec:
     benchmark: str  # "prepared", a name in BENCHMARKS, or ZEROSHOT
     path: Path
-    image_root: Path | None = None
+    image_root: Path | str | None = None  # a URL for a store (benchmarks.image_root_of)
 
     @property
     def label(self) -> str:
@@ -34,7 +34,7 @@ class DataSpec:
         return self.path.name if self.benchmark in ("prepared", ZEROSHOT) else self.benchmark
 
 
-def pair_data(benchmarks: Sequence[str], paths: Sequence[Path], image_root: Path | None) -> list[DataSpec]:
+def pair_data(benchmarks: Sequence[str], paths: Sequence[str | Path], image_root: Path | str | None) -> list[DataSpec]:
     """--benchmark/--data given in pairs; no --benchmark at all means every --data is a prepared folder."""
     if not paths:
         raise UserError("give --data (a prepared folder with --image-root, or a benchmark layout with --benchmark)")

@@ -153,22 +153,22 @@ def export_captions(
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Write one row per image (or `copies` rows with --augment debias); returns counts for the CLI."""
-    to = storage.as_path(to)
-    fmt = format_for(to, fmt)
+    dest: Path = storage.as_path(to)
+    fmt = format_for(dest, fmt)
     check_strip(strip)
     check_augment(augment, copies)
-    if to.exists() and not overwrite:
-        raise UserError(f"{to}: already exists (pass --overwrite to replace it)")
+    if dest.exists() and not overwrite:
+        raise UserError(f"{dest}: already exists (pass --overwrite to replace it)")
     data = PreparedDataset.open(prepared)
-    storage.refuse_overlap([prepared], to)
-    to.parent.mkdir(parents=True, exist_ok=True)
+    storage.refuse_overlap([prepared], dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
     counts = {"images": 0, "rows": 0, "fallback_full_caption": 0}
     rows = _rows(data, strip, augment, copies, seed, image_root, counts)
     add_work(data.rows)
-    with partial_file(to) as tmp:
+    with partial_file(dest) as tmp:
         {"open_clip-csv": _write_csv, "jsonl": _write_jsonl, "parquet": _write_parquet}[fmt](tmp, rows)
     return {
-        "path": str(to),
+        "path": str(dest),
         "format": fmt,
         "strip": strip,
         "augment": augment,

@@ -81,13 +81,13 @@ def write_url_list(
 
     check_strip(strip)
     data = PreparedDataset.open(prepared)
-    to = storage.as_path(to)
-    storage.refuse_overlap([prepared], to)
-    if to.suffix.lower() not in (".parquet", ".pq"):
-        raise UserError(f"{to}: the URL list is written as Parquet; name it LIST.parquet")
-    if to.exists() and not overwrite:
-        raise UserError(f"{to}: already exists (pass --overwrite to replace it)")
-    to.parent.mkdir(parents=True, exist_ok=True)
+    dest: Path = storage.as_path(to)
+    storage.refuse_overlap([prepared], dest)
+    if dest.suffix.lower() not in (".parquet", ".pq"):
+        raise UserError(f"{dest}: the URL list is written as Parquet; name it LIST.parquet")
+    if dest.exists() and not overwrite:
+        raise UserError(f"{dest}: already exists (pass --overwrite to replace it)")
+    dest.parent.mkdir(parents=True, exist_ok=True)
     schema = pa.schema([(KEY_COLUMN, pa.string()), (URL_COLUMN, pa.string()), (CAPTION_COLUMN, pa.string())])
     written = not_url = 0
     counts = {"fallback_full_caption": 0}
@@ -96,7 +96,7 @@ def write_url_list(
     # this process and renamed at the end, so a half-written list is never mistaken for a
     # finished one and two runs writing the same LIST leave one whole list.
     add_work(data.rows)
-    with partial_file(to) as tmp:
+    with partial_file(dest) as tmp:
         with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
             for batch in data.iter_batches(columns):
                 advance(batch.num_rows)
@@ -123,15 +123,15 @@ def write_url_list(
                     written += kept.num_rows
         if written == 0:
             raise UserError(f"{prepared}: no row has a URL image ({not_url} rows hold file paths); nothing to download")
-    images = storage.as_path(images) if images is not None else to.with_name(to.stem + "_images")
+    images = storage.as_path(images) if images is not None else dest.with_name(dest.stem + "_images")
     return {
-        "path": str(to),
+        "path": str(dest),
         "rows": written,
         "skipped_not_url": not_url,
         "strip": strip,
         "fallback_full_caption": counts["fallback_full_caption"],
         "images": str(images),
-        "command": img2dataset_command(to, images, image_size=image_size, processes=processes, threads=threads),
+        "command": img2dataset_command(dest, images, image_size=image_size, processes=processes, threads=threads),
     }
 
 

@@ -83,7 +83,9 @@ def _export_locked(
     from caption_debias.progress import format_bytes, say
 
     if importlib.util.find_spec("torch") is None:  # said in one line, before the line saying what is loaded
-        raise missing_extra(ModuleNotFoundError("No module named 'torch'", name="torch"))
+        error = missing_extra(ModuleNotFoundError("No module named 'torch'", name="torch"))
+        assert error is not None  # torch has an install hint (extras.py)
+        raise error
     say(f"loading model {describe(spec, pretrained)}", quiet)  # before torch is imported
     from caption_debias.model.imports import import_open_clip
 

@@ -60,7 +60,7 @@ class LoadedModel:
     model: Any  # open_clip CLIP
     preprocess: Callable  # eval image transform
     train_preprocess: Callable
-    tokenizer: Callable  # list[str] -> LongTensor [N, context_length]
+    tokenizer: Any  # open_clip's: list[str] -> LongTensor [N, context_length]; has sot_token_id, eot_token_id
     context_length: int
     name: str  # open_clip architecture name (or the spec for local-dir/hf-hub)
     spec: str

@@ -19,7 +19,7 @@ PREFIXES = ("local-dir:", "hf-hub:")
 
 def shipped_folder(name: str) -> Path:
     """The folder of a shipped model (its open_clip_config.json and weights)."""
-    folder = Path(str(resources.files("caption_debias").joinpath("assets", SHIPPED[name])))
+    folder = Path(str(resources.files("caption_debias").joinpath("assets").joinpath(SHIPPED[name])))
     if not (folder / "open_clip_config.json").is_file():
         raise UserError(f"{folder}: the shipped model {name} is missing (reinstall caption-debias)")
     return folder

@@ -47,15 +47,16 @@ def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = No
     options, root = stage_root(options, [prepared])
     started = time.monotonic()
     ds = PreparedDataset.open(prepared)
-    out = storage.as_path(out)
-    storage.require_shared(out, options.workers, options.engine, "--out")
-    storage.refuse_overlap([ds.folder], out)
-    folder = state.stage_folder(out)
+    out_dir: Path = storage.as_path(out)
+    storage.require_shared(out_dir, options.workers, options.engine, "--out")
+    storage.refuse_overlap([ds.folder], out_dir)
+    folder = state.stage_folder(out_dir)
+    assert root is not None  # PackOptions.check requires an image root
     with folder.locked(), engines.runtime(options):
         try:
             return _pack(ds, str(prepared), folder, options, started, root)
         except OSError as exc:  # a write no writer named (a full disk's errors name no file)
-            raise WriteFailed(f"{exc.filename or out}: {os_error_text(exc)}") from None
+            raise WriteFailed(f"{exc.filename or out_dir}: {os_error_text(exc)}") from None
 
 
 def _chunks(ds: PreparedDataset, options: PackOptions) -> Iterator[list[dict[str, Any]]]:
@@ -92,7 +93,8 @@ def _pack(
     say(f"packing {ds.rows:,} rows of {given} into tars of {options.samples_per_shard:,} samples", options.quiet)
     tars: list[dict[str, Any]] = []
     reasons: Counter = Counter()
-    read, counts = Counter(), [ImageCounts()]
+    read: Counter[str] = Counter()
+    counts = [ImageCounts()]
     total = None if options.split else ds.rows
     progress = Progress(
         "pack", "rows", total, quiet=options.quiet, interval=options.log_interval, heartbeat=True,

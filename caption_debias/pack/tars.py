@@ -82,6 +82,7 @@ def pack_tar(task: Task, options: PackOptions) -> dict[str, Any]:
     out = task.folder
     path = out / tar_name(task.index)
     tmp = temp_path(path)  # local; for a remote folder put under its name once complete
+    assert options.image_root is not None  # PackOptions.check requires one
     reader = ImageReader(options.image_root, options)
     removed: list[dict[str, Any]] = []
     written, counts = 0, ImageCounts()

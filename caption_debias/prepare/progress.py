@@ -31,8 +31,9 @@ class InputPosition:
         except (psutil.Error, OSError):
             return self.done
         for i, path in enumerate(self.files):
-            if path in open_now and open_now[path] is not None:
-                self.done = max(self.done, sum(self.sizes[:i]) + min(open_now[path], self.sizes[i]))
+            position = open_now.get(path)
+            if position is not None:
+                self.done = max(self.done, sum(self.sizes[:i]) + min(position, self.sizes[i]))
                 break
         return self.done
 
@@ -61,6 +62,7 @@ class PrepareProgress:
         self.read = 0
         self.counts = (0, 0, 0)
         self.position = None if quiet else input_position(inputs or [], limit)
+        total: int | None
         if self.position is not None:
             unit, total = "bytes", self.position.total
         else:

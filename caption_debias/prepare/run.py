@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from functools import partial
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from caption_debias import engines, storage
 from caption_debias.dataset import MANIFEST, REJECTS, STATE_DIR
@@ -72,7 +72,7 @@ def finish_chunk(task: Task, segmenter: str, summary: str) -> dict[str, Any]:
     return side
 
 
-def _resolve_inputs(inputs: list[str | Path], fmt: str) -> list[tuple[str, Path, str]]:
+def _resolve_inputs(inputs: Sequence[str | Path], fmt: str) -> list[tuple[str, Path, str]]:
     if not inputs:
         raise UserError("no input given")
     resolved = []
@@ -97,7 +97,7 @@ def _format_of(path: Path, fmt: str) -> str:
     return fmt
 
 
-def prepare(inputs: list[str | Path], output: str | Path, options: PrepareOptions | None = None) -> dict[str, Any]:
+def prepare(inputs: Sequence[str | Path], output: str | Path, options: PrepareOptions | None = None) -> dict[str, Any]:
     """Prepare `inputs` into the folder `output`; returns the manifest.
 
     The folder is locked for the whole run (locking.folder_lock): a second run on it is
@@ -126,7 +126,7 @@ class _Merged:
     """The chunks' sidecars gathered in chunk order: counts per input, rejects (appended to the list), shards."""
 
     def __init__(self, names: list[str], rejects_out, progress: PrepareProgress) -> None:
-        self.per_input = {name: Counter() for name in names}
+        self.per_input: dict[str, Counter[str]] = {name: Counter() for name in names}
         self.reasons: Counter = Counter()
         self.shards: list[dict[str, Any]] = []
         self.n_chunks = 0
@@ -194,7 +194,7 @@ def _finish(
     from caption_debias.text.tokenize import get_tokenizer
 
     per_input, reasons, shards = merged.per_input, merged.reasons, merged.shards
-    input_entries = []
+    input_entries: list[dict[str, Any]] = []
     for name, _, fmt in resolved:
         c = per_input[name]
         input_entries.append(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import chain
+from typing import Sequence, cast
 
 import numpy as np
 import pyarrow as pa
@@ -36,17 +37,17 @@ def _offsets(lengths: list[int]) -> pa.Array:
     return _numeric(pa.int32(), offsets.astype(np.int32))
 
 
-def _bools(values: list[bool]) -> pa.Array:
+def _bools(values: Sequence[bool] | np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(
         pa.bool_(), len(values), [None, pa.py_buffer(np.packbits(np.array(values, np.bool_), bitorder="little"))]
     )
 
 
-def _strings(values: list[str | None]) -> pa.Array:
+def _strings(values: Sequence[str | None]) -> pa.Array:
     """A string array; None is a null."""
     validity = None
     try:
-        data = list(map(str.encode, values))
+        data = list(map(str.encode, cast(Sequence[str], values)))  # a None raises TypeError: caught below
     except TypeError:  # None (a record without a split) or a non-string
         if not all(v is None or isinstance(v, str) for v in values):
             return pa.array(values, pa.string())  # raises pa.array's own error

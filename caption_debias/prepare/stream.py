@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from json.encoder import c_make_encoder, encode_basestring
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -36,15 +35,11 @@ class InputCounts:
 def sorted_json_encoder() -> Callable[[Any], str]:
     """A function equal to json.dumps(obj, ensure_ascii=False, sort_keys=True, default=str), for plain data.
 
-    It calls the C encoder json.dumps builds inside, made once: json.dumps makes a new one
-    per call, which costs about as much as encoding a record. No circular-reference check
-    (the data comes from JSON, CSV or Parquet rows, which cannot hold cycles).
+    One encoder, made once: json.dumps builds a new JSONEncoder per call with these options.
+    No circular-reference check (the data comes from JSON, CSV or Parquet rows, which cannot
+    hold cycles).
     """
-    if c_make_encoder is None:  # no C accelerator: the standard path
-        return json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str).encode
-    encoder = c_make_encoder(None, str, encode_basestring, None, ": ", ", ", True, False, True)
-    join = "".join
-    return lambda obj: join(encoder(obj, 0))
+    return json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str, check_circular=False).encode
 
 
 _RECORD_JSON = sorted_json_encoder()

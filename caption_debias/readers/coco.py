@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from caption_debias.readers.common import caption_problem, id_problem
 from caption_debias.records import Record, Reject, excerpt
@@ -42,7 +42,7 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
         if not isinstance(ann, dict):
             yield Reject(name, index, "not an object", excerpt(ann))
             continue
-        caption = ann.get("caption")
+        caption: Any = ann.get("caption")  # any JSON value: caption_problem checks it
         problem = caption_problem(caption)
         image = images.get(ann.get("image_id"))
         if problem is None and image is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from caption_debias.readers.common import caption_problem, id_problem
 from caption_debias.readers.table import iter_jsonl
@@ -26,7 +26,7 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
                 return
             continue
         lineno, row = item
-        caption = row.get("description")
+        caption: Any = row.get("description")  # any JSON value: caption_problem checks it
         problem = caption_problem(caption)
         image_file = row.get("image_file")
         if problem is None and not isinstance(image_file, str):

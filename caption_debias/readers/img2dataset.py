@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from caption_debias import storage
 from caption_debias.readers.common import caption_problem, check_column_types, id_problem
@@ -103,7 +103,9 @@ def _row(folder: Path, shard: str, row: dict, location: str, name: str, options)
             excerpt({k: row.get(k) for k in ("key", "url", "caption")}),
         )
         return
-    caption = row.get(options.caption_column) if options.caption_column in row else row.get("caption")
+    caption: Any = (
+        row.get(options.caption_column) if options.caption_column in row else row.get("caption")
+    )  # any JSON value: caption_problem checks it
     problem = caption_problem(caption)
     if problem is None and key is None:
         problem = "missing field: key"

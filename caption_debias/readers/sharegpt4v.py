@@ -28,6 +28,7 @@ _INSIDE_STRING = re.compile(r'["\\]')
 _STRAY_END = re.compile(r"[,\]{\[]")
 _FIRST_KEY = re.compile(r'\{[ \t\r\n]*("(?:[^"\\\x00-\x1f]|\\.){0,200}")[ \t\r\n]*:')
 _ANY_START = re.compile(r",[ \t\r\n]*[{\[]")
+_LONG_DIGITS = re.compile(r"\d{640,}")  # 640: the least limit sys.set_int_max_str_digits() takes
 
 
 class _Window:
@@ -41,7 +42,8 @@ class _Window:
         self.fh, self.read_bytes = fh, read_bytes
         self.text_decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
         self.json_decoder = json.JSONDecoder()
-        self.buf, self.pos, self.eof = "", 0, False
+        self.buf, self.eof = "", False
+        self.pos: int | None = 0  # None once nothing follows a broken element (_broken)
         self.mark_pos, self.mark_byte = 0, 0  # a character index in buf and its byte offset in the file
 
     def fill(self) -> bool:
@@ -61,6 +63,7 @@ class _Window:
     def drop_before(self, i: int) -> None:
         """Forget buf[:i] (indices shift down by i) so the buffer stays about one read long."""
         self.byte_at(i)
+        assert self.pos is not None  # only while elements follow
         self.buf, self.pos, self.mark_pos = self.buf[i:], self.pos - i, 0
 
     def next_char(self, i: int) -> int | None:
@@ -89,6 +92,11 @@ class _Window:
                 wants_more = exc.pos >= len(self.buf) - 16 or exc.msg.startswith("Unterminated string")
                 if not wants_more or len(self.buf) - i > MAX_ELEMENT_CHARS or not self.fill():
                     raise
+            except ValueError as exc:  # an integer past sys.get_int_max_str_digits(): a broken element too
+                digits = _LONG_DIGITS.search(self.buf, i)
+                raise json.JSONDecodeError(
+                    str(exc).partition(":")[0], self.buf, digits.start() if digits else i
+                ) from None
 
 
 class _Resync:

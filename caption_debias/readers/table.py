@@ -6,7 +6,7 @@ import codecs
 import csv
 import json
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from caption_debias import storage
 from caption_debias.errors import UserError
@@ -48,11 +48,12 @@ def iter_jsonl(path: Path, name: str) -> Iterator[tuple[int, dict] | Reject]:
                 continue
             try:
                 value = json.loads(line)
-            except ValueError as exc:
+            except ValueError as exc:  # JSONDecodeError, or an integer past sys.get_int_max_str_digits()
                 if not raw.endswith(b"\n"):
                     yield Reject(name, lineno, "truncated input: last line cut off", excerpt(line), fatal=True)
                     return
-                yield Reject(name, lineno, f"broken JSON line: {exc.msg}", excerpt(line))
+                detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc).partition(":")[0]
+                yield Reject(name, lineno, f"broken JSON line: {detail}", excerpt(line))
                 continue
             if not isinstance(value, dict):
                 yield Reject(name, lineno, "not an object", excerpt(value))
@@ -136,7 +137,7 @@ def read(path: Path, name: str, options) -> Iterator[Record | Reject]:
                 return
             continue
         location, row = item
-        caption = row.get(caption_col)
+        caption: Any = row.get(caption_col)  # any JSON value: caption_problem checks it
         problem = caption_problem(caption) if caption_col in row else f"missing field: {caption_col}"
         if problem is None and row.get(image_col) is None:
             problem = f"missing field: {image_col}"

@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from functools import partial
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -237,7 +237,7 @@ def _tasks(inputs: Inputs, out: Path, params: shard.ShardParams) -> Iterator[Tas
 
 
 def score_folder(
-    inputs: list[str | Path] | str | Path, out: str | Path, options: ScoreOptions | None = None
+    inputs: Sequence[str | Path] | str | Path, out: str | Path, options: ScoreOptions | None = None
 ) -> dict[str, Any]:
     """Score the prepared (or curated) folders `inputs` with `options.model` into `out`; returns the manifest.
 
@@ -264,7 +264,7 @@ def score_folder(
         return _score(inputs, folder, options)
 
 
-def _score(given: list[str | Path], folder: StageFolder, options: ScoreOptions) -> dict[str, Any]:
+def _score(given: Sequence[str | Path], folder: StageFolder, options: ScoreOptions) -> dict[str, Any]:
     from caption_debias.score import manifest as manifest_mod
 
     started = time.monotonic()
@@ -304,7 +304,8 @@ def _score(given: list[str | Path], folder: StageFolder, options: ScoreOptions) 
         phases=True,  # an in-process shard's rows move batch by batch: encoding images, then texts
         heartbeat=True,  # worker processes report per shard: a line every interval all the same
     )
-    tally, context, counts = Tally(inputs), Counter(), [ImageCounts()]
+    context: Counter[str] = Counter()
+    tally, counts = Tally(inputs), [ImageCounts()]
     with progress, folder.partial_lines(REMOVED) as removed:
 
         def on_side(task: Task, side: dict[str, Any]) -> None:

@@ -182,6 +182,7 @@ def _quantile(counts: Counter, q: float) -> float | None:
         if seen > lo_rank + 1 or (seen > lo_rank and frac == 0):
             hi = value
             break
+    assert lo is not None  # total > 0: some value passes lo_rank
     hi = lo if hi is None else hi
     return float(lo + (hi - lo) * frac)
 
@@ -216,8 +217,8 @@ def _group_stats(dist: _Dist, top: int) -> dict[str, Any]:
     records = sum(dist.sentences.values())
     frac = (lambda n: _round(n / records, 6)) if records else (lambda n: None)
     over = lambda limit: sum(n for v, n in dist.tokens.items() if v > limit)  # noqa: E731
-    where = Counter()
-    agrees = Counter()
+    where: Counter[str] = Counter()
+    agrees: Counter[bool] = Counter()
     for (opening, middle, closing, agree), n in dist.positions.items():
         agrees[agree] += n
         where["opening"] += n if opening else 0

@@ -421,8 +421,8 @@ def curation_html_section(stats: dict[str, Any], figs: dict[str, bytes]) -> str:
     for name, c in curated:
         parts.append(f"<h3>{hr.esc(name)}: removal funnel</h3>")
         parts.append(hr.table(["step", "removed", "rows left"], _funnel_rows(c)))
-        if _mask_note(c):
-            parts.append(hr.note(hr.esc(_mask_note(c))))
+        if note := _mask_note(c):
+            parts.append(hr.note(hr.esc(note)))
         if c.get("image_coverage"):
             parts.append(f"<h3>{hr.esc(name)}: image coverage</h3>")
             parts.append(hr.table(COVERAGE_HEADER, _coverage_rows(c)))
@@ -461,8 +461,8 @@ def curation_markdown_section(stats: dict[str, Any], figure_files: dict[str, str
             _md_table(["step", "removed", "rows left"], _funnel_rows(c)),
             "",
         ]
-        if _mask_note(c):
-            parts += [md.text(_mask_note(c)), ""]
+        if note := _mask_note(c):
+            parts += [md.text(note), ""]
         if c.get("image_coverage"):
             parts += [f"### {md.text(name)}: image coverage", "", _md_table(COVERAGE_HEADER, _coverage_rows(c)), ""]
     for fig, path in figure_files.items():

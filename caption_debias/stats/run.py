@@ -18,17 +18,17 @@ def run_stats(
     from caption_debias.stats.compute import compute_stats
     from caption_debias.stats.report import print_table, write_report
 
-    folders = [str(f) for f in folders]
+    names = [str(f) for f in folders]
     with Progress("stats", "rows", quiet=options.quiet, interval=options.log_interval) as progress:
 
         def on_rows(done: int, total: int) -> None:
             if progress.total is None:  # the folders are open: say what is read, once
-                named = ", ".join(folders[:3]) + (", ..." if len(folders) > 3 else "")
-                progress.note(f"reading {total:,} rows of {len(folders)} folder{'s' * (len(folders) > 1)}: {named}")
+                named = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+                progress.note(f"reading {total:,} rows of {len(names)} folder{'s' * (len(names) > 1)}: {named}")
             progress.update(done, total=total)
 
         # counted only where it shows: without a display the folders are read in one lazy pass
-        result = compute_stats(folders, options, on_rows=None if progress.quiet else on_rows)
+        result = compute_stats(names, options, on_rows=None if progress.quiet else on_rows)
     for line in result.get("invalid", []):  # one line per manifest field that is not a number, even with -q
         print(f"caption-debias stats: warning: {line}", file=sys.stderr)
     if not options.quiet:

@@ -103,7 +103,7 @@ def score_stats(ds: PreparedDataset) -> dict[str, Any] | None:
             }
             for p, m, md, n, s in by_position.iter_rows()
         ],
-        "model": (ds.manifest.get("scoring") or {}).get("model"),
+        "model": scoring.get("model") if (scoring := ds.manifest.get("scoring")) else None,
     }
     if "sentence_keep" in cols:
         out["sentences_dropped"] = int(frame["sentence_keep"].list.eval(~pl.element()).list.sum().fill_null(0).sum())

@@ -7,13 +7,14 @@ The CLI (cli/synth_cmd.py) reads each flag's default and help text from these fi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from caption_debias.errors import UserError
 from caption_debias.options import OverwriteOptions, QuietOptions, option, required
 from caption_debias.synth.plant import KINDS, PlantSpec
 
 WORLDS = ("objects", "layouts")
-FRACTION = {"min": 0.0, "max": 1.0, "max_open": True}  # a --plant-KIND fraction: in [0, 1)
+FRACTION: dict[str, Any] = {"min": 0.0, "max": 1.0, "max_open": True}  # a --plant-KIND fraction: in [0, 1)
 
 
 @dataclass

@@ -395,6 +395,7 @@ def _write_world(
         )
     planted_path = out / PLANTED_FILE
     if plan is not None:
+        assert plant is not None  # the plan is made from it
         key = _planted_key(plan, ids, texts, plant, seed, split, world)
         _write_json(planted_path, key, indent=1)
     elif planted_path.exists():  # an unplanted world over a planted one: the old key is not its key

@@ -186,7 +186,7 @@ def describe(mode: str) -> dict:
 @lru_cache(maxsize=1)
 def _model() -> dict:
     try:
-        text = resources.files("caption_debias").joinpath("assets", MODEL_ASSET).read_text(encoding="utf-8")
+        text = resources.files("caption_debias").joinpath("assets").joinpath(MODEL_ASSET).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError(f"caption_debias/assets/{MODEL_ASSET} is missing: reinstall the package") from None
     return json.loads(text)

@@ -211,7 +211,7 @@ def _bytes_to_unicode() -> dict[int, str]:
 
 def find_vocab_path() -> str:
     """The shipped CLIP BPE merges file (caption_debias/assets)."""
-    path = resources.files("caption_debias").joinpath("assets", VOCAB_FILE)
+    path = resources.files("caption_debias").joinpath("assets").joinpath(VOCAB_FILE)
     if not path.is_file():
         raise UserError(f"caption_debias/assets/{VOCAB_FILE} is missing: reinstall the package")
     return str(path)
@@ -233,7 +233,7 @@ class ClipTokenizer:
             merges = list(zip(firsts, seconds))
             merged = list(map(str.__add__, firsts, seconds))  # "".join(m) for each m, in one C loop
         else:
-            merges = [tuple(m.split()) for m in lines]
+            merges = [(a, b) for a, b in map(str.split, lines)]  # BPE takes pairs only
             merged = ["".join(m) for m in merges]
         self._byte_table = _bytes_to_unicode()
         vocab = list(self._byte_table.values())

@@ -12,7 +12,7 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +22,9 @@ from caption_debias import augment
 from caption_debias.errors import UserError
 from caption_debias.image_files import MISSING, ImageProblem, decode_rgb
 from caption_debias.train.config import RECIPES
+
+if TYPE_CHECKING:
+    from caption_debias.train.packed_source import PackedRows
 
 log = logging.getLogger(__name__)
 
@@ -263,7 +266,7 @@ class BatchPlan:
         batch and no accumulation sees the same rows on the same rank)."""
         per = self.batch_size // world
         micro = per // accum
-        epoch, cached = -1, None
+        epoch, cached = -1, np.zeros(0, np.int64)  # replaced at the first step (epoch -1 is none)
         for step in range(start_step, total_steps):
             e, b = divmod(step, self.steps_per_epoch)
             if e != epoch:
@@ -279,7 +282,7 @@ class TrainSamples:
 
     def __init__(
         self,
-        rows: TrainRows,
+        rows: TrainRows | PackedRows,
         images: ImageSource,
         transform,
         recipe: str,

@@ -55,9 +55,10 @@ def train(cfg: TrainConfig) -> Path:
     cfg.validate()
     rank, world, local_rank, own_pg = init_distributed()
     try:
-        cfg = dataclasses.replace(cfg, out=str(run_folder(cfg, world)), logs=None, name=None)
-        storage.refuse_overlap([d for d in (cfg.data, cfg.val_data) if d], cfg.out)  # before the lock goes in
-        with folder_lock(cfg.out, "train") if rank == 0 else nullcontext():
+        out = str(run_folder(cfg, world))
+        cfg = dataclasses.replace(cfg, out=out, logs=None, name=None)
+        storage.refuse_overlap([d for d in (cfg.data, cfg.val_data) if d], out)  # before the lock goes in
+        with folder_lock(out, "train") if rank == 0 else nullcontext():
             return _train(cfg, rank, world, local_rank)
     finally:
         if own_pg:
@@ -75,6 +76,7 @@ def run_folder(cfg: TrainConfig, world: int) -> Path:
         name = "-".join(
             [date, f"model_{model}", f"lr_{cfg.lr}", f"b_{cfg.batch_size}", f"j_{cfg.workers}", f"p_{cfg.precision}"]
         )
+    assert cfg.logs is not None  # TrainConfig.check: --out or --logs
     return Path(cfg.logs) / name
 
 
@@ -210,6 +212,7 @@ def accumulated_backward(net, micro, objective, trim, autocast, scaler) -> tuple
         # (open_clip_train takes it in each, accum-freq times the large batch's).
         losses = objective(all_img, all_txt, scale if j == len(micro) - 1 else scale.detach())
         backward(losses.total, scaler)
+    assert losses is not None  # micro holds one micro-batch or more
     return losses, scale
 
 

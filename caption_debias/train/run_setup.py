@@ -28,6 +28,7 @@ from caption_debias.train.config import TrainConfig
 from caption_debias.train.data import (
     BatchPlan,
     FolderImages,
+    ImageSource,
     TrainRows,
     TrainSamples,
     collate,
@@ -35,7 +36,7 @@ from caption_debias.train.data import (
     open_prepared,
 )
 from caption_debias.train.distributed import barrier, device_for
-from caption_debias.train.packed_source import is_packed, load_packed
+from caption_debias.train.packed_source import PackedRows, is_packed, load_packed
 
 METRICS = "metrics.jsonl"
 LN100 = math.log(100.0)  # open_clip's bound on the logit scale: scale <= 100
@@ -86,7 +87,7 @@ class RunSetup:
     device: torch.device
     loaded: LoadedModel
     model: torch.nn.Module  # the bare model (loaded.model on `device`), not the DDP/trim wrapper
-    rows: TrainRows
+    rows: TrainRows | PackedRows
     plan: BatchPlan
     samples: TrainSamples
     total: int  # the run's optimizer steps
@@ -112,6 +113,7 @@ def schedule_note(warmup: int, total: int, lr: float) -> str | None:
 
 
 def set_up(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> RunSetup:
+    assert cfg.out is not None  # train() sets it (loop.run_folder)
     run = Path(cfg.out)
     device = device_for(cfg, local_rank)
     global_batch = cfg.batch_size * world * cfg.accum_freq
@@ -196,6 +198,7 @@ def check_inputs(
             f"global batch {global_batch} (--batch-size x processes x --accum-freq) must be >= 2: "
             "a contrastive loss needs negatives"
         )
+    assert cfg.data is not None  # TrainConfig.check
     if is_packed(cfg.data):
         from caption_debias.pack.folder import PackedFolder
 
@@ -326,9 +329,11 @@ def prepare_model(cfg: TrainConfig, rank: int) -> tuple[LoadedModel, bool]:
 
 
 def training_data(
-    cfg: TrainConfig, loaded: LoadedModel, images: FolderImages | None, rank: int, global_batch: int
-) -> tuple[TrainRows, BatchPlan, TrainSamples]:
+    cfg: TrainConfig, loaded: LoadedModel, images: ImageSource | None, rank: int, global_batch: int
+) -> tuple[TrainRows | PackedRows, BatchPlan, TrainSamples]:
     """The rows with their token ids, the batch order, and the (epoch, row) -> sample dataset."""
+    assert cfg.data is not None  # TrainConfig.check
+    rows: TrainRows | PackedRows
     if images is None:  # a packed folder: rows, ids and images from its tars
         rows, images = load_packed(cfg.data, loaded.tokenizer, cfg.split, cfg.group_key)
         retokenized = "sentences are re-tokenized as each sample is read"
@@ -363,7 +368,8 @@ def training_data(
 
 def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """open_clip's rule: no weight decay on gains, biases, norms and the logit scale."""
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue

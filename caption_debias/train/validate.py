@@ -35,6 +35,7 @@ class Validation:
     def __init__(self, cfg: TrainConfig, setup: "RunSetup", rank: int):
         from caption_debias.evaluate.benchmarks import image_root_of, load_prepared
 
+        assert cfg.val_data is not None  # made only with --val-data (loop._train)
         self.cfg, self.setup = cfg, setup
         root = default_image_root(cfg.val_image_root, [cfg.val_data]) or cfg.image_root
         self.data = load_prepared(storage.as_path(cfg.val_data), image_root_of(root)) if rank == 0 else None
@@ -53,6 +54,7 @@ class Validation:
         """{"t2i_r1": ..., "i2t_r10": ...} in percent, for the model as it is now."""
         from caption_debias.evaluate.retrieval import run_retrieval
 
+        assert self.data is not None  # run on rank 0 only, which loads it
         model = self.setup.model
         was_training = model.training
         self.data.image_features.clear()  # the weights changed since the last validation

@@ -54,7 +54,7 @@ def _sentences(raw: dict[str, Any]) -> list[dict[str, Any]]:
         caption = raw.get("caption") or ""
         sentences = [caption[sp["start"] : sp["end"]].strip() for sp in raw.get("sentence_spans") or []]
     roles = sentence_roles(raw.get("summary_mask"), len(sentences))
-    per = {c: raw.get(c) for c in SENTENCE_COLUMNS if raw.get(c) is not None}
+    per = {c: v for c in SENTENCE_COLUMNS if (v := raw.get(c)) is not None}
     out = []
     for i, text in enumerate(sentences):
         s = {"text": text, "role": roles[i]}

@@ -152,6 +152,7 @@ class Generation:
         if removed is not None:
             line = self.removals.line(folder, removed)
             return source_for(f.image_root, line["image"], None, f.images, line["key"])
+        assert shard is not None and row is not None  # a kept row is named by its shard and row
         raw = self.store.raw_row(folder, shard, row)
         embedded = self.store.cell(folder, shard, row, "image_bytes") if "image_bytes" in f.schema.names else None
         return source_for(f.image_root, raw.get("image"), embedded, f.images, raw.get("key"))

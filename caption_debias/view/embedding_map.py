@@ -83,8 +83,8 @@ class EmbeddingMap:
         self._ready = threading.Event()
         self._lock = threading.Lock()
         self._error: BaseException | None = None
-        self.kept = None  # polars: _folder, _shard, _row, x, y
-        self.removed = None  # polars: _folder, _removed, x, y
+        self.kept: Any = None  # polars: _folder, _shard, _row, x, y
+        self.removed: Any = None  # polars: _folder, _removed, x, y
         self.facts: dict[str, Any] = {}
 
     @property

@@ -19,7 +19,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import pyarrow as pa
 
@@ -113,7 +113,7 @@ def _image_root(ds: PreparedDataset, given: str | None) -> Path | str | None:
     return recorded if recorded is not None and storage.is_remote(recorded) else None
 
 
-def _recorded_inputs(manifest: dict[str, Any]) -> dict[str, str]:
+def _recorded_inputs(manifest: Mapping[str, Any]) -> dict[str, str]:
     out = {}
     for entry in manifest.get("inputs") or []:
         if (

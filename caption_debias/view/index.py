@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +24,9 @@ from caption_debias.view import sentence_signals as signals
 from caption_debias.view.folders import Folder, is_numeric
 from caption_debias.view.query import Query
 
+if TYPE_CHECKING:
+    from caption_debias.view.embedding_map import EmbeddingMap
+
 CACHED_SELECTIONS = 6
 CACHED_SEARCHES = 4
 
@@ -33,7 +36,7 @@ class RowIndex:
 
     def __init__(self, folders: list[Folder]):
         self.folders = folders
-        self._index = None
+        self._index: Any = None  # a polars frame, built on first need
         self._index_ready = threading.Event()
         self._index_error: BaseException | None = None
         self._index_lock = threading.Lock()
@@ -41,7 +44,9 @@ class RowIndex:
         self._selections: OrderedDict[tuple, Any] = OrderedDict()
         self._searches: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.numeric_columns = self._numeric_columns()
-        self.embedding_map = None  # view/embedding_map.py's EmbeddingMap, set by data.Generation (the box filter)
+        self.embedding_map: EmbeddingMap | None = (
+            None  # view/embedding_map.py's EmbeddingMap, set by data.Generation (the box filter)
+        )
 
     # ---- the index ---------------------------------------------------------------------------
     def _numeric_columns(self) -> list[str]:
@@ -120,12 +125,7 @@ class RowIndex:
 
     # ---- what the filters offer ----------------------------------------------------------------
     def sources(self) -> list[str]:
-        names: set[str] = set()
-        for f in self.folders:
-            for s in (f.ds.manifest.get("counts") or {}).get("by_source", {}) or {}:
-                names.add(s)
-        if not names:
-            names = {str(s) for s in self.index()["source"].unique().to_list() if s is not None}
+        names = {str(s) for s in self.index()["source"].unique().to_list() if s is not None}
         for f in self.folders:
             if f.removed is not None:
                 names.update(f.removed["source"].unique().to_list())
@@ -318,7 +318,7 @@ class RowIndex:
 
     def plain_addresses(self, offset: int, limit: int) -> list[tuple[int, int, int]]:
         """Rows offset .. offset+limit in file order (no index needed)."""
-        out = []
+        out: list[tuple[int, int, int]] = []
         for f in self.folders:
             for s, starts in enumerate(f.row_groups):
                 n = starts[-1]

@@ -57,6 +57,7 @@ class Removals:
         with self._lock:
             if path in self._inputs:
                 return self._inputs[path]
+        ds: PreparedDataset | None
         try:
             ds = PreparedDataset.open(path, allow_incomplete=True)
             if not given and hashlib.sha256((ds.folder / MANIFEST).read_bytes()).hexdigest() != digest:

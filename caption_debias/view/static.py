@@ -48,7 +48,9 @@ def snapshot(data: ViewData, sample: int, per_reason: int, seed: int, thumbs: Th
 
     rng = np.random.default_rng(seed)
     index = data.index()
-    picks = np.sort(rng.choice(index.height, size=min(sample, index.height), replace=False)) if index.height else []
+    picks: np.ndarray | list[int] = (
+        np.sort(rng.choice(index.height, size=min(sample, index.height), replace=False)) if index.height else []
+    )
     chosen = index[picks] if len(picks) else index.head(0)
     details: dict[str, Any] = {}
     kept = []

@@ -131,7 +131,7 @@ class ThumbCache:
         with self._lock:
             making = self._making.get(name)
             mine = making is None
-            if mine:
+            if making is None:
                 making = self._making[name] = Future()
         if not mine:
             return making.result()  # the decode's thumbnail, or its Refused

@@ -58,7 +58,7 @@ def _quote_copy(text: str) -> str | None:
     if not has_mark("".join(pairs)):
         return text
     n = len(text)
-    parts = []
+    parts: list[str] = []
     pos = 0
     for q in pattern.finditer(text):
         a, b = q.span()

@@ -65,8 +65,8 @@ class Boundaries:
     def after(self, word: str, next_text: str) -> bool | None:
         """True: split after `word` + one mark before `next_text`; None: not sure."""
         key = (word, next_text)  # the next two characters themselves, so a hit needs no regex
-        hit = self.by_context.get(key, 0)
-        if hit == 0:
+        hit = self.by_context.get(key, False)  # sure_boundary never answers False: False is "not asked yet"
+        if hit is False:
             if len(self.by_context) > _LIMIT:
                 self.by_context.clear()
             hit = self.by_context[key] = sure_boundary(word, CAPITALISED.match(next_text) is not None)
@@ -147,7 +147,7 @@ def _filled(text: str, fills: list[tuple[int, int, str]]) -> str:
         return text
     ordered = sorted(fills)
     if all(x[1] <= y[0] for x, y in zip(ordered, ordered[1:])):
-        parts = []
+        parts: list[str] = []
         pos = 0
         for a, b, fill in ordered:
             parts += (text[pos:a], fill)
@@ -250,7 +250,7 @@ class DetailedScan:
 
     def _assemble(self, text: str, cuts: list[int], doubts: list[int]) -> list[tuple[int, int]]:
         """Spans between the cuts; pysbd's for each stretch holding a doubt."""
-        out = []
+        out: list[tuple[int, int]] = []
         d = 0
         for a, b in zip(cuts, cuts[1:]):
             if d < len(doubts) and doubts[d] < b:
