@@ -115,7 +115,7 @@ class _Faults:
     """Every fault of a plan, one line each, raised together."""
 
     def __init__(self, path: Path) -> None:
-        self.path, self.lines = path, []
+        self.path, self.lines = path, list[str]()
 
     def add(self, where: str, text: str) -> None:
         self.lines.append(f"{where}: {text}")
@@ -175,7 +175,11 @@ def read_plan(path: str | Path) -> Plan:
     for key in raw:
         if key not in TOP_KEYS:
             _unknown(faults, "plan", str(key), list(TOP_KEYS))
-    base = _folder(faults, "base", raw.get("base"), here) if "base" in raw else faults.add("base", "missing")
+    base = None
+    if "base" in raw:
+        base = _folder(faults, "base", raw.get("base"), here)
+    else:
+        faults.add("base", "missing")
     image_root = raw.get("image_root")
     if image_root is not None:
         image_root = _path(str(image_root), here)

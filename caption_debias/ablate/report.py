@@ -163,13 +163,13 @@ def summarise(
                     }
                 )
     arms = []
-    for arm in plan.arms:
-        data = arms_data[arm.name]
+    for arm_spec in plan.arms:
+        data = arms_data[arm_spec.name]
         arms.append(
             {
-                "name": arm.name,
-                "kind": arm.kind,
-                "curate": arm.curate,
+                "name": arm_spec.name,
+                "kind": arm_spec.kind,
+                "curate": arm_spec.curate,
                 "folder": data["folder"],
                 "rows": data["rows"],
                 "sentences": data["sentences"],

@@ -150,7 +150,7 @@ def _read_result(out: Path, unit: Unit) -> dict[str, Any]:
 
 def arm_data(plan: Plan, arm: Arm, out: Path, quiet: bool) -> dict[str, Any]:
     """The folder an arm trains on (curated here for an arm of curate options), with its counts."""
-    import caption_debias as cd
+    from caption_debias.curate.api import curate as run_curate
     from caption_debias.curate.options import CurateOptions
 
     record = out / "arms" / arm.name / "data.json"
@@ -166,7 +166,7 @@ def arm_data(plan: Plan, arm: Arm, out: Path, quiet: bool) -> dict[str, Any]:
         options = CurateOptions(**arm.curate, image_root=plan.image_root, quiet=True)
         options.overwrite = before.get("shaping") != fingerprint(shaping)  # other options than last time: anew
         try:
-            cd.curate(plan.base, folder, options=options)
+            run_curate(plan.base, folder, options=options)
         except UserError as exc:
             raise UserError(f"arm {arm.name}: {exc}") from None
         removed = _removed_keys(Path(folder))
@@ -343,8 +343,10 @@ def evaluate_run(plan: Plan, run: Path, device: str) -> dict[str, Any]:
                 )
             model = interpolated_model(tuned, start, alpha)
         entry: dict[str, Any] = {"sets": {}}
-        for spec in plan.eval_sets:
-            entry["sets"][spec.label] = _retrieval(model, _load_set(spec, cache), plan.variants, plan.batch_size)
+        for eval_set in plan.eval_sets:
+            entry["sets"][eval_set.label] = _retrieval(
+                model, _load_set(eval_set, cache), plan.variants, plan.batch_size
+            )
         if plan.short is not None:
             short = _retrieval(model, _load_set(plan.short, cache), ["keep"], plan.batch_size)["keep"]
             entry["short"] = {"set": plan.short.label, "variant": "keep", **short}

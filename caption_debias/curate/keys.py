@@ -140,7 +140,7 @@ def _json_key(line: str, n: int, where: str) -> str:
         key = json.loads(line)  # begins with a quote: one string literal, no nesting to recurse into
     except ValueError as exc:
         raise UserError(
-            f"{where}: line {n} begins with a double quote but is not one JSON string ({exc.msg})"
+            f"{where}: line {n} begins with a double quote but is not one JSON string ({getattr(exc, 'msg', exc)})"
         ) from None
     try:
         key.encode("utf-8")

@@ -73,7 +73,7 @@ def curation_stats(ds: PreparedDataset, fields: Fields | None = None) -> dict[st
         return None
     fields = fields or Fields(shown(ds.folder))
     counts = fields.mapping(ds.manifest.get("counts"), "counts")
-    out = {k: fields.count(counts.get(k), f"counts.{k}") for k in ("read", "written", "removed")}
+    out: dict[str, Any] = {k: fields.count(counts.get(k), f"counts.{k}") for k in ("read", "written", "removed")}
     out["removed_by_reason"] = fields.counts_by(counts.get("removed_by_reason"), "counts.removed_by_reason")
     out["funnel"] = _funnel(cur.get("funnel"), fields)
     out["image_coverage"] = _coverage(cur.get("image_coverage"), fields)

@@ -424,9 +424,11 @@ def _write_faulty_image(out: Path, rel: str, image: Any, kept: dict[int, Any], k
 
     (out / rel).unlink(missing_ok=True)  # an earlier world's file: a missing image must be missing
     if kind == "duplicate_image":
+        assert source is not None  # plant_plan gives a copy the row it copies
         kept[source].save(out / rel, format="PNG")  # the source's pixels, so the same PNG bytes
     elif kind == "reencoded":
         rel = rel[: -len(".png")] + ".jpg"
+        assert source is not None
         kept[source].save(out / rel, format="JPEG", quality=90)
     elif kind == "broken_image":
         buf = io.BytesIO()

@@ -10,7 +10,7 @@ only then), once per server.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -68,7 +68,7 @@ class TextSearch:
         return {"query": text, "model": self.spec, "rows": rows}
 
 
-def scored_with(manifest: dict[str, Any]) -> str | None:
+def scored_with(manifest: Mapping[str, Any]) -> str | None:
     """The model spec a folder's manifest says scored it, or None."""
     model = ((manifest.get("scoring") or {}).get("model")) or {}
     return model.get("spec") or model.get("name")
