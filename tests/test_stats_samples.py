@@ -43,7 +43,12 @@ def test_samples_section_shows_rows_summaries_and_removals(world, tmp_path):
         assert [k for k, why in shown if why == reason] == expect
     # images inline: kept rows' thumbnails as JPEG, a missing one a placeholder saying so
     no_picture = sum(why in ("image_missing", "image_unreadable") for _, why in shown)
-    assert section.count('src="data:image/jpeg;base64,') == 3 + len(shown) - no_picture
+    kept = {r["key"] for r in table}
+    by_key = {r["key"]: r for r in removed}
+    matched = [k for k, _ in shown if by_key[k].get("detail", {}).get("match") in kept]  # the kept row beside it
+    assert matched and section.count('<div class="m matched">') == len(matched)
+    assert section.count('src="data:image/jpeg;base64,') == 3 + len(shown) - no_picture + len(matched)
+    assert "shorter side below --min-image-side" in section  # each removal's signal in words, its value too
     assert section.count('src="data:image/svg+xml;base64,') == no_picture
     assert "image not found" in section and "matched <code>table/c2</code> by image sha256" in section
     assert f"caption-debias view {world['curated']}" in section

@@ -86,7 +86,12 @@ def collect(folders: list[str], image_root: str | None = None, thumbs_dir=None) 
         for reason in data.reasons():
             cards = data.page(Query(view="removed", reason=reason, limit=PER_REASON))["rows"]
             for c in cards:
-                c["img"] = _thumb(data, thumbs, c, int(c["id"].split("r")[1]))
+                removed = int(c["id"].split("r")[1])
+                c["img"] = _thumb(data, thumbs, c, removed)
+                if c.get("match"):  # the row it matched, beside it, when that row is in this view's folders
+                    match = data.pair(c["folder"], removed).get("match")
+                    if isinstance(match, dict) and match.get("id"):
+                        c["match_img"] = _thumb(data, thumbs, match, None)
             entry["reasons"][reason] = cards
         out.append(entry)
     return out
@@ -111,6 +116,10 @@ def _card_html(card: dict[str, Any]) -> str:
         detail += f" by {e(card.get('by'))}" if card.get("by") else ""
         detail += f", similarity {sim:.3f}" if isinstance(sim, (int, float)) else ""
         why = f'<div><span class="why">{e(card["reason"])}</span><span class="m">{detail}</span></div>'
+        if card.get("why"):  # the signal and the rule in words, its value included (a clip_score, a grounding)
+            why += f'<div class="m">{e(card["why"])}</div>'
+        if card.get("match_img"):
+            why += f'<div class="m matched">the row it matched:</div>{card["match_img"]}'
     tokens = card.get("num_tokens")
     counts = (
         f"{tokens} tokens (77: {'over' if tokens > 77 else 'fits'}, 248: {'over' if tokens > 248 else 'fits'})"
@@ -180,7 +189,11 @@ def markdown_section(samples: list[dict[str, Any]]) -> list[str]:
             lines += [""]
         for reason, cards in s["reasons"].items():
             lines += [f"### {md.text(s['name'])} · removed: {md.text(reason)}", ""]
-            lines += [f"- {md.code(c['key'])} (match: {md.text(c.get('match') or '-')}): {caption(c)}" for c in cards]
+            lines += [
+                f"- {md.code(c['key'])} (match: {md.text(c.get('match') or '-')}; {md.text(c.get('why') or c['reason'])}): "
+                f"{caption(c)}"
+                for c in cards
+            ]
             lines += [""]
     paths = " ".join(shlex.quote(s["path"]) for s in samples)
     lines += [f"More: {md.code('caption-debias view ' + paths)} (or `--static snapshot.html` for a file to share).", ""]
