@@ -121,3 +121,30 @@ def test_a_scored_folder_is_named_scored_not_curated(tmp_path_factory, world, tm
     assert "(curated)</span>" in section and "(scored)</span>" in section
     assert section.count("(curated)</span>") == 1
     assert "Removed by curate:" in section
+
+
+def test_passes_of_one_dataset_are_counted_once_with_one_funnel(world, tmp_path):
+    """stats prepared curated curated-again (issue 37): the headline counts the last pass's rows, not the
+    same rows three times, and the removal funnel is drawn once, for the last pass."""
+    from caption_debias.curate.options import CurateOptions
+    from caption_debias.curate.run import curate
+    from caption_debias.stats.compute import compute_stats
+    from caption_debias.stats.curation import lineage_groups
+    from caption_debias.stats.report import write_report
+
+    again = tmp_path / "curated-again"
+    curate([world["curated"]], again, CurateOptions(image_root=str(world["images"]), min_image_side=90, quiet=True))
+    stats = compute_stats([world["prepared"], world["curated"], again])
+    rows = json.loads((again / "manifest.json").read_text("utf-8"))["counts"]["written"]
+    assert stats["one_dataset"] == {"last_pass": "curated-again", "records": rows, "passes": 3}
+    assert [name for name, _ in lineage_groups(stats)] == ["curated-again"]
+    assert [d.get("later_pass") for d in stats["datasets"]] == ["curated", "curated-again", None]
+    page = write_report(stats, tmp_path / "report")["html"].read_text()
+    assert "records in curated-again, the last of 3 passes of one dataset" in page
+    assert stats["records"] > rows  # the sum over folders is still there, and no longer the headline
+    assert compute_stats([again, world["prepared"]])["one_dataset"]["last_pass"] == "curated-again"  # any order
+    from train_fixtures import make_prepared
+
+    unrelated, _ = make_prepared(tmp_path / "other", n=4)
+    apart = compute_stats([again, unrelated])
+    assert "one_dataset" not in apart and len(lineage_groups(apart)) == 1  # two datasets: summed as before

@@ -333,7 +333,13 @@ def compute_stats(
             "field": options.by,
             "groups": {v: _group_stats(merged(g for g in finest if g[1] == v), top) for v in values},
         }
+    _mark_passes(per_dataset)
     stats["datasets"] = per_dataset
+    tips = [e for e in per_dataset if "later_pass" not in e]
+    if (
+        len(per_dataset) > 1 and len(tips) == 1
+    ):  # folders that are passes of one dataset: its last pass says how many rows
+        stats["one_dataset"] = {"last_pass": tips[0]["name"], "records": tips[0]["records"], "passes": len(per_dataset)}
     stats["invalid"] = list(dict.fromkeys(line for e in per_dataset for line in e.get("invalid", [])))
     stats["options"] = {
         "by": options.by,
@@ -342,3 +348,18 @@ def compute_stats(
         "token_limits": [CLIP_CONTEXT, LONGCLIP_CONTEXT],
     }
     return stats
+
+
+def _mark_passes(per_dataset: list[dict[str, Any]]) -> None:
+    """`later_pass`: the name of another given folder whose lineage reads this one (so this folder's
+    funnel is part of that one's, and its rows are that one's before a pass)."""
+
+    def place(folder: Any) -> str:
+        return str(folder) if storage.is_url(str(folder)) else str(Path(folder).resolve())
+
+    earlier = {e["name"]: {place(p["folder"]) for p in (e.get("lineage") or [])[:-1]} for e in per_dataset}
+    for e in per_dataset:
+        for other in per_dataset:
+            if other is not e and place(e["folder"]) in earlier[other["name"]]:
+                e["later_pass"] = other["name"]
+                break

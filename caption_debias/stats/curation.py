@@ -140,11 +140,12 @@ def lineage_funnel(passes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def lineage_groups(stats: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
-    """(folder name, lineage) of every folder made by more than one pass, or curated."""
+    """(folder name, lineage) of every folder made by more than one pass, or curated; a folder that a
+    later pass given beside it reads is in that one's funnel already, so it gets none of its own."""
     return [
         (d["name"], d["lineage"])
         for d in stats.get("datasets", [])
-        if len(d.get("lineage") or []) > 1 or (d.get("lineage") and d.get("curation"))
+        if (len(d.get("lineage") or []) > 1 or (d.get("lineage") and d.get("curation"))) and "later_pass" not in d
     ]
 
 

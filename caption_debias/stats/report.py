@@ -142,6 +142,13 @@ def notes(stats: dict[str, Any]) -> list[str]:
             out.append(f"{d['name']}: the manifest says an input was cut off; figures cover what was read")
         if prepared.get("summary") == "none":
             out.append(f"{d['name']}: prepared with --summary none, so no sentence is flagged as a summary")
+    one = stats.get("one_dataset")
+    if one:
+        out.append(
+            f"these {one['passes']} folders are passes of one dataset ({one['last_pass']} is the last): each column "
+            f"counts its own pass's rows, the figures over all folders count a row once per pass it is in, and the "
+            f"removal funnel is drawn once, for {one['last_pass']}"
+        )
     out += stats.get("invalid", [])  # manifest fields that are not numbers: shown as not available
     if len(comparison_groups(stats)) > MAX_PLOT_GROUPS:
         out.append(
@@ -221,6 +228,16 @@ def render_html(stats: dict[str, Any], figures: dict[str, bytes], samples: list 
     return html_report.page("caption-debias stats", html_body(stats, figures, samples=samples))
 
 
+def _records_card(stats: dict[str, Any]) -> tuple[str, str]:
+    """The rows the folders hold: passes of one dataset (each read by the next one given) are that
+    dataset's rows in its last pass, not a sum that counts the same rows once per pass."""
+    one = stats.get("one_dataset")
+    if one:
+        return _num(one["records"]), f"records in {one['last_pass']}, the last of {one['passes']} passes of one dataset"
+    n = len(stats["datasets"])
+    return _num(stats["records"]), "records" + (f" in {n} folders" if n > 1 else "")
+
+
 def html_body(
     stats: dict[str, Any],
     figures: dict[str, bytes],
@@ -232,11 +249,7 @@ def html_body(
     e = html_report.esc
     groups = _table_groups(stats)
     tp = stats["tokens_per_caption"]
-    cards = [
-        (
-            _num(stats["records"]),
-            "records" + (f" in {len(stats['datasets'])} folders" if len(stats["datasets"]) > 1 else ""),
-        ),
+    cards = [_records_card(stats)] + [
         (_num(tp["median"]), "median tokens per caption"),
         (_pct(tp["over_77"]), "longer than CLIP's 77 tokens"),
         (_pct(tp["over_248"]), "longer than Long-CLIP's 248"),
