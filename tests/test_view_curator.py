@@ -211,6 +211,11 @@ def test_the_map_places_every_row_the_same_way_twice(planted):
     assert sum(1 for c in a["reason"] if c) == len(removed)
     values = gen.map_values("clip_score")["values"]
     assert len(values) == len(a["x"]) and all(isinstance(v, float) for v, i in zip(values, a["id"]) if ":r" not in i)
+    # a removed row is coloured by its own clip_score (from the scored folder it was read from), not left grey
+    scored = dict(zip(*pq.read_table(planted["scored"] / "shards", columns=["key", "clip_score"]).to_pydict().values()))
+    lines = {f"0:r{i}": r["key"] for i, r in enumerate(removed)}
+    own = {i: v for v, i in zip(values, a["id"]) if ":r" in i}
+    assert own and all(v == round(float(scored[lines[i]]), 6) for i, v in own.items()), own
 
 
 def test_the_box_filter_selects_the_rows_inside_it(planted):

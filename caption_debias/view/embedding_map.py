@@ -134,8 +134,9 @@ class EmbeddingMap:
         with storage.reading([path]):
             return storage.parquet_file(path).read(columns=[COLUMN]).column(0)
 
-    def _removed_embeddings(self) -> list[tuple[int, np.ndarray, pa.ChunkedArray]]:
-        """(folder, removed line numbers, their embeddings) read by key from each line's input folder."""
+    def removed_rows(self, column: str) -> list[tuple[int, Any]]:
+        """(folder, a polars frame of its removed lines' `_removed` and `column`), read by key from each
+        line's input folder where view may read it (removed.py) and the column is there."""
         import polars as pl
 
         out = []
@@ -147,19 +148,23 @@ class EmbeddingMap:
                 if ds is None or not ds.shard_paths:
                     continue
                 with storage.reading(ds.shard_paths):
-                    if COLUMN not in storage.read_schema(ds.shard_paths[0]).names:
+                    if column not in storage.read_schema(ds.shard_paths[0]).names:
                         continue
                     found = (
                         pl.scan_parquet([str(p) for p in ds.shard_paths])
                         .filter(pl.col("key").is_in(lines["key"].implode()))
-                        .select("key", COLUMN)
+                        .select("key", column)
                         .unique("key", keep="first", maintain_order=True)
                         .collect()
                     )
                 joined = lines.select("key", "_removed").join(found, on="key", how="inner", maintain_order="left")
                 if joined.height:
-                    out.append((f.index, joined["_removed"].to_numpy(), joined[COLUMN].to_arrow()))
+                    out.append((f.index, joined))
         return out
+
+    def _removed_embeddings(self) -> list[tuple[int, np.ndarray, pa.ChunkedArray]]:
+        """(folder, removed line numbers, their embeddings) read by key from each line's input folder."""
+        return [(f, rows["_removed"].to_numpy(), rows[COLUMN].to_arrow()) for f, rows in self.removed_rows(COLUMN)]
 
     def compute(self) -> None:
         import polars as pl
@@ -328,8 +333,9 @@ def page_map(emap: EmbeddingMap, index, removed, reasons_order: list[str]) -> di
 
 
 def point_values(emap: EmbeddingMap, index, removed, column: str) -> list[float | None]:
-    """A numeric column's value at every point (kept rows from the index; removed rows: their
-    similarity for `similarity`, else none), in the order of `page_map`'s points."""
+    """A numeric column's value at every point, in the order of `page_map`'s points: kept rows' from the
+    index; removed rows' their own, read from the input folder their line names (a column the shards
+    store), or their similarity for `similarity`."""
     import polars as pl
 
     points = emap.points()
@@ -340,6 +346,14 @@ def point_values(emap: EmbeddingMap, index, removed, column: str) -> list[float 
         points = points.join(values, on=["_folder", "_shard", "_row"], how="left", maintain_order="left")
     else:
         points = points.with_columns(pl.lit(None, pl.Float64).alias("_v"))
+    own = [
+        rows.select(pl.lit(f, pl.Int32).alias("_folder"), pl.col("_removed").cast(pl.Int64), pl.col(column))
+        for f, rows in (emap.removed_rows(column) if removed is not None and column != "similarity" else [])
+    ]
+    if own:  # a removed row is coloured by its own value, not left grey
+        mine = pl.concat(own).select("_folder", "_removed", pl.col(column).cast(pl.Float64).alias("_o"))
+        points = points.join(mine, on=["_folder", "_removed"], how="left", maintain_order="left")
+        points = points.with_columns(pl.coalesce("_v", "_o").alias("_v"))
     if removed is not None and column == "similarity":
         sim = removed.select("_folder", "_removed", pl.col("similarity").cast(pl.Float64).alias("_s"))
         points = points.join(sim, on=["_folder", "_removed"], how="left", maintain_order="left")
