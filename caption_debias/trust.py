@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from urllib.parse import urlsplit
 
+from caption_debias import storage
 from caption_debias.errors import UserError
 
 # Folders of the operating system, never a dataset's image root unless the user types one.
@@ -39,14 +39,6 @@ SYSTEM_FOLDERS = (
 HOME_PARENTS = ("/home", "/Users")  # where users' home folders live (Linux, macOS)
 
 
-def _local_path(recorded: str) -> str | None:
-    """The local path a recorded path names (file:// URLs too), or None for a path on a store."""
-    if "://" not in recorded:
-        return recorded
-    parts = urlsplit(recorded)
-    return parts.path if parts.scheme in ("file", "local") else None
-
-
 def _homes() -> list[Path]:
     homes = [Path(os.path.realpath(Path.home()))]
     for parent in HOME_PARENTS:
@@ -59,10 +51,9 @@ def _homes() -> list[Path]:
 
 def recorded_path_problem(recorded: str) -> str | None:
     """Why a folder a manifest records is not read (after its symlinks are followed), or None."""
-    local = _local_path(recorded)
-    if local is None:
+    if storage.is_remote(recorded):  # a store: no filesystem root or home folder of this machine there
         return None
-    real = Path(os.path.realpath(os.path.abspath(local)))
+    real = Path(storage.resolve_folder(recorded))  # absolute, symlinks followed, file:// as a path
     if real == Path(real.anchor):
         return "a filesystem root"
     for system in SYSTEM_FOLDERS:

@@ -326,7 +326,7 @@ def test_curate_needs_no_optional_package(world, tmp_path):
 
     args = ["curate", str(world["prepared"]), "--out", str(tmp_path / "c"), "--image-root", str(world["images"])]
     got, err = _cli([*args, "--decontaminate", f"urban1k={world['eval']}", "-q"], OPTIONAL)
-    assert got == {"code": 0, "imported": []}, err
+    assert got == {"code": 0, "imported": [], "integrations": []}, err
 
 
 @pytest.mark.parametrize("threshold", [0.6, 0.8])

@@ -880,9 +880,13 @@ def test_a_checkpoint_cut_anywhere_is_one_line(model_files, tmp_path, kind):
 def test_model_refusal_on_the_command_line_is_one_line(model_files, tmp_path):
     spec = f"local-dir:{model_files['local-evil-bin']}"
     proc = cli("export", spec, "--out", str(tmp_path / "o"))
-    # first, before torch is imported, the line saying what is loaded; then the refusal in one line
+    # first, before torch is imported, the line saying what is loaded (and the lines saying what it is doing
+    # meanwhile: the imports, the weights read); then the refusal in one line
     said, *rest = proc.stderr.splitlines(keepends=True)
     assert said.startswith(f"caption-debias: loading model {spec} (") and said.endswith(" MB)\n"), proc.stderr
+    doing = ("caption-debias: importing torch and open_clip", "caption-debias: reading weights ")
+    assert any(line.startswith(doing[1]) for line in rest), proc.stderr
+    rest = [line for line in rest if not line.startswith(doing)]
     refusal = subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout, "".join(rest))
     assert "refusing to unpickle it" in one_line_error(refusal)
     assert not model_files["marker"].exists()

@@ -143,6 +143,7 @@ def test_the_shared_plotting_helper_sits_at_the_root():
 STAGES = {"prepare", "curate", "score", "stats", "view", "evaluate", "pack", "train", "export", "synth"}
 FRONT_DOOR = {"options", "run", "api"}
 ALSO_PUBLIC = {
+    "curate": {"rules"},  # its row rules, applied as they are (view's thresholds, map and neighbours)
     "evaluate": {"benchmarks", "retrieval"},  # public eval sets as read (curate's decontaminate, train's --val-data)
     "pack": {"folder"},  # a packed folder read back by index (train)
     "view": {"data", "files", "thumbs"},  # rows, the file gate and thumbnails (stats' Samples section)

@@ -87,7 +87,7 @@ def test_the_row_detail_shows_rows_like_it(folder, browser, tmp_path):
     with Server([folder], thumbs_dir=tmp_path / "thumbs") as server:
         with watched_page(browser) as page:
             page.goto(server.url)
-            page.wait_for_function("() => META !== null")
+            page.wait_for_selector("body[data-ready]")
             page.locator(".card").first.click()
             page.locator(".like-bar button[data-by=image]").click()
             sync_api.expect(page.locator(".like-card")).to_have_count(12)

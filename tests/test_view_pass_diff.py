@@ -49,6 +49,7 @@ def test_the_page_compares_two_passes(world, browser, tmp_path):
     with Server([world["prepared"], world["curated"]], thumbs_dir=tmp_path / "t") as server:
         with watched_page(browser) as page:
             page.goto(server.url)
+            page.wait_for_selector("body[data-ready]")
             sync_api.expect(page.locator("#compare")).to_be_visible()
             page.select_option("#diff-a", "0")
             page.select_option("#diff-b", "1")

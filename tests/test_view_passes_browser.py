@@ -50,7 +50,7 @@ def _style(locator, prop: str) -> str:
 def test_the_weakest_sentence_is_underlined_over_its_shade_and_shades_are_absolute(passes, page):
     server, _, _ = passes
     page.goto(server.url)
-    expect(page.locator(".card .badge.folder").first).to_be_visible()  # the grid as drawn once the folders are known
+    page.wait_for_selector("body[data-ready]")
     weakest = page.locator(".card .sent.weakest").first
     expect(weakest).to_be_visible()
     assert "inset" in _style(weakest, "box-shadow")  # its red line; before: the inline shade hid it
@@ -75,6 +75,7 @@ def test_every_card_names_its_folder_and_the_folder_filter_narrows_to_it(passes,
     names = [f["name"] for f in meta["folders"]]
     assert len(set(names)) == 2
     page.goto(server.url)
+    page.wait_for_selector("body[data-ready]")
     expect(page.locator("#folder-filter")).to_be_visible()
     badges = page.locator(".card .badge.folder")
     expect(badges).to_have_count(page.locator(".card").count())
@@ -92,7 +93,7 @@ def test_every_card_names_its_folder_and_the_folder_filter_narrows_to_it(passes,
 def test_search_finds_a_key(passes, page):
     server, _, _ = passes
     page.goto(server.url)
-    expect(page.locator(".card .badge.folder").first).to_be_visible()
+    page.wait_for_selector("body[data-ready]")
     key = page.locator(".card").nth(3).get_attribute("data-key")
     page.select_option("#folder", "0")
     page.fill("#search", key)
@@ -104,7 +105,7 @@ def test_search_finds_a_key(passes, page):
 def test_a_card_shows_its_whole_caption_on_demand(passes, page):
     server, _, _ = passes
     page.goto(server.url)
-    expect(page.locator(".card .badge.folder").first).to_be_visible()
+    page.wait_for_selector("body[data-ready]")
     caption = page.locator(".card .caption").first
     expect(caption).to_be_visible()
     assert _style(caption, "max-height") != "none"
@@ -123,6 +124,7 @@ def _slide(page, slider: str, value: float) -> None:
 def test_thresholds_in_the_page_are_what_curate_does_with_the_config_it_writes(scored_only, page, tmp_path):
     server, scored = scored_only
     page.goto(server.url)
+    page.wait_for_selector("body[data-ready]")
     expect(page.locator("#th-ground-label")).to_be_visible()  # the sliders span the folder's values
     expect(page.locator(".card")).to_have_count(server.data.total_rows)  # every row on one page
     _slide(page, "th-clip", 0.215)

@@ -66,6 +66,7 @@ def test_the_page_runs_a_field_query_and_a_regex_search(scored, browser, tmp_pat
     with Server([scored], thumbs_dir=tmp_path / "t") as server:
         with watched_page(browser) as page:
             page.goto(server.url)
+            page.wait_for_selector("body[data-ready]")
             page.fill("#where", "clip_score > 0.215")
             page.press("#where", "Enter")
             n = sum(r["clip_score"] > 0.215 for r in rows)

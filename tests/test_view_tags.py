@@ -99,6 +99,7 @@ def test_the_page_tags_selected_rows_and_filters_by_the_tag(world, browser, tmp_
     with Server([world["curated"]], thumbs_dir=tmp_path / "t", tags=TagFile(path)) as server:
         with watched_page(browser) as page:
             page.goto(server.url)
+            page.wait_for_selector("body[data-ready]")
             sync_api.expect(page.locator("#tagging")).to_be_visible()
             cards = page.locator(".card")
             picked = [cards.nth(i).get_attribute("data-key") for i in (0, 2)]

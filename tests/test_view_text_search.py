@@ -75,6 +75,7 @@ def test_the_page_finds_images_by_text(folder, browser, tmp_path):
     with Server([folder], thumbs_dir=tmp_path / "t", text_search=TextSearch("tiny")) as server:
         with watched_page(browser) as page:
             page.goto(server.url)
+            page.wait_for_selector("body[data-ready]")
             sync_api.expect(page.locator("#text-search")).to_be_visible()
             page.fill("#text-q", "a green square")
             page.press("#text-q", "Enter")

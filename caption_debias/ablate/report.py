@@ -72,40 +72,39 @@ def _faults(key: dict[str, Any] | None, base_keys: set[str], kept: set[str]) -> 
     }
 
 
-def summarise(
-    plan: Plan,
-    arms_data: dict[str, dict[str, Any]],
-    results: dict[str, dict[str, Any]],
-    reused: int = 0,
-    timings: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """ablation.json: every figure of the run, the deltas with their intervals."""
-    from caption_debias.runner import stamp
+def _at(results: dict[str, dict[str, Any]], arm: str, seed: int, alpha: str, where: tuple[str, ...]) -> Any:
+    """One unit's figures at an alpha, at `where` (("sets", SET, VARIANT) or ("short",))."""
+    node: Any = results[f"{arm}/seed-{seed}"]["alphas"][alpha]
+    for step in where:
+        node = node[step]
+    return node
 
-    key = None
-    if plan.planted is not None:
-        from caption_debias.evaluate.planted import read_key
 
-        key = read_key(plan.planted)
-    base_keys = set(arms_data[REFERENCE]["keys"])
+def _zeroshot_metric(plan: Plan, results: dict[str, dict[str, Any]], arm: str, alpha: str) -> dict[str, Any]:
+    """An arm's zero-shot top-1 at an alpha, the gap to the reference (no interval: no per-image hits)."""
+    tops = [results[f"{arm}/seed-{s}"]["alphas"][alpha]["zeroshot"]["top1"] for s in plan.seeds]
+    ref = [results[f"{REFERENCE}/seed-{s}"]["alphas"][alpha]["zeroshot"]["top1"] for s in plan.seeds]
+    mean = sum(tops) / len(tops)
+    gap = None if arm == REFERENCE else {"gap": round(mean - sum(ref) / len(ref), 4), "lo": None, "hi": None}
+    return {
+        "arm": arm,
+        "alpha": float(alpha),
+        "metric": "zeroshot",
+        "set": Path(str(plan.zeroshot)).name,
+        "variant": "top1",
+        "direction": "i2t",
+        "r1": round(mean, 4),
+        "r1_by_seed": [round(t, 4) for t in tops],
+        "delta": gap,
+        "effect": None,
+    }
+
+
+def _metrics(plan: Plan, results: dict[str, dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, dict[str, int]]]:
+    """Every arm x alpha x place x direction: recall@1 by seed and its delta to the reference; queries per place."""
 
     def hits(arm: str, alpha: str, where: tuple[str, ...], direction: str) -> list[list[int]]:
-        out = []
-        for seed in plan.seeds:
-            node: Any = results[f"{arm}/seed-{seed}"]["alphas"][alpha]
-            for step in where:
-                node = node[step]
-            out.append(node[f"{direction}_hits"])
-        return out
-
-    def r1(arm: str, alpha: str, where: tuple[str, ...], direction: str) -> list[float]:
-        values = []
-        for seed in plan.seeds:
-            node: Any = results[f"{arm}/seed-{seed}"]["alphas"][alpha]
-            for step in where:
-                node = node[step]
-            values.append(round(float(node[f"{direction}_r1"]), 4))
-        return values
+        return [_at(results, arm, seed, alpha, where)[f"{direction}_hits"] for seed in plan.seeds]
 
     metrics: list[dict[str, Any]] = []
     alphas = [f"{a:g}" for a in plan.alphas]
@@ -119,14 +118,13 @@ def summarise(
         for alpha in alphas:
             for metric, label, variant, where in places:
                 for direction in DIRECTIONS:
-                    by_seed = r1(arm, alpha, where, direction)
+                    by_seed = [
+                        round(float(_at(results, arm, seed, alpha, where)[f"{direction}_r1"]), 4) for seed in plan.seeds
+                    ]
                     mine = hits(arm, alpha, where, direction)
                     queries.setdefault(f"{metric}:{label}", {})[direction] = len(mine[0])
-                    d = (
-                        None
-                        if arm == REFERENCE
-                        else delta(hits(REFERENCE, alpha, where, direction), mine, plan.resamples)
-                    )
+                    reference = hits(REFERENCE, alpha, where, direction)
+                    d = None if arm == REFERENCE else delta(reference, mine, plan.resamples)
                     metrics.append(
                         {
                             "arm": arm,
@@ -142,30 +140,17 @@ def summarise(
                         }
                     )
             if plan.zeroshot is not None:
-                tops = [results[f"{arm}/seed-{s}"]["alphas"][alpha]["zeroshot"]["top1"] for s in plan.seeds]
-                ref = [results[f"{REFERENCE}/seed-{s}"]["alphas"][alpha]["zeroshot"]["top1"] for s in plan.seeds]
-                mean = sum(tops) / len(tops)
-                gap = (
-                    None if arm == REFERENCE else {"gap": round(mean - sum(ref) / len(ref), 4), "lo": None, "hi": None}
-                )
-                metrics.append(
-                    {
-                        "arm": arm,
-                        "alpha": float(alpha),
-                        "metric": "zeroshot",
-                        "set": Path(plan.zeroshot).name,
-                        "variant": "top1",
-                        "direction": "i2t",
-                        "r1": round(mean, 4),
-                        "r1_by_seed": [round(t, 4) for t in tops],
-                        "delta": gap,
-                        "effect": None,
-                    }
-                )
-    arms = []
+                metrics.append(_zeroshot_metric(plan, results, arm, alpha))
+    return metrics, queries
+
+
+def _arms(plan: Plan, arms_data: dict[str, dict[str, Any]], key: Any) -> list[dict[str, Any]]:
+    """Per arm: what it kept of the base, and the planted faults it removed (where the base has a key)."""
+    base_keys = set(arms_data[REFERENCE]["keys"])
+    out = []
     for arm_spec in plan.arms:
         data = arms_data[arm_spec.name]
-        arms.append(
+        out.append(
             {
                 "name": arm_spec.name,
                 "kind": arm_spec.kind,
@@ -178,6 +163,25 @@ def summarise(
                 "faults": _faults(key, base_keys, set(data["keys"])),
             }
         )
+    return out
+
+
+def summarise(
+    plan: Plan,
+    arms_data: dict[str, dict[str, Any]],
+    results: dict[str, dict[str, Any]],
+    reused: int = 0,
+    timings: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """ablation.json: every figure of the run, the deltas with their intervals."""
+    from caption_debias.runner import stamp
+
+    key = None
+    if plan.planted is not None:
+        from caption_debias.evaluate.planted import read_key
+
+        key = read_key(plan.planted)
+    metrics, queries = _metrics(plan, results)
     return {
         "reference": REFERENCE,
         "plan": {
@@ -194,7 +198,7 @@ def summarise(
                 "resamples": plan.resamples,
             },
         },
-        "arms": arms,
+        "arms": _arms(plan, arms_data, key),
         "metrics": metrics,
         "queries": queries,
         "reused_units": reused,

@@ -357,16 +357,24 @@ def decide(
                 "by": "image embedding, centred" if options.semantic_duplicate_center else "image embedding",
                 "similarity": round(cos, 4),
             }
-    if options.exclude_keys is not None or options.include_keys is not None or options.keep_keys is not None:
-        given = options.key_lists() if key_lists is None else key_lists
-        _user_keys(table, given, reason, d)
-        if "keep" in given:
-            _kept_by_user(table, given["keep"], reason, d)
+    _user_choices(table, options, key_lists, reason, d)
     counts = np.zeros(n, np.int32)
     if d.ref:
         np.add.at(counts, np.fromiter(d.ref.values(), np.int64, len(d.ref)), 1)
     d.duplicate_count = counts
     return d
+
+
+def _user_choices(
+    table: SignalTable, options: CurateOptions, key_lists: dict[str, KeyList] | None, reason: np.ndarray, d: Decisions
+) -> None:
+    """The curator's key files, after every other reason: --exclude-keys / --include-keys, then --keep-keys."""
+    if options.exclude_keys is None and options.include_keys is None and options.keep_keys is None:
+        return
+    given = options.key_lists() if key_lists is None else key_lists
+    _user_keys(table, given, reason, d)
+    if "keep" in given:
+        _kept_by_user(table, given["keep"], reason, d)
 
 
 def _user_keys(table: SignalTable, given: dict[str, KeyList], reason: np.ndarray, d: Decisions) -> None:

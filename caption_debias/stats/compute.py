@@ -333,13 +333,8 @@ def compute_stats(
             "field": options.by,
             "groups": {v: _group_stats(merged(g for g in finest if g[1] == v), top) for v in values},
         }
-    _mark_passes(per_dataset)
     stats["datasets"] = per_dataset
-    tips = [e for e in per_dataset if "later_pass" not in e]
-    if (
-        len(per_dataset) > 1 and len(tips) == 1
-    ):  # folders that are passes of one dataset: its last pass says how many rows
-        stats["one_dataset"] = {"last_pass": tips[0]["name"], "records": tips[0]["records"], "passes": len(per_dataset)}
+    stats.update(_passes_of_one_dataset(per_dataset))
     stats["invalid"] = list(dict.fromkeys(line for e in per_dataset for line in e.get("invalid", [])))
     stats["options"] = {
         "by": options.by,
@@ -350,9 +345,20 @@ def compute_stats(
     return stats
 
 
+def _passes_of_one_dataset(per_dataset: list[dict[str, Any]]) -> dict[str, Any]:
+    """Marks each folder another given folder's lineage reads (`later_pass`: its funnel is part of that
+    one's, its rows that one's before a pass); {"one_dataset": ...} when all are passes of one dataset."""
+    _mark_passes(per_dataset)
+    tips = [e for e in per_dataset if "later_pass" not in e]
+    if len(per_dataset) > 1 and len(tips) == 1:  # its last pass says how many rows the dataset has
+        return {
+            "one_dataset": {"last_pass": tips[0]["name"], "records": tips[0]["records"], "passes": len(per_dataset)}
+        }
+    return {}
+
+
 def _mark_passes(per_dataset: list[dict[str, Any]]) -> None:
-    """`later_pass`: the name of another given folder whose lineage reads this one (so this folder's
-    funnel is part of that one's, and its rows are that one's before a pass)."""
+    """`later_pass`: the name of another given folder whose lineage reads this one."""
 
     def place(folder: Any) -> str:
         return str(folder) if storage.is_url(str(folder)) else str(Path(folder).resolve())

@@ -323,6 +323,36 @@ def run_synth(out: str | Path, options: SynthOptions) -> dict[str, Any]:
     )
 
 
+def _plan_faults(
+    plant: PlantSpec | None, scenes: list, texts: list, captions: list, groups: list, seed: int, split: str
+) -> tuple[dict[str, Any] | None, list, list, dict[int, int]]:
+    """(the planted faults' plan or None, the captions and groups with them, redrawn row -> its source)."""
+    if plant is None:
+        return None, captions, groups, {}
+    objects = [frozenset(o.name for o in scene.objects) for scene in scenes]
+    plan = plant_plan(groups, objects, texts, plant, seed, split)
+    captions, groups = _planted_captions(plan, scenes, texts, captions, groups, seed, split)
+    redraw_of = {entry["row"]: entry["copy_of"] for entry in plan["redrawn"]}
+    if plant.curate_faults():
+        plan.update(plant_more(plan, len(scenes), plant, seed, split))
+        captions = _curate_fault_captions(plan, captions)
+    return plan, captions, groups, redraw_of
+
+
+def _record(row_id: str, rel: str, caption: list[str], group: Any, split: str) -> dict[str, Any]:
+    """One ShareGPT4V-style record of the world's JSON."""
+    return {
+        "id": row_id,
+        "image": rel,
+        "conversations": [
+            {"from": "human", "value": "<image>\nDescribe this image in detail."},
+            {"from": "gpt", "value": " ".join(caption)},
+        ],
+        "group": group,
+        "split": split,
+    }
+
+
 def _write_world(
     out: Path,
     n: int,
@@ -343,16 +373,7 @@ def _write_world(
     ids = [f"synth-{split}-{seed}-{i:06d}" for i in range(len(scenes))]
     captions = [list(t.sentences) for t in texts]
     groups = [scene.group for scene in scenes]
-    plan = None
-    redraw_of: dict[int, int] = {}
-    if plant is not None:
-        objects = [frozenset(o.name for o in scene.objects) for scene in scenes]
-        plan = plant_plan(groups, objects, texts, plant, seed, split)
-        captions, groups = _planted_captions(plan, scenes, texts, captions, groups, seed, split)
-        redraw_of = {entry["row"]: entry["copy_of"] for entry in plan["redrawn"]}
-        if plant.curate_faults():
-            plan.update(plant_more(plan, len(scenes), plant, seed, split))
-            captions = _curate_fault_captions(plan, captions)
+    plan, captions, groups, redraw_of = _plan_faults(plant, scenes, texts, captions, groups, seed, split)
     image_faults = {
         entry["row"]: (kind, entry.get("source"))
         for kind in ("duplicate_image", "reencoded", "broken_image", "tiny_image", "missing_image")
@@ -381,18 +402,7 @@ def _write_world(
             rel = _write_faulty_image(out, rel, image, kept_images, *image_faults[i])
         else:
             image.save(out / rel, format="PNG")
-        records.append(
-            {
-                "id": ids[i],
-                "image": rel,
-                "conversations": [
-                    {"from": "human", "value": "<image>\nDescribe this image in detail."},
-                    {"from": "gpt", "value": " ".join(captions[i])},
-                ],
-                "group": groups[i],
-                "split": split,
-            }
-        )
+        records.append(_record(ids[i], rel, captions[i], groups[i], split))
     planted_path = out / PLANTED_FILE
     if plan is not None:
         assert plant is not None  # the plan is made from it

@@ -22,6 +22,7 @@ from caption_debias import augment
 from caption_debias.errors import UserError
 from caption_debias.image_files import MISSING, ImageProblem, decode_rgb
 from caption_debias.train.config import RECIPES
+from caption_debias.train.stored_ids import uses_stored_ids
 
 if TYPE_CHECKING:
     from caption_debias.train.packed_source import PackedRows
@@ -132,19 +133,6 @@ def sentence_flags(sentence_keep: pa.Array, row_len: np.ndarray) -> np.ndarray:
         zero_copy_only=False
     )
     return keep
-
-
-def uses_stored_ids(tokenizer, manifest: dict) -> bool:
-    """True when the model tokenizes exactly like the shards (open_clip CLIP BPE, lower-case clean)."""
-    from open_clip.tokenizer import SimpleTokenizer
-
-    name = (manifest.get("tokenizer") or {}).get("name", "clip-bpe")
-    if not isinstance(tokenizer, SimpleTokenizer) or name != "clip-bpe":
-        return False
-    probe = "A Photo, of  'Two' CATS!"
-    from caption_debias.text.tokenize import get_tokenizer
-
-    return tokenizer.encode(probe) == get_tokenizer().encode(probe)
 
 
 @dataclass

@@ -18,7 +18,7 @@ from caption_debias.augment import kept_sentences
 from caption_debias.errors import UserError
 from caption_debias.image_files import decode_rgb
 from caption_debias.pack.folder import PackedFolder, is_packed
-from caption_debias.train.data import uses_stored_ids
+from caption_debias.train.stored_ids import uses_stored_ids
 
 __all__ = ["PackedImages", "PackedRows", "is_packed", "load_packed"]
 

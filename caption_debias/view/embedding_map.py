@@ -51,7 +51,7 @@ def validity(column: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, np.ndarray, 
     """(the column as one array, length per row, has an embedding, usable under curate's rule): a
     usable row's values are all finite and of unit length (curate/signals.py bad_embeddings, what
     curate removes as invalid_signal); a null row has no embedding."""
-    from caption_debias.curate.signals import bad_embeddings
+    from caption_debias.curate.rules import bad_embeddings
 
     col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     lengths = pc.fill_null(pc.list_value_length(col), 0).to_numpy(zero_copy_only=False)
@@ -166,15 +166,13 @@ class EmbeddingMap:
         """(folder, removed line numbers, their embeddings) read by key from each line's input folder."""
         return [(f, rows["_removed"].to_numpy(), rows[COLUMN].to_arrow()) for f, rows in self.removed_rows(COLUMN)]
 
-    def compute(self) -> None:
-        import polars as pl
+    def _fit_rows(self, total: int) -> tuple[np.ndarray, int, list, list]:
+        """Pass 1: every usable row's length (the width is curate's: the most common), the seeded sample's
+        embeddings and a tenth as many removed rows': (the rows to fit on, width, removed rows, their parts)."""
+        from caption_debias.curate.rules import embedding_width
 
-        from caption_debias.curate.signals import embedding_width
-
-        total = sum(f.ds.rows for f in self.with_embeddings)
         rng = np.random.default_rng(SEED)
         sample = np.sort(rng.choice(total, size=min(total, FIT_ROWS), replace=False)) if total else np.zeros(0, int)
-        # pass 1: every usable row's length (the width is curate's: the most common) and the sampled rows
         widths: list[np.ndarray] = []
         sampled: list[tuple[pa.Array, np.ndarray, np.ndarray]] = []
         start = 0
@@ -202,6 +200,13 @@ class EmbeddingMap:
             raise UserError("fewer than two rows have a valid image embedding")
         if not np.ptp(fit_rows, axis=0).any():
             raise UserError("every valid image embedding is the same vector: nothing to map")
+        return fit_rows, width, removed_found, removed_parts
+
+    def compute(self) -> None:
+        import polars as pl
+
+        total = sum(f.ds.rows for f in self.with_embeddings)
+        fit_rows, width, removed_found, removed_parts = self._fit_rows(total)
         model = project(fit_rows)
         kept, invalid = [], 0
         for f, s, path in self._shards():  # pass 2: every usable row of the width placed

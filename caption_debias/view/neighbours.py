@@ -38,7 +38,7 @@ class Neighbours:
     def table(self, by: str) -> tuple[np.ndarray, np.ndarray]:
         """(addresses: n x 3 int64 folder, shard, row; vectors: n x width float16). The rows are those the
         map places (embedding_map.validity: curate's rule), of the width curate takes (the most common)."""
-        from caption_debias.curate.signals import embedding_width
+        from caption_debias.curate.rules import embedding_width
         from caption_debias.view.embedding_map import matrix_of, validity
 
         with self._lock:

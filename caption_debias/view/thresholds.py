@@ -77,7 +77,7 @@ class ThresholdPreview:
         }
 
     def _read(self) -> _Signals:
-        from caption_debias.curate.signals import problem_column, score_signals
+        from caption_debias.curate.rules import problem_column, score_signals
 
         with self._lock:
             if self._signals is not None:
@@ -122,8 +122,7 @@ class ThresholdPreview:
 
     def decide(self, min_clip_score: float | None, drop_ungrounded: float | None) -> tuple[np.ndarray, dict[str, Any]]:
         """(per row: "" kept, else the reason; the preview's counts and the config that does it)."""
-        from caption_debias.curate.dedup import low_alignment
-        from caption_debias.curate.writer import mask_counts, sentence_keep
+        from caption_debias.curate.rules import low_alignment, mask_counts, sentence_keep
 
         s = self._read()
         n = len(s.keys)

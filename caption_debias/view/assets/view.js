@@ -948,6 +948,7 @@ async function main() {
   await load();  // the first page needs no index; the metadata (filters, sort columns) waits for the index
   await applyMeta(await data.meta());
   restoreSelection();
+  document.body.dataset.ready = "1";  // the controls hold the folders' metadata: a script (or a test) may act now
   if (SNAP) $("top").insertAdjacentHTML("beforeend", `<span class="badge snap">static snapshot: ${esc(SNAP.note || "")}</span>`);
   if (state.map && META.map) openMap().catch((e) => { $("map-status").textContent = "error: " + e.message; });
 }
