@@ -67,7 +67,11 @@ def test_the_weakest_sentence_is_underlined_over_its_shade_and_shades_are_absolu
     # two loads (min, then max): the grid is final once the status counts the rows of both bounds
     from view_fixtures import app_client
 
-    total = app_client([scored, world["curated"]]).get("/api/page", params={"range": "clip_score:0.2:0.205"}).json()["total"]
+    total = (
+        app_client([scored, world["curated"]])
+        .get("/api/page", params={"range": "clip_score:0.2:0.205"})
+        .json()["total"]
+    )
     expect(page.locator("#status")).to_have_text(f"{total} kept rows match" if total != 1 else "1 kept row matches")
     again = page.locator(f'.card[data-key="{key}"] .sent').first
     expect(again).to_have_attribute("title", title)
