@@ -311,11 +311,11 @@ def test_plain_path_settles_plain_captions():
 # parenthesis so that the search jumps ahead.
 # "1) item", "a) item", "iv) item", "(x)": pysbd splits list items even without a period.
 _LIST_MARKER = regex.compile(r"(?:^|\s)[\p{L}\p{N}]{1,3}\)|\((?:[a-z]|[ivx]{2,4})\)")
-_LIST_ITEM_TOKEN = re.compile(r"\d{1,2}|[A-Za-z]|[ivxIVX]{2,4}")
+_LIST_ITEM_TOKEN = re.compile(r"\d{1,2}|[ivxIVX]{2,4}")
 
 
 def _list_item_periods(text: str) -> list[int]:
-    """Periods of whitespace-delimited "1." / "a." / "iv." followed by whitespace."""
+    """Periods of whitespace-delimited "1." / "iv." followed by whitespace."""
     out = []
     i = text.find(".")
     while i >= 0:
@@ -331,7 +331,9 @@ def _list_item_periods(text: str) -> list[int]:
 
 def test_prefix_searches_equal_their_definitions():
     # LIST_ITEM_PERIOD and LIST_MARKER_CLOSE must find a match exactly when the definitions above do.
-    from caption_debias.text.segment.pysbd_rules import LIST_ITEM_PERIOD, LIST_MARKER_CLOSE
+    from pysbd.lists_item_replacer import ListItemReplacer
+
+    from caption_debias.text.segment.pysbd_rules import LIST_ITEM_PERIOD, LIST_MARKER_CLOSE, has_letter_list
 
     rng = random.Random(17)
     alphabet = list("ab1iIvVxX.() \n\t\xa0\u2028Z9\u0663\u00b2\u00e9")
@@ -339,6 +341,27 @@ def test_prefix_searches_equal_their_definitions():
         t = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
         assert bool(_list_item_periods(t)) == (LIST_ITEM_PERIOD.search(t) is not None), repr(t)
         assert (_LIST_MARKER.search(t) is None) == (LIST_MARKER_CLOSE.search(t) is None), repr(t)
+        # pysbd's own search for lettered list items, counted
+        letters = re.findall(ListItemReplacer.ALPHABETICAL_LIST_WITH_PERIODS, t)
+        assert (len(letters) >= 2) == has_letter_list(t), repr(t)
+
+
+def test_capital_initials_are_doubts_not_lists():
+    # "Whitney M. Young", "modern-day V. On": a capital letter before a period is never one
+    # of pysbd's list items, so only its stretch goes to pysbd, not the whole caption; two
+    # lower-case letter items ("a. ... b.", "d. ... e.g.") may be a list and still go whole.
+    fast, ref = FastSegmenter(), get_segmenter("pysbd")
+    text = "A plaque honours Whitney M. Young, JR. on a wall. It is old. The modern-day V. On the right is a tree."
+    assert fast.spans(text) == ref.spans(text)
+    assert fast.delegated == 0 and fast.pysbd_stretches > 0
+    pieces = ["a.", "b.", "c.", "d.", "e.g.", "i.e.", "i.", "ii.", "v.", "x.", "V.", "M.", "E.", "The", "dog", "It"]
+    rng = random.Random(19)
+    for _ in range(300):
+        words = rng.choice(CAPTIONS[:5]).split(" ")
+        for _ in range(rng.randint(1, 4)):
+            words.insert(rng.randrange(1, len(words) + 1), rng.choice(pieces))
+        text = " ".join(words)
+        assert fast.spans(text) == ref.spans(text), text
 
 
 def test_pysbd_cache_gives_fresh_answers():

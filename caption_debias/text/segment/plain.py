@@ -12,7 +12,7 @@ import re
 from itertools import chain
 
 from caption_debias.text.segment.base import UNSETTLED, WHOLE_TO_PYSBD, FastSplit, Verdict, tight
-from caption_debias.text.segment.pysbd_rules import LIST_ITEM_PERIOD
+from caption_debias.text.segment.pysbd_rules import LIST_ITEM_PERIOD, has_letter_list
 from caption_debias.text.segment.scan import DOUBLE_QUOTED, HIDDEN, SINGLE_QUOTED, Boundaries, has_mark
 
 # Characters it accepts: ASCII letters, digits, spaces, line breaks, common punctuation,
@@ -154,7 +154,7 @@ class PlainPath:
         """SETTLED with the spans, WHOLE_TO_PYSBD (list items), or UNSETTLED."""
         if _PLAIN_TEXT.fullmatch(text) is None:
             return UNSETTLED
-        if LIST_ITEM_PERIOD.search(text) is not None:  # (no parentheses in plain text)
+        if LIST_ITEM_PERIOD.search(text) is not None or has_letter_list(text):  # (no parentheses in plain text)
             return WHOLE_TO_PYSBD
         if "'" in text and _OPENING_APOSTROPHE.search(text) is not None:
             for q in SINGLE_QUOTED.finditer(text):

@@ -85,17 +85,34 @@ def has_unsafe_char(text: str) -> bool:
 # tested from each ")" (regex's variable-width lookbehind) so that the search jumps from
 # parenthesis to parenthesis; tests/test_text_segment.py holds the plain definition.
 LIST_MARKER_CLOSE = regex.compile(r"\)(?<=(?:^|\s)[\p{L}\p{N}]{1,3}\)|\((?:[a-z]|[ivx]{2,4})\))")
-# "1. item", "a. item", "iv. item": the period of a whitespace-delimited such token, followed
-# by whitespace (re's \s and \S are str.isspace here); starts with the period so that the
+# "1. item", "iv. item": the period of a whitespace-delimited such token, followed by
+# whitespace (re's \s and \S are str.isspace here); starts with the period so that the
 # search jumps from period to period (tests/test_text_segment.py holds the plain definition).
 LIST_ITEM_PERIOD = re.compile(
-    r"\.(?=\s)(?:(?<=(?<!\S)\d\.)|(?<=(?<!\S)\d\d\.)|(?<=(?<!\S)[A-Za-z]\.)"
+    r"\.(?=\s)(?:(?<=(?<!\S)\d\.)|(?<=(?<!\S)\d\d\.)"
     r"|(?<=(?<!\S)[ivxIVX]{2}\.)|(?<=(?<!\S)[ivxIVX]{3}\.)|(?<=(?<!\S)[ivxIVX]{4}\.))"
 )
+# pysbd's lettered lists ("a. item b. item"): its findall of ALPHABETICAL_LIST_WITH_PERIODS,
+# a lower-case letter after whitespace (or at the start) and before a period, whatever
+# follows the period ("e.g." counts). Items change the text only when two of them are
+# neighbours in the alphabet (or in its roman numerals), so one such letter, or any number
+# of capitals ("V. On", "M. Young"), is no list: each is a doubt like any other. The
+# pattern matches the period after the letter, so that the search jumps from period to period.
+LETTER_ITEM = re.compile(r"\.(?<=(?<!\S)[a-z]\.)")
+
+
+def has_letter_list(text: str) -> bool:
+    """Whether pysbd's lettered-list rule may act: two or more lower-case letter items."""
+    found = LETTER_ITEM.search(text)
+    return found is not None and LETTER_ITEM.search(text, found.end()) is not None
 
 
 def has_list_items(text: str) -> bool:
-    return (")" in text and LIST_MARKER_CLOSE.search(text) is not None) or LIST_ITEM_PERIOD.search(text) is not None
+    return (
+        (")" in text and LIST_MARKER_CLOSE.search(text) is not None)
+        or LIST_ITEM_PERIOD.search(text) is not None
+        or has_letter_list(text)
+    )
 
 
 # --- "TOKEN. Capital": when pysbd always splits ----------------------------------------------
