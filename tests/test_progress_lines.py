@@ -523,7 +523,42 @@ def test_eval_and_probe_print_rows_done_through_named_phases(tmp_path):
     assert "caption-debias: loading model tiny (random weights)\n" in result.stderr
     result = _cli(["probe", *common, "--out", str(tmp_path / "probe")])
     lines = [line for line in result.stderr.splitlines() if line.startswith("caption-debias probe:")]
-    assert len(lines) >= 4 and "(100.0%)" in lines[-1], result.stderr
+    pattern = re.compile(
+        r"caption-debias probe: (?P<done>\d+) / (?P<total>16) rows \((?P<pct>\d+\.\d)%\), [\d.,]+ rows/s"
+        r"(?P<eta>, ETA \S+)?(, (?P<phase>encoding images|encoding texts \([\w:]+\)|attention by position))?"
+    )
+    _counts_hold(lines, pattern, {"encoding images", "encoding texts (keep)", "attention by position"})
+
+
+class TickingClock(Clock):
+    """A clock that moves a second each time it is read: every line is due, and rates are finite."""
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def test_probe_moves_rows_through_named_phases_on_an_injected_clock(tmp_path):
+    """probe counts the rows users count (every model reads every caption once), not encodings:
+    the images, each variant's texts, then the attention pass, named, monotone, with an ETA,
+    the last line once."""
+    from caption_debias.evaluate.probe import ATTENTION, probe
+    from caption_debias.model.load import load_model
+
+    data, images = make_prepared(tmp_path, n=16)
+    models = {"a": load_model("tiny"), "b": load_model("tiny")}
+    out = io.StringIO()
+    with Progress("probe", "rows", terminal=False, stream=out, clock=TickingClock(), interval=0.5, phases=True):
+        probe(models, data, None, batch_size=4, image_root=images)
+    lines = _lines(out)
+    pattern = re.compile(
+        r"caption-debias probe: (?P<done>\d+) / (?P<total>32) rows \((?P<pct>\d+\.\d)%\), [\d.,]+ rows/s"
+        r"(?P<eta>, ETA \S+)?(, (?P<phase>encoding images|encoding texts \([\w:]+\)|attention by position))?"
+    )
+    _counts_hold(lines, pattern, {"encoding images", "encoding texts (keep)", "encoding texts (filler:5)", ATTENTION})
+    assert lines[-1].startswith("caption-debias probe: 32 / 32 rows (100.0%)"), lines
+    halfway = [line for line in lines if line.startswith("caption-debias probe: 16 / 32 rows")]
+    assert halfway, lines  # the first model's rows are whole when its attention pass ends
 
 
 def test_urls_and_export_captions_print_rows_done(tmp_path):

@@ -20,6 +20,7 @@ from caption_debias.errors import UserError
 from caption_debias.evaluate.benchmarks import RetrievalData
 from caption_debias.evaluate.retrieval import as_data, model_device, run_retrieval
 from caption_debias.evaluate.variants import make_variant
+from caption_debias.progress import active, add_work, advance, end, phase
 
 if TYPE_CHECKING:
     import torch
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 FILLER_COUNTS = tuple(range(6))
 ORDER_VARIANTS = ("first2", "swap2", "first")
 POSITION_VARIANTS = ("keep", "move", "remove")
+ATTENTION = "attention by position"  # the last phase of a model's rows in the progress line
 
 
 def _text_blocks(model) -> list:
@@ -109,6 +111,7 @@ def attention_by_position(loaded, texts: Sequence[str], batch_size: int = 64) ->
             reach = torch.arange(n_pos).view(1, -1) <= pooled.cpu().view(-1, 1)
             sums += (rows * reach).sum(dim=0)
             counts += reach.sum(dim=0)
+            advance(len(tokens))
     mean = [float(sums[p] / counts[p]) if counts[p] else None for p in range(n_pos)]
     return {"mean": mean, "count": counts.tolist()}
 
@@ -116,9 +119,14 @@ def attention_by_position(loaded, texts: Sequence[str], batch_size: int = 64) ->
 def probe_model(loaded, data: RetrievalData, batch_size: int = 64) -> dict[str, Any]:
     """All probes for one model; images are encoded once and reused for every variant."""
     variants = list(POSITION_VARIANTS) + list(ORDER_VARIANTS) + [f"filler:{n}" for n in FILLER_COUNTS]
-    run = run_retrieval(loaded, data, variants, batch_size)
+    # the data set's rows move through the encodings, then the attention pass (one span)
+    run = run_retrieval(loaded, data, variants, batch_size, later_phases=[ATTENTION])
     table = run.table
     keep_texts = [make_variant(s, "keep") for s in data.captions]
+    phase(ATTENTION)
+    add_work(len(keep_texts))
+    attention = attention_by_position(loaded, keep_texts, max(batch_size, 64))
+    end()
     return {
         "context_length": loaded.context_length,
         "retrieval": table,
@@ -130,7 +138,7 @@ def probe_model(loaded, data: RetrievalData, batch_size: int = 64) -> dict[str, 
         },
         "order": {v: table[v] for v in ORDER_VARIANTS},
         "position": {v: table[v] for v in POSITION_VARIANTS},
-        "attention": attention_by_position(loaded, keep_texts, max(batch_size, 64)),
+        "attention": attention,
     }
 
 
@@ -146,6 +154,9 @@ def probe(
     if not models:
         raise UserError("probe needs at least one model")
     data = as_data(data, image_root)
+    counted = active()
+    if counted is not None:  # the rows users count: every model reads every caption once
+        counted.update(total=len(data.captions) * len(models) or None)
     result: dict[str, Any] = {
         "data": {
             "name": data.name,

@@ -143,9 +143,12 @@ def run_retrieval(
     workers: int | None = None,
     recall_rule: str = "pessimistic",
     want_i2t_ranks: bool = False,
+    later_phases: Sequence[str] = (),
 ) -> RetrievalRun:
     """Every variant's recall table and per-query text-to-image ranks (`want_i2t_ranks`: the
-    per-image image-to-text ranks too, one more pass over each similarity matrix)."""
+    per-image image-to-text ranks too, one more pass over each similarity matrix).
+    `later_phases`: the caller's own work on the same rows (probe's attention), named after the
+    encodings in the progress span; the caller works through them and ends the span."""
     import torch
 
     variants = parse_variants(variants)
@@ -157,7 +160,10 @@ def run_retrieval(
     all_unique = {variant: list(dict.fromkeys(texts)) for variant, texts in all_texts.items()}
     texts_of = {variant: f"encoding texts ({variant})" for variant in variants}
     # the data set's rows move in the command's line through these phases, each an equal share
-    begin(len(data.captions), ([IMAGES] if image_features is None else []) + list(texts_of.values()))
+    begin(
+        len(data.captions),
+        ([IMAGES] if image_features is None else []) + list(texts_of.values()) + list(later_phases),
+    )
     if image_features is None:  # cached per model: weights are not expected to change during evaluation
         phase(IMAGES)
         add_work(data.n_images)
@@ -178,7 +184,8 @@ def run_retrieval(
         ranks[variant] = text_to_image_ranks_chunked(sim, text_image).cpu()
         if want_i2t_ranks:
             i2t_ranks[variant] = image_to_text_ranks(sim, text_image).cpu()
-    end()
+    if not later_phases:
+        end()
     return RetrievalRun(
         table,
         short_counts(data.captions, variants),

@@ -200,7 +200,7 @@ def run_probe(
         raise UserError("probe needs captions: give a prepared folder or a retrieval benchmark, not imagefolder")
     # one writer per report folder, for the whole run
     with folder_lock(report_dir, "probe") if report_dir is not None else nullcontext():
-        with Progress("probe", "encodings", quiet=not progress, interval=log_interval):
+        with Progress("probe", "rows", quiet=not progress, interval=log_interval, phases=True):
             note(f"reading {data_spec.path}")  # before torch is imported
             from caption_debias.model.imports import import_open_clip
 
