@@ -539,16 +539,17 @@ class TickingClock(Clock):
 
 
 def test_probe_moves_rows_through_named_phases_on_an_injected_clock(tmp_path):
-    """probe counts the rows users count (every model reads every caption once), not encodings:
-    the images, each variant's texts, then the attention pass, named, monotone, with an ETA,
-    the last line once."""
+    """probe's rows (every model reads every caption once) move through its work, not in
+    encodings: the images, each variant's texts, then the attention pass, named, monotone, with
+    an ETA, the last line once. (The CLI's total: test_eval_and_probe_print_rows_done_through_named_phases.)"""
     from caption_debias.evaluate.probe import ATTENTION, probe
     from caption_debias.model.load import load_model
 
     data, images = make_prepared(tmp_path, n=16)
     models = {"a": load_model("tiny"), "b": load_model("tiny")}
     out = io.StringIO()
-    with Progress("probe", "rows", terminal=False, stream=out, clock=TickingClock(), interval=0.5, phases=True):
+    # as run_probe opens it: rows, the total every model's captions
+    with Progress("probe", "rows", 32, terminal=False, stream=out, clock=TickingClock(), interval=0.5, phases=True):
         probe(models, data, None, batch_size=4, image_root=images)
     lines = _lines(out)
     pattern = re.compile(

@@ -20,7 +20,7 @@ from caption_debias.errors import UserError
 from caption_debias.evaluate.benchmarks import RetrievalData
 from caption_debias.evaluate.retrieval import as_data, model_device, run_retrieval
 from caption_debias.evaluate.variants import make_variant
-from caption_debias.progress import active, add_work, advance, end, phase
+from caption_debias.progress import add_work, advance, end, phase
 
 if TYPE_CHECKING:
     import torch
@@ -154,9 +154,6 @@ def probe(
     if not models:
         raise UserError("probe needs at least one model")
     data = as_data(data, image_root)
-    counted = active()
-    if counted is not None:  # the rows users count: every model reads every caption once
-        counted.update(total=len(data.captions) * len(models) or None)
     result: dict[str, Any] = {
         "data": {
             "name": data.name,

@@ -210,6 +210,9 @@ def run_probe(
 
             device = resolve_device(device)
             data = load_data(data_spec, segmenter)
+            counted = active()
+            if counted is not None:  # the rows users count: every model reads every caption once
+                counted.update(total=len(data.captions) * len(model_specs) or None)
             models = {}
             for label, spec in zip(model_labels(model_specs), model_specs):
                 note(f"loading model {describe(spec, pretrained)}")
