@@ -41,14 +41,15 @@ def row(results: dict) -> str:
         _gap(s["gaps"]["move"]),
         "yes" if s["target_met"] else ("no" if s.get("judged", True) else "not judged"),
         f"{results['total_s']:.0f}",
+        f"{sum(results['cpu_s'].values()):.0f}" if "cpu_s" in results else "-",  # runs before cpu_s: not recorded
     ]
     return "| " + " | ".join(cells) + " |"
 
 
 HEADER = (
     "| seed | preset | start keep / remove | longclip keep / remove / move | debias keep / remove / move "
-    "| remove gap (>= 3) | keep gap (>= -1) | move gap | this seed's target | wall s |\n"
-    "|---|---|---|---|---|---|---|---|---|---|"
+    "| remove gap (>= 3) | keep gap (>= -1) | move gap | this seed's target | wall s | CPU s |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 

@@ -55,6 +55,8 @@ def test_artifacts_exist_and_agree(demo_run):
         "debias",
         "evaluate",
     }
+    # CPU seconds (user + sys, every thread) beside each stage's wall seconds: the idle-wall estimate's input
+    assert set(results["cpu_s"]) == set(results["timings_s"]) and all(v >= 0 for v in results["cpu_s"].values())
 
 
 @pytest.mark.slow  # a whole demo run: minutes on 2 cores

@@ -44,6 +44,7 @@ class DemoProgress:
             **shown,
         )
         self.timings: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}  # user + sys CPU seconds of this process, every thread
 
     def __enter__(self) -> "DemoProgress":
         self.progress.__enter__()
@@ -57,13 +58,14 @@ class DemoProgress:
     def stage(self, name: str, what: str, unit: str = "steps") -> Iterator[None]:
         """A stage's block: `unit` is what the work below it counts (steps, encodings)."""
         progress = self.progress
-        t0 = progress.clock()
+        t0, cpu0 = progress.clock(), time.process_time()
         progress.reset_below(unit)
         progress.tick(extra=f"started {name}: {what}")
         progress.update(extra=f"running {name}")
         yield
         seconds = progress.clock() - t0
         self.timings[name] = round(seconds, 2)
+        self.cpu[name] = round(time.process_time() - cpu0, 2)
         progress.tick(len(self.timings), extra=f"done {name} ({seconds:.1f} s)")
         if progress.mode == "bar":
             progress.note(f"done {name:<9} {what} ({seconds:.1f} s)")
@@ -184,6 +186,7 @@ def _run_stages(cfg: DemoConfig, out: Path, progress: DemoProgress) -> dict[str,
         results["curves"] = {name: _read_metrics(run) for name, run in runs.items()}
         results["summary"] = summarise(results["eval"], ranks, cfg.bootstrap_resamples, cfg.seed)
         results["timings_s"] = progress.timings
+        results["cpu_s"] = progress.cpu
         results["total_s"] = round(time.perf_counter() - started, 1)
         results["machine"] = {"python": platform.python_version(), "platform": platform.platform()}
         (out / "results.json").write_text(json.dumps(results, indent=2, default=str), "utf-8")

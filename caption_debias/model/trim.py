@@ -42,11 +42,26 @@ def encode_text_trimmed(model: nn.Module, text: torch.Tensor, normalize: bool = 
     return F.normalize(x, dim=-1) if normalize else x
 
 
+def encode_text_bucketed(model: nn.Module, text: torch.Tensor, buckets: int = 4) -> torch.Tensor:
+    """Normalised features of a text batch, rows sorted by EOT position and encoded in `buckets`
+    chunks, each cut after its own latest EOT: the rows' features as one trimmed batch gives them
+    (float sums in another order), for less compute when lengths spread (DeBias's pad-moved texts)."""
+    if text.shape[0] < 2:
+        return encode_text_trimmed(model, text[:, : used_length(text)], normalize=True)
+    ends = text.argmax(dim=-1)
+    order = torch.argsort(ends, stable=True)
+    parts = [
+        encode_text_trimmed(model, text[idx, : int(ends[idx].max()) + 1], normalize=True)
+        for idx in order.chunk(buckets)
+    ]
+    return torch.cat(parts)[torch.argsort(order)]
+
+
 class TrimmedCLIP(nn.Module):
     """forward(image, *texts) -> (image features, [features per text batch], logit scale), normalised.
 
-    Each text batch is encoded on its own, so each may be cut at its own `used_length`
-    (DeBias's pad-moved texts end late; the long captions and first sentences often early).
+    Each text batch is encoded on its own in length buckets, each cut at its own latest EOT
+    (DeBias's pad-moved texts end anywhere up to the context; long captions spread too).
     """
 
     def __init__(self, model: nn.Module):
@@ -55,5 +70,5 @@ class TrimmedCLIP(nn.Module):
 
     def forward(self, image: torch.Tensor, *texts: torch.Tensor):
         image_features = self.model.encode_image(image, normalize=True)
-        text_features = [encode_text_trimmed(self.model, t, normalize=True) for t in texts]
+        text_features = [encode_text_bucketed(self.model, t) for t in texts]
         return image_features, text_features, self.model.logit_scale.exp()
