@@ -225,14 +225,14 @@ class Routes:
         return self.answer(points, generation=True)
 
     def thresholds(self, request):
-        """What curate --min-clip-score / --drop-ungrounded would remove and mask (view/thresholds.py)."""
-        from caption_debias.view.query import bound
+        """What curate with these cuts would remove and mask (view/thresholds.py); `ids`: the page's cards to
+        mark (comma-separated card ids)."""
+        from caption_debias.view.thresholds import CUTS
 
-        p = request.query_params  # parsed inside answer: a malformed value is its one-line 400
-        return self.answer(
-            lambda g: g.thresholds.preview(bound(p.get("min_clip_score")), bound(p.get("drop_ungrounded"))),
-            generation=True,
-        )
+        p = request.query_params  # checked inside answer: a malformed value is its one-line 400
+        values = {k: p[k] for k in CUTS if p.get(k) not in (None, "")}
+        ids = [i for i in p.get("ids", "").split(",") if i]
+        return self.answer(lambda g: g.thresholds.preview(values, ids), generation=True)
 
     def map_values(self, request):
         return self.answer(lambda g: g.map_values(request.query_params.get("column") or ""))

@@ -60,8 +60,8 @@ class Generation:
         self.removals = Removals(self.folders, self.index, self.store)
         self.map = EmbeddingMap(self.folders, self.removals)
         self.index.embedding_map = self.map
-        self.thresholds = ThresholdPreview(self.folders)
         self.neighbours = Neighbours(self.folders)
+        self.thresholds = ThresholdPreview(self.folders, self.neighbours)
 
     def stale(self) -> bool:
         """Whether a folder was rewritten (or is being rewritten) since this reading."""
