@@ -4,7 +4,7 @@
 
 const SNAP = window.CAPTION_DEBIAS_SNAPSHOT || null;
 const PAGE = 48;
-const DEFAULTS = { view: "kept", reason: "", source: "", folder: "", tag: "", q: "", re: false, where: "", rangeCol: "", min: "", max: "", sort: "", desc: false, offset: 0, box: "", lasso: "", map: false, color: "reason", cutClip: "", cutGround: "" };
+const DEFAULTS = { view: "kept", reason: "", source: "", folder: "", tag: "", q: "", re: false, where: "", rangeCol: "", min: "", max: "", sort: "", desc: false, offset: 0, box: "", lasso: "", map: false, color: "reason", cutClip: "", cutGround: "", cutSem: "", cutRep: "", cutRsent: "" };
 const state = { ...DEFAULTS };
 let META = null;
 let lastRows = [];
@@ -156,24 +156,28 @@ function highlight(text, needle) {
   return out + esc(t.slice(at));
 }
 
-// what the thresholds in the panel would do to a card (view/thresholds.py says it for every row, with
-// curate's rules; this marks the page's rows the same way: below the cut goes, summaries are never masked)
-function cuts() {
-  return { clip: state.cutClip === "" ? null : Number(state.cutClip), ground: state.cutGround === "" ? null : Number(state.cutGround) };
+// what the thresholds in the panel would do to a card: the server says it (view/thresholds.py, curate's
+// rules, semantic duplicates pairwise) for the cards on the page; struck sentences are those below the
+// grounding cut in a row that stays (summaries are never masked)
+const SLIDERS = [["th-clip", "cutClip", "min_clip_score"], ["th-ground", "cutGround", "drop_ungrounded"],
+  ["th-sem", "cutSem", "semantic_duplicate_threshold"], ["th-rep", "cutRep", "repetition_max"], ["th-rsent", "cutRsent", "repeated_sentences_max"]];
+function cuts() {  // {curate option: value} of the cuts switched on
+  const out = {};
+  for (const [, key, name] of SLIDERS) if (state[key] !== "") out[name] = Number(state[key]);
+  return out;
+}
+function sameCuts(a, b) { return JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort()); }
+function wouldMark(card) {
+  if (card.reason || !lastPreview || !lastPreview.marks) return null;
+  return lastPreview.marks[card.id] || null;
 }
 function wouldGo(card) {
-  if (card.reason) return null;
-  const c = cuts(), sc = card.scalars || {};
-  if (c.clip !== null && !(sc.clip_score >= c.clip)) return "low_alignment";
-  if (c.ground !== null) {
-    const detail = (card.sentences || []).filter((s) => s.role === "detail" && typeof s.sentence_grounding === "number");
-    if (detail.length && Math.max(...detail.map((s) => s.sentence_grounding)) < c.ground) return "ungrounded_caption";
-  }
-  return null;
+  const m = wouldMark(card);
+  return m ? m.reason : null;
 }
 function wouldStrike(card, s) {  // masked in a row that stays
-  const g = cuts().ground;
-  return g !== null && !card.reason && !wouldGo(card) && s.role === "detail" && typeof s.sentence_grounding === "number" && s.sentence_grounding < g;
+  const g = cuts().drop_ungrounded;
+  return g !== undefined && !card.reason && !wouldGo(card) && s.role === "detail" && typeof s.sentence_grounding === "number" && s.sentence_grounding < g;
 }
 
 function sentencesHtml(card) {
@@ -230,8 +234,9 @@ function cardHtml(card) {
   const why = card.why ? `<div class="why" title="the signal that removed it, and the rule">${esc(card.why)}</div>` : "";
   const partial = card.reason && card.full_caption === false ? `<div class="muted">first 200 characters (the input folder is not there)</div>` : "";
   const picked = selected.has(card.key);
-  const going = wouldGo(card);
-  const would = going ? `<span class="badge would" title="what curate would do with the thresholds above">would go: ${esc(going)}</span>` : "";
+  const mark = wouldMark(card), going = mark ? mark.reason : null;
+  const like = mark && mark.match ? ` (like ${esc(mark.match)}, ${mark.similarity.toFixed(3)})` : "";
+  const would = going ? `<span class="badge would" title="what curate would do with the thresholds above${mark.match ? "; the row it matched stays" : ""}">would go: ${esc(going)}${like}</span>` : "";
   const folder = META && META.folders.length > 1 && META.folders[card.folder] ? `<span class="badge folder" title="the folder this row is in">${esc(META.folders[card.folder].name)}</span>` : "";
   return `<article class="card${card.reason ? " removed" : ""}${picked ? " picked" : ""}${going ? " would-go" : ""}" data-id="${esc(card.id)}" data-key="${esc(card.key)}">
   <div class="thumb"><img src="${esc(card.thumb)}" alt="${esc(card.key)}"></div>
@@ -285,6 +290,7 @@ async function load() {
     const res = await data.page(state);
     if (mine !== ticket) return;
     render(res);
+    if (META && Object.keys(cuts()).length) previewThresholds();  // the new cards' marks
     if (META && res.generation !== undefined && res.generation !== META.generation) await reread(res.generation);
   } catch (e) {
     if (mine === ticket) { $("grid").innerHTML = ""; $("status").textContent = "error: " + e.message; }
@@ -299,7 +305,7 @@ async function applyMeta(meta) {
   await fillThresholds(META);
   previewThresholds();
   // cards name their folders and carry the thresholds' marks once the metadata is there
-  if ((META.folders.length > 1 || state.cutClip !== "" || state.cutGround !== "") && lastPage) render(lastPage);
+  if (META.folders.length > 1 && lastPage) render(lastPage);
 }
 
 // the server read a folder again (it was rewritten on disk): new counts, reasons and columns
@@ -408,61 +414,69 @@ function download(name, text, type) {
 }
 
 let lastPreview = null;
-// the panel when a folder holds what a cut reads; the sliders span the values there (api/thresholds)
+// the panel's sliders for the cuts some folder here can take; each spans the values there (api/thresholds)
 async function fillThresholds(meta) {
   const th = meta.thresholds || {};
-  $("thresholds").hidden = Boolean(SNAP) || !(th.min_clip_score || th.drop_ungrounded);
+  $("thresholds").hidden = Boolean(SNAP) || !SLIDERS.some(([, , name]) => th[name]);
   if ($("thresholds").hidden) return;
   let ranges = {};
   try { ranges = (await getJSON("api/thresholds")).ranges; } catch (e) { $("th-counts").textContent = "error: " + e.message; }
-  for (const [id, name] of [["th-clip", "min_clip_score"], ["th-ground", "drop_ungrounded"]]) {
+  for (const [id, , name] of SLIDERS) {
     const r = ranges[name];
     $(id + "-label").hidden = !th[name] || !r;
     if (!r) continue;
     $(id).min = r[0];
-    $(id).max = r[1] + ((r[1] - r[0]) * 0.02 || 0.01);  // a cut just above every value: all of them
+    if (name === "repeated_sentences_max") { $(id).max = Math.max(1, r[1]); $(id).step = "1"; continue; }
+    const top = r[1] + ((r[1] - r[0]) * 0.02 || 0.01);  // a cut just above every value: all of them
+    $(id).max = name === "semantic_duplicate_threshold" || name === "repetition_max" ? Math.min(1, top) : top;
     $(id).step = "any";
   }
   syncThresholds();
 }
 
 function syncThresholds() {
-  for (const [id, key] of [["th-clip", "cutClip"], ["th-ground", "cutGround"]]) {
+  for (const [id, key, name] of SLIDERS) {
     const on = state[key] !== "";
     $(id + "-on").checked = on;
     if (on) $(id).value = state[key];
-    $(id + "-value").textContent = on ? Number(state[key]).toFixed(3) : "off";
+    $(id + "-value").textContent = !on ? "off" : name === "repeated_sentences_max" ? String(Number(state[key])) : Number(state[key]).toFixed(3);
   }
 }
 
-let previewTimer = null;
+let previewTimer = null, previewTicket = 0;
 async function previewThresholds() {
-  const c = cuts();
-  $("th-config").disabled = c.clip === null && c.ground === null;
-  if ($("thresholds").hidden || (c.clip === null && c.ground === null)) { $("th-counts").textContent = ""; lastPreview = null; return; }
+  const c = cuts(), none = Object.keys(c).length === 0;
+  $("th-config").disabled = none;
+  if ($("thresholds").hidden || none) {
+    $("th-counts").textContent = "";
+    if (lastPreview) { lastPreview = null; if (lastPage) render(lastPage); }
+    return;
+  }
   const p = new URLSearchParams();
-  if (c.clip !== null) p.set("min_clip_score", c.clip);
-  if (c.ground !== null) p.set("drop_ungrounded", c.ground);
+  for (const [k, v] of Object.entries(c)) p.set(k, v);
+  if (state.view === "kept") p.set("ids", lastRows.map((r) => r.id).join(","));  // these cards are marked
+  const mine = ++previewTicket;
+  $("th-counts").textContent = "counting…";
   try {
     const res = await getJSON("api/thresholds?" + p);
+    if (mine !== previewTicket) return;
     lastPreview = res;
     const n = (x) => x.toLocaleString("en");
     const by = Object.entries(res.removed).map(([r, k]) => `${esc(r)} ${n(k)}`).join(", ");
     $("th-counts").innerHTML = `would remove <b id="th-removed">${n(res.removed_total)}</b> of ${n(res.rows)} rows${by ? ` (${by})` : ""}; the rows left: <b id="th-masked">${n(res.masked_sentences)}</b> sentences masked in ${n(res.masked_rows)} rows`;
-  } catch (e) { $("th-counts").textContent = "error: " + e.message; }
+    if (lastPage) render(lastPage);
+  } catch (e) { if (mine === previewTicket) $("th-counts").textContent = "error: " + e.message; }
 }
 
 function thresholdChanged() {
-  state.cutClip = $("th-clip-on").checked ? $("th-clip").value : "";
-  state.cutGround = $("th-ground-on").checked ? $("th-ground").value : "";
+  for (const [id, key] of SLIDERS) state[key] = $(id + "-on").checked ? $(id).value : "";
   syncThresholds();
-  if (lastPage) render(lastPage);
   clearTimeout(previewTimer);
   previewTimer = setTimeout(() => { history.replaceState(null, "", stateToHash(state) || location.pathname + location.search); previewThresholds(); }, 150);
 }
 
 function writeConfig() {
-  if (!lastPreview) return;
+  if (!lastPreview || !sameCuts(lastPreview.config, cuts())) return;
   const text = JSON.stringify(lastPreview.config, null, 1) + "\n";
   download("curate-thresholds.json", text, "application/json");
   $("status").textContent = "wrote curate-thresholds.json: caption-debias curate FOLDER --config curate-thresholds.json --out OUT removes and masks what the panel counts";
@@ -923,7 +937,7 @@ function wire() {
   $("sel-clear").addEventListener("click", () => { selected.clear(); showSelection(); keepSelection(); });
   $("sel-export").addEventListener("click", exportKeys);
   wireMap();
-  for (const id of ["th-clip", "th-clip-on", "th-ground", "th-ground-on"]) $(id).addEventListener("input", thresholdChanged);
+  for (const [id] of SLIDERS) for (const el of [$(id), $(id + "-on")]) el.addEventListener("input", thresholdChanged);
   $("th-config").addEventListener("click", writeConfig);
   $("diff-go").addEventListener("click", comparePasses);
   $("tag").addEventListener("change", (e) => { state.tag = e.target.value; change(); });
