@@ -191,6 +191,7 @@ def test_semantic_and_text_quality_sliders_are_what_curate_does(texts, page, tmp
         el.get_attribute("data-key"): el.locator(".badge.would").inner_text()
         for el in page.locator(".card.would-go").all()
     }
+    page.locator(".card.would-go .badge.would", has_text="semantic_duplicate").first.scroll_into_view_if_needed()
     shot(page, "thresholds-semantic")
     with page.expect_download() as got:
         page.click("#th-config")

@@ -157,3 +157,30 @@ def test_the_semantic_preview_has_a_bounded_cost(texts, monkeypatch):
     res = _client([texts]).get("/api/thresholds", params={"semantic_duplicate_threshold": "0.9"})
     assert res.status_code == 400 and "at most 10 rows" in res.json()["error"], res.text
     assert "\n" not in res.json()["error"]
+
+
+def test_the_new_cuts_and_the_caption_map_keep_the_origin_rules_and_write_nothing(texts):
+    """The cuts' route and the caption map: the page's headers, the Host check, and the folder untouched."""
+    import time
+
+    from view_fixtures import mtimes
+
+    before = mtimes(texts)
+    c = _client([texts])
+    routes = [
+        ("/api/thresholds", {"semantic_duplicate_threshold": "0.9", "repetition_max": "0.3", "ids": "0:0:0"}),
+        ("/api/map", {"by": "caption"}),
+    ]
+    for _ in range(100):  # the caption map is computed in the background
+        if c.get("/api/map", params={"by": "caption"}).json().get("status") == "ready":
+            break
+        time.sleep(0.1)
+    routes.append(("/api/map/values", {"by": "caption", "column": "num_tokens"}))
+    for route, params in routes:
+        res = c.get(route, params=params)
+        assert res.status_code == 200, (route, res.text)
+        assert res.headers["x-content-type-options"] == "nosniff"
+        assert "sandbox" in res.headers["content-security-policy"]
+        other = c.get(route, params=params, headers={"Host": "attacker.example.com"})
+        assert other.status_code == 400 and "rows" not in other.text and "values" not in other.text, route
+    assert mtimes(texts) == before
