@@ -44,7 +44,7 @@ REASONS = (
     "ungrounded_caption",
     "semantic_duplicate",
 )
-SEMANTIC_MAX_ROWS = 200_000  # rows SemDeDup previews at once (k-means and pairs: seconds a request)
+SEMANTIC_MAX_ROWS = 100_000  # rows SemDeDup previews at once (about 23 CPU s the first time at 512-d: docs/benchmarks.md)
 MARKS_MAX = 500  # card ids one preview marks (a page holds at most query.PAGE_MAX)
 
 
