@@ -44,7 +44,9 @@ REASONS = (
     "ungrounded_caption",
     "semantic_duplicate",
 )
-SEMANTIC_MAX_ROWS = 100_000  # rows SemDeDup previews at once (about 23 CPU s the first time at 512-d: docs/benchmarks.md)
+SEMANTIC_MAX_ROWS = (
+    100_000  # rows SemDeDup previews at once (about 23 CPU s the first time at 512-d: docs/benchmarks.md)
+)
 MARKS_MAX = 500  # card ids one preview marks (a page holds at most query.PAGE_MAX)
 
 
@@ -152,6 +154,7 @@ class ThresholdPreview:
         self._semantic: tuple[bytes, np.ndarray, np.ndarray, np.ndarray] | None = (
             None  # kept set, orders, emb, clusters
         )
+        self._last: tuple[tuple, Any] | None = None  # the last cuts and their answer
 
     @cached_property
     def available(self) -> dict[str, bool]:
@@ -333,7 +336,12 @@ class ThresholdPreview:
         for name in cuts:
             if not self.available[name]:
                 raise ValueError(f"{name}: no folder here holds the column it reads")
-        reason, matches, body = self.decide(**cuts)
+        key = tuple(sorted(cuts.items()))
+        last = self._last
+        if last is None or last[0] != key:  # a page turned under the same cuts asks only for its marks
+            last = self._last = (key, self.decide(**cuts))
+        reason, matches, body = last[1]
+        body = dict(body)
         if ids:
             body["marks"] = self.marks(reason, matches, ids)
         return body
