@@ -305,3 +305,31 @@ def test_a_hostile_link_sets_values_and_runs_nothing(served, context):
     expect(page.locator("#status")).to_contain_text("error")  # the server refuses the unknown column in one line
     page.wait_for_timeout(500)
     assert page.title() == "caption-debias view" and page.locator("img[src=x]").count() == 0
+
+
+def test_a_keep_list_from_the_removed_rows_makes_curate_keep_them(served, planted, context, tmp_path):
+    """What a filter got wrong: the rows low_alignment removed, selected in the page and exported, given
+    to curate --keep-keys: those rows are kept, unmasked, and counted by the reason they overrode."""
+    removed = [json.loads(x) for x in (planted["curated"] / "removed.jsonl").read_text("utf-8").splitlines()]
+    low = sorted(r["key"] for r in removed if r["reason"] == "low_alignment")
+    assert low
+    page = _page(context)
+    page.goto(served.url + "#view=removed&reason=low_alignment")
+    expect(page.locator("#status")).to_have_text(
+        f"{len(low)} removed {'row matches' if len(low) == 1 else 'rows match'}"
+    )
+    page.click("#sel-all")
+    expect(page.locator("#sel-count")).to_have_text(f"{len(low)} selected")
+    with page.expect_download() as info:
+        page.click("#sel-export")
+    saved = tmp_path / "keep.jsonl"
+    info.value.save_as(saved)
+    assert sorted(json.loads(x) for x in saved.read_text("utf-8").splitlines() if x) == low
+    out = tmp_path / "curated-keep"
+    cmd = ["curate", str(planted["scored"]), "--out", str(out), "--drop-ungrounded", "0", "--min-clip-score", "0.1"]
+    proc = run_cli(*cmd, "--keep-keys", str(saved), "-q")
+    assert proc.returncode == 0, proc.stderr
+    kept = {r["key"]: r for r in _rows(out, ["key", "sentence_keep"])}
+    assert set(low) <= set(kept) and all(kept[k]["sentence_keep"] is None or all(kept[k]["sentence_keep"]) for k in low)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["curation"]["kept_by_user"]["overrode"] == {"low_alignment": len(low)}

@@ -5,6 +5,7 @@ shows a point's thumbnail on hover (Chromium). The folder: 400 rows with 32-d im
 from __future__ import annotations
 
 import re
+import time
 
 import numpy as np
 import pytest
@@ -108,3 +109,96 @@ def test_the_page_draws_a_lasso_and_previews_a_point_on_hover(folder, browser, t
             page.mouse.move(box["x"] + mx, box["y"] + my)
             sync_api.expect(page.locator("#map-tip img")).to_be_visible()
             shot(page, "map-lasso")
+
+
+@pytest.fixture(scope="module")
+def captions(tmp_path_factory):
+    from view_fixtures import text_and_embedding_folder
+
+    return text_and_embedding_folder(tmp_path_factory.mktemp("captions"))
+
+
+def _ready(client, by: str) -> dict:
+    for _ in range(200):
+        m = client.get("/api/map", params={"by": by}).json()
+        if m.get("status") == "ready":
+            return m
+        time.sleep(0.1)
+    raise AssertionError(f"the {by} map never came")
+
+
+def test_the_caption_map_places_rows_by_their_caption_embeddings(captions):
+    """/api/map?by=caption: the caption embeddings' own map (its coordinates are PCA of caption_embedding,
+    not the image map's), and a box drawn on it (mapby=caption) selects the rows whose caption point is in it."""
+    from view_fixtures import app_client
+
+    c = app_client([captions])
+    meta = c.get("/api/meta").json()
+    assert meta["map"] and meta["caption_map"] and meta["caption_map_note"] is None
+    image, caption = _ready(c, "image"), _ready(c, "caption")
+    assert caption["column"] == "caption_embedding" and caption["rows"] == 48
+    assert caption["x"] != image["x"]
+    x0, x1 = min(caption["x"]), (min(caption["x"]) + max(caption["x"])) / 2
+    box = f"{x0}:{min(caption['y'])}:{x1}:{max(caption['y'])}"
+    inside = {i for i, x in zip(caption["id"], caption["x"]) if x <= x1}
+    page = c.get("/api/page", params={"box": box, "mapby": "caption", "limit": 100}).json()
+    assert {r["id"] for r in page["rows"]} == inside and 0 < len(inside) < 48
+    values = c.get("/api/map/values", params={"by": "caption", "column": "num_tokens"}).json()["values"]
+    assert len(values) == len(caption["x"]) and all(v is not None for v in values)
+    for params in ({"by": "text"}, {"by": "caption", "box": "1:2:3"}):
+        res = c.get("/api/map" if "box" not in params else "/api/page", params=params)
+        assert res.status_code == 400 and "\n" not in res.json()["error"], params
+    res = c.get("/api/map", params={"by": "caption"}, headers={"Host": "attacker.example.com"})
+    assert res.status_code == 400 and "rows" not in res.text
+    assert "sandbox" in c.get("/api/map", params={"by": "caption"}).headers["content-security-policy"]
+
+
+def test_a_folder_without_caption_embeddings_is_said_in_one_line(tmp_path):
+    from view_fixtures import app_client, curated_world
+
+    world = curated_world(tmp_path)
+    meta = app_client([world["curated"]]).get("/api/meta").json()
+    assert meta["caption_map"] is False
+    assert meta["caption_map_note"].startswith("no caption map: no folder here holds caption_embedding")
+    res = app_client([world["curated"]]).get("/api/map", params={"by": "caption"})
+    assert res.status_code == 400 and "caption_embedding" in res.json()["error"]
+
+
+@needs_chromium
+def test_the_caption_map_is_drawn_beside_the_image_map_with_hover_and_lasso(captions, browser, tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from urllib.parse import unquote
+
+    from view_fixtures import app_client
+
+    with Server([captions], thumbs_dir=tmp_path / "t") as server:
+        with watched_page(browser) as page:
+            page.goto(server.url + "#map=1")
+            for canvas, n in (("#map-canvas", "47"), ("#cmap-canvas", "48")):  # both maps, side by side
+                sync_api.expect(page.locator(canvas)).to_have_attribute("data-points", n, timeout=60000)
+            sync_api.expect(page.locator("#map-status")).to_contain_text("invalid_signal: 1")  # the NaN vector
+            image_box = page.locator("#map-over").bounding_box()
+            box = page.locator("#cmap-over").bounding_box()
+            assert (
+                box["x"] >= image_box["x"] + image_box["width"] and abs(box["y"] - image_box["y"]) < box["height"] / 4
+            )
+            sync_api.expect(page.locator("#cmap-status")).to_contain_text("caption_embedding: 48 rows")
+            sync_api.expect(page.locator("#cmap-legend")).to_contain_text("kept (48)")  # coloured as the image map
+            page.check("#map-lasso")
+            corners = [(0.05, 0.05), (0.55, 0.05), (0.55, 0.95), (0.05, 0.95)]
+            page.mouse.move(box["x"] + corners[0][0] * box["width"], box["y"] + corners[0][1] * box["height"])
+            page.mouse.down()
+            for fx, fy in corners[1:] + corners[:1]:
+                page.mouse.move(box["x"] + fx * box["width"], box["y"] + fy * box["height"], steps=8)
+            page.mouse.up()
+            page.wait_for_url(re.compile("lasso=.*mapBy=caption|mapBy=caption.*lasso="))
+            lasso = unquote(re.search(r"lasso=([^&]+)", page.url).group(1))
+            want = app_client([captions]).get("/api/page", params={"lasso": lasso, "mapby": "caption"}).json()["total"]
+            assert 0 < want < 48
+            sync_api.expect(page.locator("#status")).to_have_text(f"{want} kept rows match")
+            page.uncheck("#map-lasso")
+            mx = float(page.locator("#cmap-canvas").evaluate("() => CMAP.view.px(CMAP.data.x[0])"))
+            my = float(page.locator("#cmap-canvas").evaluate("() => CMAP.view.py(CMAP.data.y[0])"))
+            page.mouse.move(box["x"] + mx, box["y"] + my)
+            sync_api.expect(page.locator("#cmap-tip img")).to_be_visible()
+            shot(page, "map-captions")

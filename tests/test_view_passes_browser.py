@@ -159,3 +159,51 @@ def test_thresholds_in_the_page_are_what_curate_does_with_the_config_it_writes(s
     assert manifest["counts"]["removed"] == removed
     assert manifest["curation"]["sentence_keep"]["sentences_masked"] == masked
     assert "cutClip=" in page.url  # a link reopens the same cuts
+
+
+@pytest.fixture(scope="module")
+def texts(tmp_path_factory):
+    from view_fixtures import text_and_embedding_folder
+
+    root = tmp_path_factory.mktemp("texts")
+    folder = text_and_embedding_folder(root)
+    with Server([folder], thumbs_dir=root / "thumbs") as server:
+        yield server, folder
+
+
+def test_semantic_and_text_quality_sliders_are_what_curate_does(texts, page, tmp_path):
+    """The sliders for semantic duplicates and repeated sentences mark the cards curate removes (a
+    duplicate names the row that stays), and the config the page writes makes curate remove exactly them."""
+    server, folder = texts
+    page.goto(server.url)
+    page.wait_for_selector("body[data-ready]")
+    expect(page.locator("#th-sem-label")).to_be_visible()
+    expect(page.locator("#th-clip-label")).to_be_hidden()  # no clip_score here: no slider for it
+    expect(page.locator(".card")).to_have_count(server.data.total_rows)  # every row on one page
+    _slide(page, "th-sem", 0.95)
+    _slide(page, "th-rsent", 1)
+    page.wait_for_function("() => lastPreview && Object.keys(lastPreview.config).length === 2")
+    removed = int(page.inner_text("#th-removed").replace(",", ""))
+    counts = page.inner_text("#th-counts")
+    assert "semantic_duplicate" in counts and "repetitive_caption" in counts, counts
+    expect(page.locator(".card.would-go")).to_have_count(removed)
+    marked = {
+        el.get_attribute("data-key"): el.locator(".badge.would").inner_text()
+        for el in page.locator(".card.would-go").all()
+    }
+    page.locator(".card.would-go .badge.would", has_text="semantic_duplicate").first.scroll_into_view_if_needed()
+    shot(page, "thresholds-semantic")
+    with page.expect_download() as got:
+        page.click("#th-config")
+    config = tmp_path / "curate-thresholds.json"
+    got.value.save_as(config)
+    assert json.loads(config.read_text("utf-8")) == {"semantic_duplicate_threshold": 0.95, "repeated_sentences_max": 1}
+    out = tmp_path / "curated"
+    proc = run_cli("curate", str(folder), "--config", str(config), "--out", str(out), "-q")
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(x) for x in (out / "removed.jsonl").read_text("utf-8").splitlines()]
+    assert {d["key"] for d in lines} == set(marked)
+    for d in lines:
+        assert d["reason"] in marked[d["key"]]
+        if d["reason"] == "semantic_duplicate":
+            assert f"like {d['detail']['match']}" in marked[d["key"]]

@@ -357,3 +357,58 @@ def app_client(folders, image_root=None, **app_kw):
 
     data = ViewData([str(f) for f in folders], None if image_root is None else str(image_root))
     return TestClient(create_app(data, **app_kw), base_url="http://127.0.0.1")
+
+
+def text_and_embedding_folder(root: Path, n: int = 48, dim: int = 16) -> Path:
+    """A prepared folder curate finds nothing in at its defaults but for the text-quality cuts the page
+    moves: distinct pictures and captions; some captions repeat a sentence once or twice, some repeat
+    phrases (caption_repetition); image_embedding and caption_embedding (float16, unit length) hold
+    near-copies (pairs and a chain of three: which row of a pair stays matters) and one NaN vector
+    (invalid_signal once SemDeDup reads the column)."""
+    import random
+
+    import numpy as np
+    from curate_fixtures import caption, scene
+
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+
+    images = root / "images"
+    images.mkdir(parents=True)
+    rng = random.Random(5)
+    rows = []
+    for i in range(n):
+        scene(900 + i).save(images / f"t{i}.jpg", quality=85)
+        text = caption(rng, 3 + i % 4)
+        first = text.split(". ")[0].rstrip(".") + "."
+        if i % 7 == 3:
+            text = f"{text} {first}"  # one repeated sentence
+        elif i % 7 == 5:
+            text = f"{text} {first} {first}"  # two
+        elif i % 5 == 1:
+            words = first.rstrip(".").split()
+            text = f"{text} The {' '.join(words[:4])} and the {' '.join(words[:4])} again."  # a repeated phrase
+        rows.append({"key": f"t{i}", "image": f"t{i}.jpg", "caption": text})
+    (root / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    out = root / "prepared"
+    prepare([root / "t.jsonl"], out, PrepareOptions(format="table", quiet=True, shard_rows=20, image_root=str(images)))
+    vectors = np.random.default_rng(3).standard_normal((2, n, dim)).astype(np.float32)
+    for a, b, noise in ((2, 9, 0.05), (9, 30, 0.08), (14, 15, 0.12), (20, 41, 0.3), (33, 27, 0.02)):
+        vectors[:, b] = vectors[:, a] + noise * np.random.default_rng(b).standard_normal(dim)
+    vectors /= np.linalg.norm(vectors, axis=2, keepdims=True)
+    vectors[0, 22] = np.nan  # an image embedding curate refuses
+    done = [0]
+
+    def embed(t: pa.Table) -> pa.Table:
+        lo = done[0]
+        done[0] += t.num_rows
+        for k, name in enumerate(("image_embedding", "caption_embedding")):
+            x = vectors[k, lo : lo + t.num_rows].astype(np.float16)
+            offsets = pa.array(np.arange(0, (t.num_rows + 1) * dim, dim, dtype=np.int32))
+            column = pa.ListArray.from_arrays(offsets, pa.array(x.ravel()))
+            at = t.schema.get_field_index(name)
+            t = t.set_column(at, name, column) if at >= 0 else t.append_column(name, column)
+        return t
+
+    _rewrite_shards(out, embed)
+    return out

@@ -2,7 +2,7 @@
 
 Routes: `/` (the page), `/assets/*` (its JS and CSS, shipped in the package), `/api/meta`,
 `/api/page`, `/api/row`, `/api/pair`, `/api/keys` (every key a filter selects), `/api/map` and
-`/api/map/values` (the embedding map's points and a column's values), `/api/thumb` (JSON and thumbnails), and
+`/api/map/values` (an embedding map's points and a column's values; `by=image` or `by=caption`), `/api/thumb` (JSON and thumbnails), and
 `/image/{folder}/{path}` (an original image, only from inside that folder's image root).
 Everything is read-only: the app never writes to the folders or the image root.
 
@@ -213,29 +213,33 @@ class Routes:
     def map(self, request):
         """The map's points; {"status": "computing"} until it is there (the page asks again)."""
 
+        by = request.query_params.get("by") or "image"
+
         def points(g: Generation):
-            if not g.map.available:
-                raise UserError("no map: no folder here holds image_embedding (caption-debias score --keep-embeddings)")
+            emap = g.embedding_map(by)
+            if not emap.available:
+                raise UserError(f"no map: no folder here holds {emap.column} (caption-debias score --keep-embeddings)")
             g.index.index()
-            g.map.start()
-            if not g.map.finished:
+            emap.start()
+            if not emap.finished:
                 return {"status": "computing"}
-            return {"status": "ready", **g.map_page()}
+            return {"status": "ready", **g.map_page(by)}
 
         return self.answer(points, generation=True)
 
     def thresholds(self, request):
-        """What curate --min-clip-score / --drop-ungrounded would remove and mask (view/thresholds.py)."""
-        from caption_debias.view.query import bound
+        """What curate with these cuts would remove and mask (view/thresholds.py); `ids`: the page's cards to
+        mark (comma-separated card ids)."""
+        from caption_debias.view.thresholds import CUTS
 
-        p = request.query_params  # parsed inside answer: a malformed value is its one-line 400
-        return self.answer(
-            lambda g: g.thresholds.preview(bound(p.get("min_clip_score")), bound(p.get("drop_ungrounded"))),
-            generation=True,
-        )
+        p = request.query_params  # checked inside answer: a malformed value is its one-line 400
+        values = {k: p[k] for k in CUTS if p.get(k) not in (None, "")}
+        ids = [i for i in p.get("ids", "").split(",") if i]
+        return self.answer(lambda g: g.thresholds.preview(values, ids), generation=True)
 
     def map_values(self, request):
-        return self.answer(lambda g: g.map_values(request.query_params.get("column") or ""))
+        p = request.query_params
+        return self.answer(lambda g: g.map_values(p.get("column") or "", p.get("by") or "image"))
 
     def row(self, request):
         p = request.query_params

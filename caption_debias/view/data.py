@@ -58,10 +58,11 @@ class Generation:
         self.store = RowStore(self.folders)
         self.index = RowIndex(self.folders)
         self.removals = Removals(self.folders, self.index, self.store)
-        self.map = EmbeddingMap(self.folders, self.removals)
-        self.index.embedding_map = self.map
-        self.thresholds = ThresholdPreview(self.folders)
+        self.maps = {by: EmbeddingMap(self.folders, self.removals, c) for by, c in embedding_map.COLUMNS.items()}
+        self.map = self.maps["image"]
+        self.index.embedding_maps = self.maps
         self.neighbours = Neighbours(self.folders)
+        self.thresholds = ThresholdPreview(self.folders, self.neighbours)
 
     def stale(self) -> bool:
         """Whether a folder was rewritten (or is being rewritten) since this reading."""
@@ -105,15 +106,32 @@ class Generation:
         frames = [f.removed for f in self.folders if f.removed is not None]
         return pl.concat(frames, how="vertical_relaxed") if frames else None
 
-    def map_page(self) -> dict[str, Any]:
-        """The map's points (view/embedding_map.py), computed on first need."""
-        return embedding_map.page_map(self.map, self.index.index(), self.removed_table(), list(self.index.reasons()))
+    def embedding_map(self, by: str) -> EmbeddingMap:
+        if by not in self.maps:
+            raise ValueError(f"a map is by one of {', '.join(self.maps)} (got {by[:40]!r})")
+        return self.maps[by]
 
-    def map_values(self, column: str) -> dict[str, Any]:
+    def map_page(self, by: str = "image") -> dict[str, Any]:
+        """A map's points (view/embedding_map.py), computed on first need."""
+        emap = self.embedding_map(by)
+        return embedding_map.page_map(emap, self.index.index(), self.removed_table(), list(self.index.reasons()))
+
+    def map_values(self, column: str, by: str = "image") -> dict[str, Any]:
+        emap = self.embedding_map(by)
         return {
             "column": column,
-            "values": embedding_map.point_values(self.map, self.index.index(), self.removed_table(), column),
+            "values": embedding_map.point_values(emap, self.index.index(), self.removed_table(), column),
         }
+
+    def caption_map_note(self) -> str | None:
+        """One line when some folder here has no caption embeddings (the page shows it by the maps)."""
+        emap = self.maps["caption"]
+        lacking = [f.name for f in self.folders if f not in emap.with_embeddings]
+        if not lacking:
+            return None
+        if not emap.available:
+            return "no caption map: no folder here holds caption_embedding (caption-debias score --keep-embeddings)"
+        return f"no caption embeddings in {', '.join(lacking)}: its rows are not on the caption map"
 
     def keys(self, q: Query) -> dict[str, Any]:
         """The keys of every row a query selects (the page's "select all matching")."""
@@ -142,6 +160,8 @@ class Generation:
             "ranges": self.index.ranges(),
             "generation": self.number,
             "map": self.map.available,
+            "caption_map": self.maps["caption"].available,
+            "caption_map_note": self.caption_map_note(),
             "thresholds": self.thresholds.available,
             "neighbours": self.neighbours.available(),
         }

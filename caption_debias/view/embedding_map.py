@@ -1,4 +1,5 @@
-"""A map of the data: every row's image embedding (`score --keep-embeddings`) projected to 2-D.
+"""A map of the data: every row's image embedding (`score --keep-embeddings`) projected to 2-D; a second
+map of the caption embeddings beside it (the same class over `caption_embedding`).
 
 Projection: scikit-learn's PCA (randomized SVD, seeded), fitted on a seeded sample of at most
 FIT_ROWS rows and applied to every row: linear, deterministic and a few seconds at a million rows on
@@ -31,6 +32,7 @@ MAX_POINTS = 100_000  # points sent to the page (a seeded sample); the box filte
 SEED = 0
 DECIMALS = 5  # coordinates as stored and as sent
 COLUMN = "image_embedding"
+COLUMNS = {"image": "image_embedding", "caption": "caption_embedding"}  # the page's maps, by what they map
 KEPT = "kept"
 
 
@@ -74,11 +76,12 @@ def embedding_rows(column: pa.ChunkedArray | pa.Array, width: int) -> tuple[np.n
 
 
 class EmbeddingMap:
-    """Coordinates of every row of the folders that has an image embedding, and the points the page draws."""
+    """Coordinates of every row of the folders that has an embedding (`column`), and the points the page draws."""
 
-    def __init__(self, folders: list[Folder], removals):
-        self.folders, self.removals = folders, removals
-        self.with_embeddings = [f for f in folders if COLUMN in f.schema.names and COLUMN in filled_columns(f)]
+    def __init__(self, folders: list[Folder], removals, column: str = COLUMN):
+        self.folders, self.removals, self.column = folders, removals, column
+        self.words = column.replace("_", " ")  # "image embedding": how a line names it
+        self.with_embeddings = [f for f in folders if column in f.schema.names and column in filled_columns(f)]
         self._started = False
         self._ready = threading.Event()
         self._lock = threading.Lock()
@@ -102,7 +105,7 @@ class EmbeddingMap:
 
     def wait(self) -> None:
         if not self.available:
-            raise UserError("no map: no folder here holds image_embedding (caption-debias score --keep-embeddings)")
+            raise UserError(f"no map: no folder here holds {self.column} (caption-debias score --keep-embeddings)")
         self.start()
         self._ready.wait()
         if self._error is not None:
@@ -132,7 +135,7 @@ class EmbeddingMap:
 
     def _column(self, path) -> pa.ChunkedArray:
         with storage.reading([path]):
-            return storage.parquet_file(path).read(columns=[COLUMN]).column(0)
+            return storage.parquet_file(path).read(columns=[self.column]).column(0)
 
     def removed_rows(self, column: str) -> list[tuple[int, Any]]:
         """(folder, a polars frame of its removed lines' `_removed` and `column`), read by key from each
@@ -164,7 +167,9 @@ class EmbeddingMap:
 
     def _removed_embeddings(self) -> list[tuple[int, np.ndarray, pa.ChunkedArray]]:
         """(folder, removed line numbers, their embeddings) read by key from each line's input folder."""
-        return [(f, rows["_removed"].to_numpy(), rows[COLUMN].to_arrow()) for f, rows in self.removed_rows(COLUMN)]
+        return [
+            (f, rows["_removed"].to_numpy(), rows[self.column].to_arrow()) for f, rows in self.removed_rows(self.column)
+        ]
 
     def _fit_rows(self, total: int) -> tuple[np.ndarray, int, list, list]:
         """Pass 1: every usable row's length (the width is curate's: the most common), the seeded sample's
@@ -191,15 +196,15 @@ class EmbeddingMap:
             widths.append(lengths[usable])
         width = embedding_width(np.concatenate(widths) if widths else np.zeros(0, np.int64))
         if width is None:
-            raise UserError("no row has a valid image embedding (finite values of unit length, as curate requires)")
+            raise UserError(f"no row has a valid {self.words} (finite values of unit length, as curate requires)")
         fit = [matrix_of(col, rows[lengths == width], width) for col, rows, lengths in sampled]
         removed_parts = [embedding_rows(column, width) for _, _, column in removed_found]
         fit += [matrix[: FIT_ROWS // 10] for _, matrix, _ in removed_parts]
         fit_rows = np.concatenate(fit) if fit else np.zeros((0, width), np.float32)
         if len(fit_rows) < 2:
-            raise UserError("fewer than two rows have a valid image embedding")
+            raise UserError(f"fewer than two rows have a valid {self.words}")
         if not np.ptp(fit_rows, axis=0).any():
-            raise UserError("every valid image embedding is the same vector: nothing to map")
+            raise UserError(f"every valid {self.words} is the same vector: nothing to map")
         return fit_rows, width, removed_found, removed_parts
 
     def compute(self) -> None:
@@ -247,6 +252,7 @@ class EmbeddingMap:
         self.removed = pl.concat(removed) if removed else pl.DataFrame(schema=empty_removed)
         without = total + sum(f.removed_count for f in self.folders) - self.kept.height - self.removed.height
         self.facts = {
+            "column": self.column,
             "method": "PCA (scikit-learn), 2 components",
             "fitted_on": int(len(fit_rows)),
             "dim": int(width),
@@ -255,7 +261,7 @@ class EmbeddingMap:
             "kept_rows": self.kept.height,
             "removed_rows": self.removed.height,
             "without": without,  # rows the map leaves out, by reason in `left_out`
-            "left_out": {"no image embedding": without - invalid, "invalid_signal": invalid},
+            "left_out": {f"no {self.words}": without - invalid, "invalid_signal": invalid},
         }
 
     # ---- what the page and the filters read ------------------------------------------------------

@@ -44,9 +44,7 @@ class RowIndex:
         self._selections: OrderedDict[tuple, Any] = OrderedDict()
         self._searches: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.numeric_columns = self._numeric_columns()
-        self.embedding_map: EmbeddingMap | None = (
-            None  # view/embedding_map.py's EmbeddingMap, set by data.Generation (the box filter)
-        )
+        self.embedding_maps: dict[str, EmbeddingMap] = {}  # by image / caption: set by data.Generation (box, lasso)
 
     # ---- the index ---------------------------------------------------------------------------
     def _numeric_columns(self) -> list[str]:
@@ -230,31 +228,31 @@ class RowIndex:
             if hi is not None:
                 df = df.filter(c <= hi)
         if q.box is not None:
-            df = self._in_box(df, q.box)
+            df = self._in_box(df, q.box, q.map_by)
         if q.lasso is not None:
-            df = self._in_lasso(df, q.lasso)
+            df = self._in_lasso(df, q.lasso, q.map_by)
         return df
 
-    def _in_box(self, df, box: tuple[float, float, float, float]):
+    def _map(self, by: str) -> EmbeddingMap:
+        emap = self.embedding_maps.get(by)
+        if emap is None or not emap.available:
+            raise UserError(f"no map: no folder here holds {by}_embedding")
+        return emap
+
+    def _in_box(self, df, box: tuple[float, float, float, float], by: str = "image"):
         """The rows of `df` whose map coordinates lie in the box (rows without an embedding are not on the map)."""
         import polars as pl
 
-        if self.embedding_map is None:
-            raise UserError("no map: no folder here holds image_embedding")
         removed = "_removed" in df.columns
         x0, y0, x1, y1 = box
-        inside = self.embedding_map.coords(removed).filter(
-            pl.col("x").is_between(x0, x1) & pl.col("y").is_between(y0, y1)
-        )
+        inside = self._map(by).coords(removed).filter(pl.col("x").is_between(x0, x1) & pl.col("y").is_between(y0, y1))
         on = ["_folder", "_removed"] if removed else ["_folder", "_shard", "_row"]
         return df.join(inside.select(on), on=on, how="semi", maintain_order="left")
 
-    def _in_lasso(self, df, polygon: tuple[tuple[float, float], ...]):
+    def _in_lasso(self, df, polygon: tuple[tuple[float, float], ...], by: str = "image"):
         """The rows of `df` whose map point lies inside the polygon (even-odd rule, vectorised ray casting)."""
-        if self.embedding_map is None:
-            raise UserError("no map: no folder here holds image_embedding")
         removed = "_removed" in df.columns
-        coords = self.embedding_map.coords(removed)
+        coords = self._map(by).coords(removed)
         inside = coords.filter(inside_polygon(coords["x"].to_numpy(), coords["y"].to_numpy(), polygon))
         on = ["_folder", "_removed"] if removed else ["_folder", "_shard", "_row"]
         return df.join(inside.select(on), on=on, how="semi", maintain_order="left")

@@ -29,6 +29,7 @@ class Neighbours:
     def __init__(self, folders: list[Folder]):
         self.folders = folders
         self._tables: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._unusable: dict[str, np.ndarray] = {}  # rows with an embedding curate would not use (invalid_signal)
         self._lock = threading.Lock()
 
     def available(self) -> list[str]:
@@ -49,22 +50,31 @@ class Neighbours:
             for f in self.folders:
                 for s, path in enumerate(f.ds.shard_paths):
                     if column in storage.parquet_file(path).schema_arrow.names:
-                        col, lengths, _, usable = validity(storage.read_table(path, columns=[column]).column(0))
-                        shards.append((f.index, s, col, lengths, usable))
+                        col, lengths, present, usable = validity(storage.read_table(path, columns=[column]).column(0))
+                        shards.append((f.index, s, col, lengths, usable, present))
             width = embedding_width(
-                np.concatenate([lengths[ok] for *_, lengths, ok in shards]) if shards else np.zeros(0)
+                np.concatenate([lengths[ok] for *_, lengths, ok, _ in shards]) if shards else np.zeros(0)
             )
             if width is None:
                 raise UserError(f"no row here holds a usable {column} (caption-debias score --keep-embeddings)")
-            addresses, matrix = [], []
-            for folder, shard, col, lengths, ok in shards:
+            addresses, matrix, unusable = [], [], []
+            for folder, shard, col, lengths, ok, present in shards:
                 rows = np.flatnonzero(ok & (lengths == width))
+                bad = np.flatnonzero(present & ~(ok & (lengths == width)))
+                unusable.append(np.column_stack([np.full(len(bad), folder), np.full(len(bad), shard), bad]))
                 if len(rows):
                     matrix.append(matrix_of(col, rows, width).astype(np.float16))
                     addresses.append(np.column_stack([np.full(len(rows), folder), np.full(len(rows), shard), rows]))
             table = (np.concatenate(addresses).astype(np.int64), np.concatenate(matrix))
             self._tables[by] = table
+            self._unusable[by] = np.concatenate(unusable).astype(np.int64)
             return table
+
+    def unusable(self, by: str) -> np.ndarray:
+        """Addresses (n x 3) of the rows whose embedding curate's rule refuses (not finite, not unit length,
+        another width): what curate removes as invalid_signal when it reads that column."""
+        self.table(by)
+        return self._unusable[by]
 
     def nearest(self, by: str, address: tuple[int, int, int], k: int) -> list[tuple[tuple[int, int, int], float]]:
         """The k rows most like the row at `address` (itself left out), most similar first; ties by address."""

@@ -34,6 +34,7 @@ class Query:
     descending: bool = False
     box: tuple[float, float, float, float] | None = None  # x0, y0, x1, y1 on the map (view/embedding_map.py)
     lasso: tuple[tuple[float, float], ...] | None = None  # a polygon on the map: its vertices in map coordinates
+    map_by: str = "image"  # the map the box or lasso was drawn on: image or caption (embedding_map.COLUMNS)
     offset: int = 0
     limit: int = 48
 
@@ -54,6 +55,7 @@ class Query:
             self.descending,
             self.box,
             self.lasso,
+            self.map_by,
         )
 
     @property
@@ -92,6 +94,12 @@ def bound(value: str | None) -> float | None:
     return x
 
 
+def _map_by(value: str | None) -> str:
+    if value in (None, "", "image", "caption"):
+        return value or "image"
+    raise ValueError(f"mapby must be image or caption (got {value[:40]!r})")
+
+
 def parse_box(value: str | None) -> tuple[float, float, float, float] | None:
     """`x0:y0:x1:y1` (map coordinates, any two opposite corners) as (left, bottom, right, top)."""
     if value in (None, ""):
@@ -128,6 +136,7 @@ def parse_query(params) -> Query:
         descending=params.get("desc") in ("1", "true"),
         box=parse_box(params.get("box")),
         lasso=parse_lasso(params.get("lasso")),
+        map_by=_map_by(params.get("mapby")),
         offset=count(params.get("offset"), "offset", 0, MAX_OFFSET),
         limit=max(1, min(PAGE_MAX, count(params.get("limit"), "limit", 48, MAX_OFFSET))),
     )

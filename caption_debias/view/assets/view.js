@@ -4,7 +4,7 @@
 
 const SNAP = window.CAPTION_DEBIAS_SNAPSHOT || null;
 const PAGE = 48;
-const DEFAULTS = { view: "kept", reason: "", source: "", folder: "", tag: "", q: "", re: false, where: "", rangeCol: "", min: "", max: "", sort: "", desc: false, offset: 0, box: "", lasso: "", map: false, color: "reason", cutClip: "", cutGround: "" };
+const DEFAULTS = { view: "kept", reason: "", source: "", folder: "", tag: "", q: "", re: false, where: "", rangeCol: "", min: "", max: "", sort: "", desc: false, offset: 0, box: "", lasso: "", map: false, color: "reason", cutClip: "", cutGround: "", cutSem: "", cutRep: "", cutRsent: "", mapBy: "" };
 const state = { ...DEFAULTS };
 let META = null;
 let lastRows = [];
@@ -70,6 +70,7 @@ function queryParams(s, paged) {  // the API's form of the filters (view/query.p
   if (s.sort) { p.set("sort", s.sort); p.set("desc", s.desc ? "1" : "0"); }
   if (s.box) p.set("box", s.box);
   if (s.lasso) p.set("lasso", s.lasso);
+  if ((s.box || s.lasso) && s.mapBy) p.set("mapby", s.mapBy);
   return p;
 }
 
@@ -84,8 +85,8 @@ const server = {
   async meta() { return getJSON("api/meta"); },
   async page(s) { return getJSON("api/page?" + queryParams(s, true)); },
   async keys(s) { return (await getJSON("api/keys?" + queryParams(s, false))).keys; },
-  async map() { return getJSON("api/map"); },
-  async mapValues(col) { return (await getJSON("api/map/values?column=" + encodeURIComponent(col))).values; },
+  async map(by) { return getJSON("api/map?by=" + encodeURIComponent(by || "image")); },
+  async mapValues(col, by) { return (await getJSON(`api/map/values?by=${encodeURIComponent(by || "image")}&column=${encodeURIComponent(col)}`)).values; },
   async detail(card) {
     const [f, s, r] = card.id.split(":");
     if (s.startsWith("r")) return getJSON(`api/row?f=${f}&removed=${s.slice(1)}`);
@@ -156,24 +157,28 @@ function highlight(text, needle) {
   return out + esc(t.slice(at));
 }
 
-// what the thresholds in the panel would do to a card (view/thresholds.py says it for every row, with
-// curate's rules; this marks the page's rows the same way: below the cut goes, summaries are never masked)
-function cuts() {
-  return { clip: state.cutClip === "" ? null : Number(state.cutClip), ground: state.cutGround === "" ? null : Number(state.cutGround) };
+// what the thresholds in the panel would do to a card: the server says it (view/thresholds.py, curate's
+// rules, semantic duplicates pairwise) for the cards on the page; struck sentences are those below the
+// grounding cut in a row that stays (summaries are never masked)
+const SLIDERS = [["th-clip", "cutClip", "min_clip_score"], ["th-ground", "cutGround", "drop_ungrounded"],
+  ["th-sem", "cutSem", "semantic_duplicate_threshold"], ["th-rep", "cutRep", "repetition_max"], ["th-rsent", "cutRsent", "repeated_sentences_max"]];
+function cuts() {  // {curate option: value} of the cuts switched on
+  const out = {};
+  for (const [, key, name] of SLIDERS) if (state[key] !== "") out[name] = Number(state[key]);
+  return out;
+}
+function sameCuts(a, b) { return JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort()); }
+function wouldMark(card) {
+  if (card.reason || !lastPreview || !lastPreview.marks) return null;
+  return lastPreview.marks[card.id] || null;
 }
 function wouldGo(card) {
-  if (card.reason) return null;
-  const c = cuts(), sc = card.scalars || {};
-  if (c.clip !== null && !(sc.clip_score >= c.clip)) return "low_alignment";
-  if (c.ground !== null) {
-    const detail = (card.sentences || []).filter((s) => s.role === "detail" && typeof s.sentence_grounding === "number");
-    if (detail.length && Math.max(...detail.map((s) => s.sentence_grounding)) < c.ground) return "ungrounded_caption";
-  }
-  return null;
+  const m = wouldMark(card);
+  return m ? m.reason : null;
 }
 function wouldStrike(card, s) {  // masked in a row that stays
-  const g = cuts().ground;
-  return g !== null && !card.reason && !wouldGo(card) && s.role === "detail" && typeof s.sentence_grounding === "number" && s.sentence_grounding < g;
+  const g = cuts().drop_ungrounded;
+  return g !== undefined && !card.reason && !wouldGo(card) && s.role === "detail" && typeof s.sentence_grounding === "number" && s.sentence_grounding < g;
 }
 
 function sentencesHtml(card) {
@@ -230,8 +235,9 @@ function cardHtml(card) {
   const why = card.why ? `<div class="why" title="the signal that removed it, and the rule">${esc(card.why)}</div>` : "";
   const partial = card.reason && card.full_caption === false ? `<div class="muted">first 200 characters (the input folder is not there)</div>` : "";
   const picked = selected.has(card.key);
-  const going = wouldGo(card);
-  const would = going ? `<span class="badge would" title="what curate would do with the thresholds above">would go: ${esc(going)}</span>` : "";
+  const mark = wouldMark(card), going = mark ? mark.reason : null;
+  const like = mark && mark.match ? ` (like ${esc(mark.match)}, ${mark.similarity.toFixed(3)})` : "";
+  const would = going ? `<span class="badge would" title="what curate would do with the thresholds above${mark.match ? "; the row it matched stays" : ""}">would go: ${esc(going)}${like}</span>` : "";
   const folder = META && META.folders.length > 1 && META.folders[card.folder] ? `<span class="badge folder" title="the folder this row is in">${esc(META.folders[card.folder].name)}</span>` : "";
   return `<article class="card${card.reason ? " removed" : ""}${picked ? " picked" : ""}${going ? " would-go" : ""}" data-id="${esc(card.id)}" data-key="${esc(card.key)}">
   <div class="thumb"><img src="${esc(card.thumb)}" alt="${esc(card.key)}"></div>
@@ -285,6 +291,7 @@ async function load() {
     const res = await data.page(state);
     if (mine !== ticket) return;
     render(res);
+    if (META && Object.keys(cuts()).length) previewThresholds();  // the new cards' marks
     if (META && res.generation !== undefined && res.generation !== META.generation) await reread(res.generation);
   } catch (e) {
     if (mine === ticket) { $("grid").innerHTML = ""; $("status").textContent = "error: " + e.message; }
@@ -299,7 +306,7 @@ async function applyMeta(meta) {
   await fillThresholds(META);
   previewThresholds();
   // cards name their folders and carry the thresholds' marks once the metadata is there
-  if ((META.folders.length > 1 || state.cutClip !== "" || state.cutGround !== "") && lastPage) render(lastPage);
+  if (META.folders.length > 1 && lastPage) render(lastPage);
 }
 
 // the server read a folder again (it was rewritten on disk): new counts, reasons and columns
@@ -408,61 +415,69 @@ function download(name, text, type) {
 }
 
 let lastPreview = null;
-// the panel when a folder holds what a cut reads; the sliders span the values there (api/thresholds)
+// the panel's sliders for the cuts some folder here can take; each spans the values there (api/thresholds)
 async function fillThresholds(meta) {
   const th = meta.thresholds || {};
-  $("thresholds").hidden = Boolean(SNAP) || !(th.min_clip_score || th.drop_ungrounded);
+  $("thresholds").hidden = Boolean(SNAP) || !SLIDERS.some(([, , name]) => th[name]);
   if ($("thresholds").hidden) return;
   let ranges = {};
   try { ranges = (await getJSON("api/thresholds")).ranges; } catch (e) { $("th-counts").textContent = "error: " + e.message; }
-  for (const [id, name] of [["th-clip", "min_clip_score"], ["th-ground", "drop_ungrounded"]]) {
+  for (const [id, , name] of SLIDERS) {
     const r = ranges[name];
     $(id + "-label").hidden = !th[name] || !r;
     if (!r) continue;
     $(id).min = r[0];
-    $(id).max = r[1] + ((r[1] - r[0]) * 0.02 || 0.01);  // a cut just above every value: all of them
+    if (name === "repeated_sentences_max") { $(id).max = Math.max(1, r[1]); $(id).step = "1"; continue; }
+    const top = r[1] + ((r[1] - r[0]) * 0.02 || 0.01);  // a cut just above every value: all of them
+    $(id).max = name === "semantic_duplicate_threshold" || name === "repetition_max" ? Math.min(1, top) : top;
     $(id).step = "any";
   }
   syncThresholds();
 }
 
 function syncThresholds() {
-  for (const [id, key] of [["th-clip", "cutClip"], ["th-ground", "cutGround"]]) {
+  for (const [id, key, name] of SLIDERS) {
     const on = state[key] !== "";
     $(id + "-on").checked = on;
     if (on) $(id).value = state[key];
-    $(id + "-value").textContent = on ? Number(state[key]).toFixed(3) : "off";
+    $(id + "-value").textContent = !on ? "off" : name === "repeated_sentences_max" ? String(Number(state[key])) : Number(state[key]).toFixed(3);
   }
 }
 
-let previewTimer = null;
+let previewTimer = null, previewTicket = 0;
 async function previewThresholds() {
-  const c = cuts();
-  $("th-config").disabled = c.clip === null && c.ground === null;
-  if ($("thresholds").hidden || (c.clip === null && c.ground === null)) { $("th-counts").textContent = ""; lastPreview = null; return; }
+  const c = cuts(), none = Object.keys(c).length === 0;
+  $("th-config").disabled = none;
+  if ($("thresholds").hidden || none) {
+    $("th-counts").textContent = "";
+    if (lastPreview) { lastPreview = null; if (lastPage) render(lastPage); }
+    return;
+  }
   const p = new URLSearchParams();
-  if (c.clip !== null) p.set("min_clip_score", c.clip);
-  if (c.ground !== null) p.set("drop_ungrounded", c.ground);
+  for (const [k, v] of Object.entries(c)) p.set(k, v);
+  if (state.view === "kept") p.set("ids", lastRows.map((r) => r.id).join(","));  // these cards are marked
+  const mine = ++previewTicket;
+  $("th-counts").textContent = "counting…";
   try {
     const res = await getJSON("api/thresholds?" + p);
+    if (mine !== previewTicket) return;
     lastPreview = res;
     const n = (x) => x.toLocaleString("en");
     const by = Object.entries(res.removed).map(([r, k]) => `${esc(r)} ${n(k)}`).join(", ");
     $("th-counts").innerHTML = `would remove <b id="th-removed">${n(res.removed_total)}</b> of ${n(res.rows)} rows${by ? ` (${by})` : ""}; the rows left: <b id="th-masked">${n(res.masked_sentences)}</b> sentences masked in ${n(res.masked_rows)} rows`;
-  } catch (e) { $("th-counts").textContent = "error: " + e.message; }
+    if (lastPage) render(lastPage);
+  } catch (e) { if (mine === previewTicket) $("th-counts").textContent = "error: " + e.message; }
 }
 
 function thresholdChanged() {
-  state.cutClip = $("th-clip-on").checked ? $("th-clip").value : "";
-  state.cutGround = $("th-ground-on").checked ? $("th-ground").value : "";
+  for (const [id, key] of SLIDERS) state[key] = $(id + "-on").checked ? $(id).value : "";
   syncThresholds();
-  if (lastPage) render(lastPage);
   clearTimeout(previewTimer);
   previewTimer = setTimeout(() => { history.replaceState(null, "", stateToHash(state) || location.pathname + location.search); previewThresholds(); }, 150);
 }
 
 function writeConfig() {
-  if (!lastPreview) return;
+  if (!lastPreview || !sameCuts(lastPreview.config, cuts())) return;
   const text = JSON.stringify(lastPreview.config, null, 1) + "\n";
   download("curate-thresholds.json", text, "application/json");
   $("status").textContent = "wrote curate-thresholds.json: caption-debias curate FOLDER --config curate-thresholds.json --out OUT removes and masks what the panel counts";
@@ -556,7 +571,7 @@ function fillControls(meta) {
   const numeric = meta.numeric.map((c) => `<option>${esc(c)}</option>`).join("");
   $("range-col").innerHTML = `<option value="">column…</option>` + numeric;
   $("sort").innerHTML = `<option value="">file order</option>` + numeric;
-  $("map-toggle").hidden = !meta.map;
+  $("map-toggle").hidden = !meta.map && !meta.caption_map;
   $("map-color").innerHTML = `<option value="reason">removal reason</option><option value="source">source</option>` + numeric;
 }
 
@@ -643,8 +658,12 @@ async function selectAllMatching() {
   try { pick(await data.keys(state), true); } catch (e) { $("status").textContent = "error: " + e.message; showSelection(); }
 }
 
-// ---- the map of the image embeddings (a canvas; the server projects, view/embedding_map.py) --------
-const MAP = { data: null, values: null, colorOf: null, view: null, drag: null };
+// ---- the maps of the image and the caption embeddings (canvases; the server projects, view/embedding_map.py) --
+// two instances of one map: the image map (ids map-*) and, beside it, the caption map (ids cmap-*)
+const mapOf = (by, p) => ({ by, ids: { canvas: p + "-canvas", over: p + "-over", wrap: p + "-wrap", tip: p + "-tip", status: p + "-status", legend: p + "-legend", col: p + "-col" }, data: null, colorOf: null, view: null, drag: null, path: null, zoom: null });
+const MAP = mapOf("image", "map");
+const CMAP = mapOf("caption", "cmap");
+const MAPS = [MAP, CMAP];
 const PALETTE = ["#9aa5b1", "#d62728", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f", "#393b79", "#ad494a", "#637939"];
 const RAMP = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];  // viridis stops
 
@@ -653,60 +672,69 @@ function ramp(t) {
   const c = RAMP[i].map((v, k) => Math.round(v + (RAMP[i + 1][k] - v) * f));
   return `rgb(${c[0]},${c[1]},${c[2]})`;
 }
+const mapEl = (M, what) => $(M.ids[what]);
+const mapsShown = () => MAPS.filter((M) => M === MAP ? META && META.map : META && META.caption_map);
+const selectedOn = (M) => (state.mapBy || "image") === M.by;  // the map the box or lasso was drawn on
 
 async function openMap() {
   $("map-panel").hidden = false;
   $("map-toggle").classList.add("on");
-  if (MAP.data) return drawMap();
-  $("map-status").textContent = "computing the map…";
+  $("cmap-note").textContent = META && META.caption_map_note ? META.caption_map_note : "";
+  for (const M of MAPS) mapEl(M, "col").hidden = !mapsShown().includes(M);
+  await Promise.all(mapsShown().map((M) => openOne(M).catch((e) => { mapEl(M, "status").textContent = "error: " + e.message; })));
+}
+
+async function openOne(M) {
+  if (M.data) return drawMap(M);
+  mapEl(M, "status").textContent = "computing the map…";
   for (;;) {
-    const m = await data.map();
-    if (m.status === "ready") { MAP.data = m; break; }
+    const m = await data.map(M.by);
+    if (m.status === "ready") { M.data = m; break; }
     await new Promise((r) => setTimeout(r, 500));
   }
-  const m = MAP.data;
+  const m = M.data;
   const shown = m.shown < m.rows ? `${m.shown.toLocaleString("en")} of ${m.rows.toLocaleString("en")} rows drawn (a seeded sample; the box selects among all)` : `${m.rows.toLocaleString("en")} rows`;
-  $("map-status").textContent = `${shown} · ${m.method}, fitted on ${m.fitted_on.toLocaleString("en")} rows, ${Math.round((m.explained[0] + m.explained[1]) * 100)}% of the variance${m.without ? ` · ${m.without.toLocaleString("en")} rows left out (${Object.entries(m.left_out || {}).filter(([, n]) => n).map(([why, n]) => `${why}: ${n.toLocaleString("en")}`).join(", ")})` : ""}`;
-  await colourMap();
+  mapEl(M, "status").textContent = `${m.column}: ${shown} · ${m.method}, fitted on ${m.fitted_on.toLocaleString("en")} rows, ${Math.round((m.explained[0] + m.explained[1]) * 100)}% of the variance${m.without ? ` · ${m.without.toLocaleString("en")} rows left out (${Object.entries(m.left_out || {}).filter(([, n]) => n).map(([why, n]) => `${why}: ${n.toLocaleString("en")}`).join(", ")})` : ""}`;
+  await colourMap(M);
 }
 
-async function colourMap() {
-  try { await paintMap(); } catch (e) { $("map-legend").textContent = "error: " + e.message; }
+async function colourMap(M) {
+  if (!M) return Promise.all(MAPS.filter((x) => x.data).map(colourMap));
+  try { await paintMap(M); } catch (e) { mapEl(M, "legend").textContent = "error: " + e.message; }
 }
 
-async function paintMap() {
+async function paintMap(M) {
   if (![...$("map-color").options].some((o) => o.value === state.color)) state.color = "reason";  // a column this folder lacks
-  const m = MAP.data, col = state.color;
+  const m = M.data, col = state.color;
   let legend = "";
   if (col === "reason" || col === "source") {
     const codes = m[col], names = col === "reason" ? m.reasons : m.sources;
     const counts = names.map(() => 0);
     for (const c of codes) if (c >= 0) counts[c]++;
-    MAP.colorOf = (i) => (codes[i] >= 0 ? PALETTE[codes[i] % PALETTE.length] : "#cccccc");
-    MAP.groups = null;
+    M.colorOf = (i) => (codes[i] >= 0 ? PALETTE[codes[i] % PALETTE.length] : "#cccccc");
     legend = names.map((n, k) => `<span class="sw"><i style="background:${PALETTE[k % PALETTE.length]}"></i>${esc(n)} (${counts[k].toLocaleString("en")})</span>`).join("");
   } else {
-    const values = await data.mapValues(col);
+    const values = await data.mapValues(col, M.by);
     let lo = Infinity, hi = -Infinity;
     for (const v of values) if (typeof v === "number") { lo = Math.min(lo, v); hi = Math.max(hi, v); }
     const span = hi > lo ? hi - lo : 1;
     const bins = 32, colours = [...Array(bins)].map((_, b) => ramp(b / (bins - 1)));
-    MAP.colorOf = (i) => (typeof values[i] === "number" ? colours[Math.min(bins - 1, Math.floor(((values[i] - lo) / span) * bins))] : "#d5d9de");
+    M.colorOf = (i) => (typeof values[i] === "number" ? colours[Math.min(bins - 1, Math.floor(((values[i] - lo) / span) * bins))] : "#d5d9de");
     legend = lo <= hi ? `<span class="sw">${esc(col)}: ${fmt(lo)} <i class="ramp"></i> ${fmt(hi)}</span><span class="sw"><i style="background:#d5d9de"></i>no value</span>` : `<span class="muted">${esc(col)}: no values on the map</span>`;
   }
-  $("map-legend").innerHTML = legend;
-  drawMap();
+  mapEl(M, "legend").innerHTML = legend;
+  drawMap(M);
 }
 
-function mapGeometry() {
-  const canvas = $("map-canvas"), w = $("map-wrap").clientWidth, h = 420, dpr = window.devicePixelRatio || 1;
-  for (const c of [canvas, $("map-over")]) { c.width = w * dpr; c.height = h * dpr; c.style.width = w + "px"; c.style.height = h + "px"; }
-  const [bx0, by0, bx1, by1] = MAP.data.bounds || [0, 0, 1, 1], pad = 12;
-  const z = MAP.zoom || { k: 1, cx: (bx0 + bx1) / 2, cy: (by0 + by1) / 2 };  // the wheel zooms, a double click resets
+function mapGeometry(M) {
+  const canvas = mapEl(M, "canvas"), w = mapEl(M, "wrap").clientWidth, h = 420, dpr = window.devicePixelRatio || 1;
+  for (const c of [canvas, mapEl(M, "over")]) { c.width = w * dpr; c.height = h * dpr; c.style.width = w + "px"; c.style.height = h + "px"; }
+  const [bx0, by0, bx1, by1] = M.data.bounds || [0, 0, 1, 1], pad = 12;
+  const z = M.zoom || { k: 1, cx: (bx0 + bx1) / 2, cy: (by0 + by1) / 2 };  // the wheel zooms, a double click resets
   const hw = (bx1 - bx0 || 1) / 2 / z.k, hh = (by1 - by0 || 1) / 2 / z.k;
   const x0 = z.cx - hw, y0 = z.cy - hh;
   const sx = (w - 2 * pad) / (2 * hw), sy = (h - 2 * pad) / (2 * hh);
-  MAP.view = {
+  M.view = {
     w, h, dpr,
     px: (x) => pad + (x - x0) * sx, py: (y) => h - pad - (y - y0) * sy,
     dx: (px) => x0 + (px - pad) / sx, dy: (py) => y0 + (h - pad - py) / sy,
@@ -735,16 +763,18 @@ function currentBox() {
 }
 
 // every point, one fill colour at a time (a few hundred state changes, not 100,000); outside the box faded
-function drawMap() {
-  if (!MAP.data || $("map-panel").hidden) return;
+function drawMap(M) {
+  if (!M) { for (const x of MAPS) drawMap(x); return; }
+  if (!M.data || $("map-panel").hidden || mapEl(M, "col").hidden) return;
   const t0 = performance.now();
-  mapGeometry();
-  const m = MAP.data, v = MAP.view, ctx = $("map-canvas").getContext("2d"), box = currentBox(), lasso = currentLasso();
+  mapGeometry(M);
+  const mine = selectedOn(M);
+  const m = M.data, v = M.view, ctx = mapEl(M, "canvas").getContext("2d"), box = mine ? currentBox() : null, lasso = mine ? currentLasso() : null;
   ctx.setTransform(v.dpr, 0, 0, v.dpr, 0, 0);
   ctx.clearRect(0, 0, v.w, v.h);
   const byColour = new Map();
   for (let i = 0; i < m.x.length; i++) {
-    const c = MAP.colorOf(i);
+    const c = M.colorOf(i);
     let list = byColour.get(c);
     if (!list) byColour.set(c, (list = []));
     list.push(i);
@@ -759,14 +789,14 @@ function drawMap() {
     }
   }
   ctx.globalAlpha = 1;
-  drawOverlay(box ? [v.px(box[0]), v.py(box[3]), v.px(box[2]), v.py(box[1])] : null);
-  if (lasso) drawPath(lasso.map(([x, y]) => [v.px(x), v.py(y)]), true);
-  $("map-canvas").dataset.drawMs = String(Math.round(performance.now() - t0));
-  $("map-canvas").dataset.points = String(m.x.length);
+  drawOverlay(M, box ? [v.px(box[0]), v.py(box[3]), v.px(box[2]), v.py(box[1])] : null);
+  if (lasso) drawPath(M, lasso.map(([x, y]) => [v.px(x), v.py(y)]), true);
+  mapEl(M, "canvas").dataset.drawMs = String(Math.round(performance.now() - t0));
+  mapEl(M, "canvas").dataset.points = String(m.x.length);
 }
 
-function drawOverlay(rect) {
-  const v = MAP.view, ctx = $("map-over").getContext("2d");
+function drawOverlay(M, rect) {
+  const v = M.view, ctx = mapEl(M, "over").getContext("2d");
   ctx.setTransform(v.dpr, 0, 0, v.dpr, 0, 0);
   ctx.clearRect(0, 0, v.w, v.h);
   if (!rect) return;
@@ -778,8 +808,8 @@ function drawOverlay(rect) {
   ctx.strokeRect(Math.min(a, c), Math.min(b, d), Math.abs(c - a), Math.abs(d - b));
 }
 
-function drawPath(points, closed) {  // a lasso being drawn, or the one in force
-  const v = MAP.view, ctx = $("map-over").getContext("2d");
+function drawPath(M, points, closed) {  // a lasso being drawn, or the one in force
+  const v = M.view, ctx = mapEl(M, "over").getContext("2d");
   ctx.setTransform(v.dpr, 0, 0, v.dpr, 0, 0);
   if (!closed) ctx.clearRect(0, 0, v.w, v.h);
   if (points.length < 2) return;
@@ -795,22 +825,22 @@ function drawPath(points, closed) {  // a lasso being drawn, or the one in force
 }
 
 // a point's thumbnail beside the cursor (its row's id names the thumbnail route)
-function hoverPoint(px, py) {
-  const tip = $("map-tip"), i = nearestPoint(px, py);
+function hoverPoint(M, px, py) {
+  const tip = mapEl(M, "tip"), i = nearestPoint(M, px, py);
   if (i < 0) { tip.hidden = true; return; }
-  const id = MAP.data.id[i], [f, s, r] = id.split(":");
+  const id = M.data.id[i], [f, s, r] = id.split(":");
   const src = s.startsWith("r") ? `api/thumb?f=${f}&removed=${s.slice(1)}` : `api/thumb?f=${f}&s=${s}&r=${r}`;
   if (tip.dataset.id !== id) {
     tip.dataset.id = id;
-    tip.innerHTML = `<img src="${esc(src)}" alt=""><div>${esc(MAP.data.key ? MAP.data.key[i] : id)}</div>`;
+    tip.innerHTML = `<img src="${esc(src)}" alt=""><div>${esc(M.data.key ? M.data.key[i] : id)}</div>`;
   }
-  tip.style.left = `${Math.min(px + 14, MAP.view.w - 140)}px`;
+  tip.style.left = `${Math.min(px + 14, M.view.w - 140)}px`;
   tip.style.top = `${Math.max(0, py - 60)}px`;
   tip.hidden = false;
 }
 
-function nearestPoint(px, py) {
-  const m = MAP.data, v = MAP.view;
+function nearestPoint(M, px, py) {
+  const m = M.data, v = M.view;
   let best = -1, bestD = 64;  // within 8 px
   for (let i = 0; i < m.x.length; i++) {
     const dx = v.px(m.x[i]) - px, dy = v.py(m.y[i]) - py, d = dx * dx + dy * dy;
@@ -819,62 +849,66 @@ function nearestPoint(px, py) {
   return best;
 }
 
-function wireMap() {
-  const over = $("map-over");
+function mapReleased(M, ev, at) {  // the end of a drag on map M: a lasso, a box or a click
+  const [a, b] = M.drag, [c, d] = at(ev), v = M.view;
+  const path = M.path;
+  M.drag = null;
+  M.path = null;
+  const r = (x) => Number(x.toPrecision(6));
+  const far = path && path.some(([x, y]) => Math.abs(x - a) >= 4 || Math.abs(y - b) >= 4);
+  if (path && far && path.length >= 3) {  // a lasso: its outline, at most 300 vertices, in map coordinates
+    const step = Math.ceil(path.length / 300);
+    state.lasso = path.filter((_, i) => i % step === 0).map(([x, y]) => `${r(v.dx(x))},${r(v.dy(y))}`).join(";");
+    state.box = "";
+    state.mapBy = M.by === "image" ? "" : M.by;
+    change();
+    return;
+  }
+  if (Math.abs(c - a) < 4 && Math.abs(d - b) < 4) {  // a click: the nearest point's row
+    drawMap(M);
+    const i = nearestPoint(M, a, b);
+    if (i >= 0) openDetail({ id: M.data.id[i] }).catch((e) => showModal(`<p class="muted">${esc(e.message)}</p>`));
+    return;
+  }
+  state.box = [r(v.dx(Math.min(a, c))), r(v.dy(Math.max(b, d))), r(v.dx(Math.max(a, c))), r(v.dy(Math.min(b, d)))].join(":");
+  state.lasso = "";
+  state.mapBy = M.by === "image" ? "" : M.by;
+  change();
+}
+
+function wireOneMap(M) {
+  const over = mapEl(M, "over");
   const at = (ev) => { const r = over.getBoundingClientRect(); return [ev.clientX - r.left, ev.clientY - r.top]; };
   over.addEventListener("mousedown", (ev) => {
-    if (!MAP.data) return;
-    MAP.drag = at(ev);
-    MAP.path = $("map-lasso").checked ? [at(ev)] : null;
+    if (!M.data) return;
+    M.drag = at(ev);
+    M.path = $("map-lasso").checked ? [at(ev)] : null;
     ev.preventDefault();
   });
-  over.addEventListener("mousemove", (ev) => { if (!MAP.drag && MAP.data) hoverPoint(...at(ev)); });
-  over.addEventListener("mouseleave", () => { $("map-tip").hidden = true; });
+  over.addEventListener("mousemove", (ev) => { if (!M.drag && M.data) hoverPoint(M, ...at(ev)); });
+  over.addEventListener("mouseleave", () => { mapEl(M, "tip").hidden = true; });
   window.addEventListener("mousemove", (ev) => {
-    if (!MAP.drag) return;
-    if (MAP.path) { MAP.path.push(at(ev)); drawPath(MAP.path, false); } else drawOverlay([...MAP.drag, ...at(ev)]);
+    if (!M.drag) return;
+    if (M.path) { M.path.push(at(ev)); drawPath(M, M.path, false); } else drawOverlay(M, [...M.drag, ...at(ev)]);
   });
-  window.addEventListener("mouseup", (ev) => {
-    if (!MAP.drag) return;
-    const [a, b] = MAP.drag, [c, d] = at(ev), v = MAP.view;
-    const path = MAP.path;
-    MAP.drag = null;
-    MAP.path = null;
-    const far = path && path.some(([x, y]) => Math.abs(x - a) >= 4 || Math.abs(y - b) >= 4);
-    if (path && far && path.length >= 3) {  // a lasso: its outline, at most 300 vertices, in map coordinates
-      const step = Math.ceil(path.length / 300);
-      const r = (x) => Number(x.toPrecision(6));
-      state.lasso = path.filter((_, i) => i % step === 0).map(([x, y]) => `${r(v.dx(x))},${r(v.dy(y))}`).join(";");
-      state.box = "";
-      change();
-      return;
-    }
-    if (Math.abs(c - a) < 4 && Math.abs(d - b) < 4) {  // a click: the nearest point's row
-      drawMap();
-      const i = nearestPoint(a, b);
-      if (i >= 0) {
-        openDetail({ id: MAP.data.id[i] }).catch((e) => showModal(`<p class="muted">${esc(e.message)}</p>`));
-      }
-      return;
-    }
-    const r = (x) => Number(x.toPrecision(6));
-    state.box = [r(v.dx(Math.min(a, c))), r(v.dy(Math.max(b, d))), r(v.dx(Math.max(a, c))), r(v.dy(Math.min(b, d)))].join(":");
-    state.lasso = "";
-    change();
-  });
+  window.addEventListener("mouseup", (ev) => { if (M.drag) mapReleased(M, ev, at); });
   over.addEventListener("wheel", (ev) => {  // zoom about the cursor
-    if (!MAP.data) return;
+    if (!M.data) return;
     ev.preventDefault();
-    const [px, py] = at(ev), v = MAP.view, b = MAP.data.bounds;
-    const z = MAP.zoom || { k: 1, cx: (b[0] + b[2]) / 2, cy: (b[1] + b[3]) / 2 };
+    const [px, py] = at(ev), v = M.view, b = M.data.bounds;
+    const z = M.zoom || { k: 1, cx: (b[0] + b[2]) / 2, cy: (b[1] + b[3]) / 2 };
     const k = Math.min(256, Math.max(1, z.k * (ev.deltaY < 0 ? 1.25 : 0.8)));
     const mx = v.dx(px), my = v.dy(py), f = z.k / k;
-    MAP.zoom = k === 1 ? null : { k, cx: mx + (z.cx - mx) * f, cy: my + (z.cy - my) * f };
-    drawMap();
+    M.zoom = k === 1 ? null : { k, cx: mx + (z.cx - mx) * f, cy: my + (z.cy - my) * f };
+    drawMap(M);
   }, { passive: false });
-  over.addEventListener("dblclick", () => { MAP.zoom = null; drawMap(); });
+  over.addEventListener("dblclick", () => { M.zoom = null; drawMap(M); });
+}
+
+function wireMap() {
+  for (const M of MAPS) wireOneMap(M);
   $("map-color").addEventListener("change", (e) => { state.color = e.target.value; remember(); colourMap(); });
-  $("map-clear").addEventListener("click", () => { state.box = ""; state.lasso = ""; change(); });
+  $("map-clear").addEventListener("click", () => { state.box = ""; state.lasso = ""; state.mapBy = ""; change(); });
   $("map-toggle").addEventListener("click", () => {
     state.map = $("map-panel").hidden;
     remember();
@@ -890,7 +924,7 @@ function change() {
   state.offset = 0;
   remember();
   syncControls();
-  if (MAP.data) drawMap();
+  drawMap();
   load();
 }
 
@@ -923,7 +957,7 @@ function wire() {
   $("sel-clear").addEventListener("click", () => { selected.clear(); showSelection(); keepSelection(); });
   $("sel-export").addEventListener("click", exportKeys);
   wireMap();
-  for (const id of ["th-clip", "th-clip-on", "th-ground", "th-ground-on"]) $(id).addEventListener("input", thresholdChanged);
+  for (const [id] of SLIDERS) for (const el of [$(id), $(id + "-on")]) el.addEventListener("input", thresholdChanged);
   $("th-config").addEventListener("click", writeConfig);
   $("diff-go").addEventListener("click", comparePasses);
   $("tag").addEventListener("change", (e) => { state.tag = e.target.value; change(); });
@@ -934,7 +968,7 @@ function wire() {
   window.addEventListener("popstate", () => {  // back / forward: the view that URL names
     Object.assign(state, hashToState(location.hash));
     syncControls();
-    if (state.map && META && META.map) openMap().catch((e) => { $("map-status").textContent = "error: " + e.message; });
+    if (state.map && META && (META.map || META.caption_map)) openMap().catch((e) => { $("map-status").textContent = "error: " + e.message; });
     else $("map-panel").hidden = true;
     previewThresholds();
     load();
@@ -950,6 +984,6 @@ async function main() {
   restoreSelection();
   document.body.dataset.ready = "1";  // the controls hold the folders' metadata: a script (or a test) may act now
   if (SNAP) $("top").insertAdjacentHTML("beforeend", `<span class="badge snap">static snapshot: ${esc(SNAP.note || "")}</span>`);
-  if (state.map && META.map) openMap().catch((e) => { $("map-status").textContent = "error: " + e.message; });
+  if (state.map && (META.map || META.caption_map)) openMap().catch((e) => { $("map-status").textContent = "error: " + e.message; });
 }
 main();
