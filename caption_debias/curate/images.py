@@ -101,9 +101,7 @@ def thumb_file(path: Path) -> bytes:
 def thumb_of_bytes(data: bytes, name: str) -> bytes:
     """thumb_file of an image's bytes (a file's, a tar member's, a stored sample's)."""
     with image_files.decoding(name):
-        im = image_files.open_image(data, name)
-        if im.format == "JPEG":
-            im.draft("RGB", (DRAFT_SIDE, DRAFT_SIDE))
+        im = image_files.draft(image_files.open_image(data, name), DRAFT_SIDE)
         return thumb_of(image_files.to_8bit(im))
 
 
@@ -140,22 +138,16 @@ def problem_facts(exc: image_files.ImageProblem) -> ImageFacts:
 
 def facts_of_bytes(data: bytes, name: str) -> ImageFacts:
     """The facts of an image's bytes, wherever they were read from (a file, a tar member, a sample)."""
-    from PIL import ImageFile
-
     digest = hashlib.sha256(data).digest()
     if "#" not in name:  # a loose file by its file name, as before; a member by SHARD.tar#MEMBER
         name = name.rpartition("/")[2]
     try:
-        with image_files.decoding(None), image_files.open_image(data, name) as im:
-            width, height = im.size
-            if im.format == "JPEG":
-                im.draft("L", (DRAFT_SIDE, DRAFT_SIDE))
-            # the decoder gets the whole file in one call, not in 64 KiB pieces (it backtracks at each)
-            im.decodermaxblock = max(len(data), ImageFile.MAXBLOCK)
-            im.load()  # decodes every byte: a truncated or corrupt file fails here
-            pixels = image_files.to_8bit(im)
-            phash = phash_of(pixels)
-            thumb = _thumb_if_small_or_flat(data, im, pixels, width, height)
+        with image_files.decoding(None):
+            im, (width, height) = image_files.decode_drafted(data, name, DRAFT_SIDE, "L")  # a JPEG straight to grey
+            with im:
+                pixels = image_files.to_8bit(im)
+                phash = phash_of(pixels)
+                thumb = _thumb_if_small_or_flat(data, im, pixels, width, height)
     except image_files.ImageProblem as exc:  # beyond the MAX_PIXELS rule, or not a picture
         return ImageFacts(UNREADABLE, sha256=digest, error=exc.detail)
     return ImageFacts(OK, width, height, digest, phash, thumb=thumb)
