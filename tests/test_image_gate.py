@@ -81,6 +81,17 @@ def test_draft_and_decode_are_called_only_in_image_files():
     assert _decodes_images(ast.parse(planted)) == [1, 2, 3]
 
 
+def test_curate_reads_images_only_through_the_image_source():
+    """curate's rows and its evaluation sets (--decontaminate) are read through image_source's
+    ImageSource, the one reader with a thread pool; curate keeps no pool of its own (issue 39, item 6)."""
+    found = []
+    for path in sorted((ROOT / "caption_debias" / "curate").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Name) and node.id == "ThreadPoolExecutor":
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert found == [], "an image thread pool outside image_source: " + ", ".join(found)
+
+
 def _png16(grey: np.ndarray) -> bytes:
     from PIL import Image
 

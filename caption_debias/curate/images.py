@@ -1,7 +1,7 @@
 """Image facts per file: missing, unreadable, size, sha256 and a perceptual hash.
 
-`image_facts(path)` is the one-file specification; `image_facts_batch` runs it for a shard's
-files on a few threads (file reads and Pillow's decoders release the GIL, so reading the next
+`image_facts(path)` is the one-file specification (`facts_of_bytes` of its bytes); `source_facts` runs it over an image_source.ImageSource,
+which reads on a few threads (file reads and Pillow's decoders release the GIL, so reading the next
 file overlaps decoding this one). Speed comes from decoding little: the size is read from
 the header, and a JPEG is decoded with libjpeg's DCT scaling (Pillow's draft mode, 1/2 to 1/8
 of each side) straight to greyscale, which is all a 32 x 32 perceptual hash needs.
@@ -14,9 +14,7 @@ one conversion to 8-bit): the hash and the thumbnails see the picture every othe
 from __future__ import annotations
 
 import hashlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 from caption_debias import image_files, storage
@@ -105,11 +103,6 @@ def thumb_of_bytes(data: bytes, name: str) -> bytes:
         return thumb_of(image_files.to_8bit(im))
 
 
-def thumb_under(root: image_files.ImageRoot, image: str) -> bytes:
-    """thumb_file of `image`, a path relative to the image root that must stay inside it."""
-    return thumb_file(root.resolve(image))
-
-
 def _thumb_if_small_or_flat(data: bytes, im, pixels, width: int, height: int) -> bytes | None:
     """The thumbnail of a small picture, LATER for a large flat one, None otherwise; `pixels` is
     `im` as to_8bit gives it (grey when `im` was draft-decoded as a grey JPEG)."""
@@ -161,33 +154,6 @@ def source_facts(source, images: list, keys: list | None = None, threads: int | 
         ImageFacts(NOT_CHECKED) if f is None else problem_facts(f) if isinstance(f, image_files.ImageProblem) else f
         for f in out
     ]
-
-
-def relative_facts(root: image_files.ImageRoot, image: str) -> ImageFacts:
-    """The facts of `image`, a path relative to the image root that must stay inside it (image_files.ImageRoot)."""
-    try:
-        path = root.resolve(image)
-    except image_files.ImageProblem as exc:
-        return ImageFacts(MISSING if exc.reason == image_files.MISSING else UNREADABLE, error=exc.detail)
-    return image_facts(path)
-
-
-def image_facts_batch(paths: list, threads: int = 4, root: str | Path | None = None) -> list[ImageFacts]:
-    """image_facts for every path (None: not checked, e.g. a URL), in order.
-
-    With `root`, each path is a string relative to it and checked to stay inside it (relative_facts).
-    """
-    one = image_facts if root is None else partial(relative_facts, image_files.ImageRoot(root))
-    todo = [(i, p) for i, p in enumerate(paths) if p is not None]
-    out = [ImageFacts(NOT_CHECKED)] * len(paths)
-    if threads <= 1 or len(todo) < 2:
-        for i, p in todo:
-            out[i] = one(p)
-        return out
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        for (i, _), facts in zip(todo, pool.map(one, [p for _, p in todo])):
-            out[i] = facts
-    return out
 
 
 def hamming(a: int, b: int) -> int:
