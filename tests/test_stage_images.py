@@ -188,7 +188,7 @@ def test_a_recorded_root_that_is_gone_is_one_line_naming_it(loose, tmp_path):
     table.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
     prepare([table], tmp_path / "prepared", PrepareOptions(format="table", image_root=str(root), quiet=True))
     shutil.rmtree(root)
-    with pytest.raises(UserError, match=r"no such folder .*recorded in the input's manifest; give --image-root"):
+    with pytest.raises(UserError, match=r"no such folder .*recorded in .*prepared's manifest; give --image-root"):
         _curate([tmp_path / "prepared"], tmp_path / "c")
 
 
