@@ -235,7 +235,7 @@ def test_curate_facts_through_the_source_equal_the_per_file_reference(wds, loose
 
     keys = sorted(loose.refs)
     files = [loose.refs[k] for k in keys]
-    reference = images.image_facts_batch(files, 1, root=loose.root)
+    reference = [images.image_facts(loose.root / f) for f in files]  # the one-file specification
     assert images.source_facts(ImageSource(str(loose.root), threads=3), files) == reference
     from_tars = images.source_facts(ImageSource(str(wds.root), threads=2), [wds.refs[k] for k in keys])
     assert from_tars == reference

@@ -41,26 +41,25 @@ def _uses_training_root(name: str) -> bool:
 
 
 def _add_images(ev: EvalSignals, name: str, paths: list, threads: int) -> int:
-    """The facts of an eval set's images (the loaders name them by full path), read through one
-    image_source.ImageSource over the folder that holds them all, symlinks followed here; how many are OK."""
-    from caption_debias.image_source import ImageSource, Root
-
-    if not paths:
-        return 0
-    real = [os.path.realpath(p) for p in paths]
-    base = os.path.commonpath([os.path.dirname(p) for p in real])
-    rels = [os.path.relpath(p, base) for p in real]
-    source = ImageSource(Root(base, base), threads=threads)
+    """The facts of an eval set's images, read through the image source (images.image_facts_batch); how many are OK."""
     found = 0
-    for p, rel, f in zip(paths, rels, img.source_facts(source, rels)):
+    for p, f in zip(paths, img.image_facts_batch(paths, threads)):
         if f.status == img.OK:
             assert f.sha256 is not None and f.phash is not None  # an OK image has both
             found += 1
             ev.image_labels.append(f"{name}:{p}")
             ev.image_sha256.append(f.sha256)
             ev.image_phash.append(f.phash)
-            ev.image_thumb.append(img.thumb_of_bytes(source.read(rel), rel) if f.thumb == img.LATER else f.thumb)
+            ev.image_thumb.append(_thumb_later(p) if f.thumb == img.LATER else f.thumb)
     return found
+
+
+def _thumb_later(path: str) -> bytes:
+    """The colour thumbnail of a large flat eval image, read again through the image source."""
+    from caption_debias.image_source import ImageSource, Root
+
+    folder, name = os.path.split(os.path.realpath(path))
+    return img.thumb_of_bytes(ImageSource(Root(folder, folder)).read(name), name)
 
 
 def load(specs: list[str], image_root: str | None, lsh: tuple[int, int], threads: int = 4) -> EvalSignals:

@@ -1,6 +1,7 @@
 """Image facts per file: missing, unreadable, size, sha256 and a perceptual hash.
 
-`image_facts(path)` is the one-file specification (`facts_of_bytes` of its bytes); `source_facts` runs it over an image_source.ImageSource,
+`image_facts(path)` is the one-file specification (`facts_of_bytes` of its bytes); `source_facts` (and
+`image_facts_batch`, for full paths) runs it over an image_source.ImageSource,
 which reads on a few threads (file reads and Pillow's decoders release the GIL, so reading the next
 file overlaps decoding this one). Speed comes from decoding little: the size is read from
 the header, and a JPEG is decoded with libjpeg's DCT scaling (Pillow's draft mode, 1/2 to 1/8
@@ -14,6 +15,7 @@ one conversion to 8-bit): the hash and the thumbnails see the picture every othe
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,6 +156,24 @@ def source_facts(source, images: list, keys: list | None = None, threads: int | 
         ImageFacts(NOT_CHECKED) if f is None else problem_facts(f) if isinstance(f, image_files.ImageProblem) else f
         for f in out
     ]
+
+
+def image_facts_batch(paths: list, threads: int = 4) -> list[ImageFacts]:
+    """image_facts of every full path (None: not checked), in order, read through one
+    image_source.ImageSource over the folder that holds them all (symlinks followed here) on
+    `threads` threads: an evaluation set's images (decontaminate.py), which the loaders name by full path."""
+    from caption_debias.image_source import ImageSource, Root
+
+    todo = [i for i, p in enumerate(paths) if p is not None]
+    out = [ImageFacts(NOT_CHECKED)] * len(paths)
+    if not todo:
+        return out
+    real = [os.path.realpath(paths[i]) for i in todo]
+    base = os.path.commonpath([os.path.dirname(p) for p in real])
+    source = ImageSource(Root(base, base), threads=threads)
+    for i, facts in zip(todo, source_facts(source, [os.path.relpath(p, base) for p in real])):
+        out[i] = facts
+    return out
 
 
 def hamming(a: int, b: int) -> int:
