@@ -94,6 +94,7 @@ def main() -> None:
             im.load()
 
     from caption_debias.image_files import ImageRoot
+    from caption_debias.image_source import ImageSource
 
     guard = ImageRoot(args.dir)
     rels = [p.name for p in paths]
@@ -106,7 +107,10 @@ def main() -> None:
         ("curate image_facts_batch, 4 threads", best(lambda: images.image_facts_batch(paths, 4))),
         ("floor: draft decode only (no hashes)", best(lambda: [draft_decode_only(p) for p in paths])),
         # curate's own call: paths relative to --image-root, each checked to stay inside it
-        ("curate batch, 4 threads, root-relative", best(lambda: images.image_facts_batch(rels, 4, root=args.dir))),
+        (
+            "curate batch, 4 threads, root-relative",
+            best(lambda: images.source_facts(ImageSource(str(args.dir), threads=4), rels)),
+        ),
         ("read only: Path.read_bytes", best(lambda: [p.read_bytes() for p in paths])),
         ("read only: ImageRoot.read (checked)", best(lambda: [guard.read(r) for r in rels])),
     ]

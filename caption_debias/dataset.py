@@ -15,7 +15,7 @@ from typing import Any, Iterator, Mapping, Sequence, cast
 
 import pyarrow as pa
 
-from caption_debias import shard_digests, storage, trust
+from caption_debias import shard_digests, storage
 from caption_debias.errors import UserError
 from caption_debias.schema_types import Manifest
 
@@ -42,46 +42,6 @@ def unfinished_message(folder: Any, command: str) -> str:
         f"{folder}: {command} has not finished this folder (no {MANIFEST} yet: it is still running, or it "
         f"stopped); rerun the same `caption-debias {command}` command to finish it"
     )
-
-
-def recorded_image_root(manifest: Mapping[str, Any], folder: Any = "the folder") -> str | None:
-    """The image root a folder's manifest records: prepare's --image-root (an absolute path), or
-    the one curate, score or pack read under (resolved: absolute, or a URL), which defaults to it;
-    else the one root every input of a score run was read under. None when none was given.
-    One that trust.py refuses (a filesystem root, a system or home folder) is one line naming it."""
-    if not isinstance(manifest, dict):
-        return None
-    root = (manifest.get("options") or {}).get("image_root")
-    if not root:  # score reads each input under its own root: one they all share is the folder's
-        roots = {e.get("image_root") for e in manifest.get("inputs") or [] if isinstance(e, dict)}
-        root = roots.pop() if len(roots) == 1 else None
-    if not root:
-        return None
-    if not isinstance(root, str):
-        raise UserError(f"{folder}: its manifest records an image root that is not text; give --image-root")
-    return trust.check_recorded_root(root, folder)
-
-
-def default_image_root(given: str | Path | None, folders: Sequence[str | Path]) -> str | None:
-    """`given` when there is one, else the image root the folders' manifests record (None if none does).
-
-    Folders whose manifests record different roots need an explicit --image-root. A missing or
-    unreadable manifest records nothing here (opening the folder says what is wrong with it).
-    """
-    if given is not None and str(given) != "":
-        return str(given)
-    roots = []
-    for folder in folders:
-        try:
-            manifest = json.loads((storage.as_path(folder) / MANIFEST).read_text("utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError, UserError):
-            continue
-        root = recorded_image_root(manifest, folder)
-        if root is not None and root not in roots:
-            roots.append(root)
-    if len(roots) > 1:
-        raise UserError(f"the inputs were prepared with different image roots ({', '.join(roots)}); give --image-root")
-    return roots[0] if roots else None
 
 
 class IncompleteFolder(UserError):

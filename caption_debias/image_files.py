@@ -348,12 +348,34 @@ def decoded_bytes(im) -> int:
     return 2 * width * height * _BYTES_PER_PIXEL.get(im.mode, 4)
 
 
-def draft(im, side: int):
+def draft(im, side: int, mode: str = "RGB"):
     """A lazily opened JPEG set to decode at the smallest DCT scale whose sides are still at least
-    `side` (libjpeg's scaling: 1/2 to 1/8 of each side; `im.size` says the decoded size); others as they are."""
+    `side` (libjpeg's scaling: 1/2 to 1/8 of each side; `im.size` says the decoded size); others as they are.
+    `mode` "L": a colour JPEG decoded straight to grey by libjpeg (curate's hashes)."""
     if im.format == "JPEG":
-        im.draft("RGB", (side, side))  # scales only; keeps the mode; a second call changes nothing
+        im.draft(mode, (side, side))  # "RGB" scales only, keeping the mode; a second call changes nothing
     return im
+
+
+def decode_drafted(data: bytes, name: str, side: int | None = None, mode: str = "RGB"):
+    """(the picture in an image file's bytes decoded whole, its size before draft): opened under
+    the MAX_PIXELS rule, a JPEG at draft scale (`draft`; none when `side` is None); a truncated or
+    corrupt file fails in the decode. Not converted (to_8bit, to_rgb do that); Pillow's errors
+    propagate (wrap in `decoding`). The caller closes it."""
+    from PIL import ImageFile
+
+    im = open_image(data, name)
+    size = im.size
+    try:
+        if side:
+            draft(im, side, mode)
+        # the decoder gets the whole file in one call, not in 64 KiB pieces (it backtracks at each)
+        im.decodermaxblock = max(len(data), ImageFile.MAXBLOCK)
+        im.load()
+    except BaseException:
+        im.close()
+        raise
+    return im, size
 
 
 def thumbnail_of(im, side: int):

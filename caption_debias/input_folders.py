@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from caption_debias import shard_digests, storage, trust
+from caption_debias import shard_digests, storage
 from caption_debias.dataset import MANIFEST, PreparedDataset
 from caption_debias.errors import UserError
+from caption_debias.image_source.roots import Root, folder_root
 from caption_debias.runner import reconcile
 from caption_debias.schema import SCHEMA_VERSION
 from caption_debias.schema_types import Manifest
@@ -42,6 +43,7 @@ class Inputs:
     folders: list[dict[str, Any]]  # lineage entries for the manifest
     shards: list[InputShard]
     manifests: list[Manifest]
+    roots: dict[str, Root] = field(default_factory=dict)  # with image_roots: each resolved root -> its Root
 
     @property
     def rows(self) -> int:
@@ -66,8 +68,9 @@ def open_inputs(
     """Open every input folder (its shards checked against its manifest) in order.
 
     `tokenizer_rule` is the stage's: which tokenizers it reads. With `image_roots` each folder's
-    image root (`image_root` when given, else the one its manifest records) goes on its shards
-    and its lineage entry.
+    image root by the one rule (image_source.roots.folder_root: `image_root` when given, else the
+    one its manifest or lineage records; None when its rows carry their images and that one is
+    gone), resolved, goes on its shards and its lineage entry.
     """
     if not folders:
         raise UserError("no input folder given")
@@ -77,6 +80,7 @@ def open_inputs(
     entries: list[dict[str, Any]] = []
     shards: list[InputShard] = []
     manifests: list[Manifest] = []
+    roots: dict[str, Root] = {}
     start = 0
     for name in names:
         path = storage.as_path(name)
@@ -85,7 +89,8 @@ def open_inputs(
         ds = PreparedDataset.open(path)
         tok = _tokenizer(ds.manifest)
         tokenizer_rule(name, tok, _tokenizer(manifests[0]) if manifests else tok)
-        root = (image_root or _recorded_root(ds.manifest, name)) if image_roots else None
+        found = folder_root(name, image_root, ds.manifest) if image_roots else None
+        root = None if found is None else roots.setdefault(found.resolved, found).resolved
         manifests.append(ds.manifest)
         rows = 0
         for s in ds.manifest["shards"]:
@@ -106,7 +111,7 @@ def open_inputs(
                 **({"image_root": root} if image_roots else {}),
             }
         )
-    return Inputs(entries, shards, manifests)
+    return Inputs(entries, shards, manifests, roots)
 
 
 def _tokenizer(manifest: Mapping[str, Any]) -> str:
@@ -194,9 +199,3 @@ def carried(inputs: Inputs) -> dict[str, Any]:
     """What the output keeps of the first input's manifest: how its ids were made."""
     first: Mapping[str, Any] = inputs.manifests[0] if inputs.manifests else {}
     return {k: first.get(k, {}) for k in ("tokenizer", "segmenter", "summary")}
-
-
-def _recorded_root(manifest: Mapping[str, Any], folder: str) -> str | None:
-    """The root a folder's manifest records (its options'), through the one trust rule (trust.py)."""
-    recorded = (manifest.get("options") or {}).get("image_root")
-    return trust.check_recorded_root(str(recorded), folder) if recorded else None

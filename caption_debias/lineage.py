@@ -1,5 +1,5 @@
 """A folder's lineage, read from the manifests: each pass that made it (prepare -> curate -> score ->
-curate ...) and the image root they record.
+curate ...). The image root they record is found by image_source.roots (`folder_root`), through here.
 
 A curated or scored folder's manifest names its input folders as they were given (`inputs[].path`,
 relative to where the command ran) with the sha256 of each input's manifest. An input is followed
@@ -176,7 +176,7 @@ def curate_thresholds(manifest: dict[str, Any], fields: Fields | None = None) ->
     }
 
 
-def _input_entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+def input_entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     """The `inputs[]` entries that name folders (a prepare pass's inputs are dumps: none)."""
     stage = stage_of(manifest)
     if stage == "pack":
@@ -208,7 +208,7 @@ def passes(folder: Any) -> list[dict[str, Any]]:
         seen.add(key)
         missing: list[dict[str, str]] = []
         scored_by = None
-        for entry in _input_entries(manifest):
+        for entry in input_entries(manifest):
             found, inner, why = find_input(entry, place)
             if found is None:
                 missing.append({"path": str(entry.get("path")), "why": why})
@@ -216,7 +216,7 @@ def passes(folder: Any) -> list[dict[str, Any]]:
             if manifest.get("scored_from") and stage_of(inner) == "score":
                 # curate --score-model: its scoring is part of this pass (and its removals are counted here)
                 scored_by = ((inner.get("scoring") or {}).get("model") or {}).get("name")
-                for entry_of_scored in _input_entries(inner):
+                for entry_of_scored in input_entries(inner):
                     got, got_manifest, why = find_input(entry_of_scored, found)
                     if got is None:
                         missing.append({"path": str(entry_of_scored.get("path")), "why": why})
@@ -233,36 +233,3 @@ def passes(folder: Any) -> list[dict[str, Any]]:
     if found is not None:
         visit(folder, found[0], 0)
     return out
-
-
-def _local_dir(recorded: Any, named_by: Any) -> Path | None:
-    if not isinstance(recorded, str) or not recorded or storage.is_url(recorded):
-        return None
-    found = next((p for p in candidates(recorded, named_by) if Path(p).is_dir()), None)
-    return None if found is None else Path(trust.check_recorded_root(str(found), named_by))
-
-
-def image_root(folder: Any, manifest: Mapping[str, Any] | None = None, depth: int = 0) -> Path | None:
-    """The image root of a folder: the one its manifest records (`options.image_root`; score's per
-    input `inputs[].image_root`), else the one its inputs' manifests record, followed back through its
-    lineage; None when no manifest records one that is a folder here."""
-    if manifest is None:
-        found = read_manifest(folder)
-        if found is None:
-            return None
-        manifest = found[0]
-    own = [(manifest.get("options") or {}).get("image_root")]
-    own += [e.get("image_root") for e in manifest.get("inputs") or [] if isinstance(e, dict)]
-    for recorded in own:
-        root = _local_dir(recorded, folder)
-        if root is not None:
-            return root
-    if depth >= MAX_DEPTH or stage_of(manifest) == "prepare":
-        return None
-    for entry in manifest.get("inputs") or []:
-        place, _, _ = find_input(entry, folder)
-        if place is not None:
-            root = image_root(place, None, depth + 1)
-            if root is not None:
-                return root
-    return None

@@ -51,6 +51,47 @@ def test_image_open_is_called_only_in_image_files():
     assert _opens_images(ast.parse("from PIL.Image import open as o")) == [1]
 
 
+def _decodes_images(tree: ast.AST) -> list[int]:
+    """Lines that draft or decode a Pillow image themselves: `x.draft(...)` (not image_files.draft),
+    `x.load()` with no argument, `x.decodermaxblock = ...`."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            base = node.func.value
+            if node.func.attr == "draft" and not (isinstance(base, ast.Name) and base.id == "image_files"):
+                lines.append(node.lineno)
+            if node.func.attr == "load" and not node.args and not node.keywords:
+                lines.append(node.lineno)
+        if isinstance(node, ast.Attribute) and node.attr == "decodermaxblock" and isinstance(node.ctx, ast.Store):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_draft_and_decode_are_called_only_in_image_files():
+    """curate's hashes and score's inputs are decoded by image_files (issue 39, item 6)."""
+    found = []
+    for folder in ("caption_debias", "cli"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path == ROOT / "caption_debias" / "image_files.py":
+                continue
+            for line in _decodes_images(ast.parse(path.read_text("utf-8"))):
+                found.append(f"{path.relative_to(ROOT)}:{line}")
+    assert found == [], "Pillow draft or decode outside caption_debias/image_files.py: " + ", ".join(found)
+    planted = "im.draft('L', (1, 1))\nim.decodermaxblock = 9\nim.load()\nimage_files.draft(im, 8)\njson.load(f)"
+    assert _decodes_images(ast.parse(planted)) == [1, 2, 3]
+
+
+def test_curate_reads_images_only_through_the_image_source():
+    """curate's rows and its evaluation sets (--decontaminate) are read through image_source's
+    ImageSource, the one reader with a thread pool; curate keeps no pool of its own (issue 39, item 6)."""
+    found = []
+    for path in sorted((ROOT / "caption_debias" / "curate").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Name) and node.id == "ThreadPoolExecutor":
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert found == [], "an image thread pool outside image_source: " + ", ".join(found)
+
+
 def _png16(grey: np.ndarray) -> bytes:
     from PIL import Image
 

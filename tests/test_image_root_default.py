@@ -11,8 +11,8 @@ import pytest
 
 from caption_debias.curate.options import CurateOptions
 from caption_debias.curate.run import curate
-from caption_debias.dataset import default_image_root
 from caption_debias.errors import UserError
+from caption_debias.image_source.roots import inputs_root
 from caption_debias.pack.options import PackOptions
 from caption_debias.pack.run import pack
 from caption_debias.prepare.options import PrepareOptions
@@ -36,10 +36,11 @@ def world(tmp_path_factory):
 
 def test_prepare_records_the_image_root_absolute(world):
     root, prepared, images = world
+    here = root / "elsewhere"
     manifest = json.loads((prepared / "manifest.json").read_text())
     assert manifest["options"]["image_root"] == str(images.resolve())
-    assert default_image_root(None, [prepared]) == str(images.resolve())
-    assert default_image_root("/given", [prepared]) == "/given"
+    assert inputs_root([prepared]).resolved == str(images.resolve())
+    assert inputs_root([prepared], str(here)).resolved == str(here.resolve())  # a given root wins
 
 
 def test_curate_and_pack_use_it_when_given_none_and_a_given_root_wins(world, tmp_path):

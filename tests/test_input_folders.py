@@ -5,6 +5,7 @@ manifest that lists no sha256s, and a row's shard by its global order."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -73,8 +74,11 @@ def test_image_roots_only_where_asked(prepared, tmp_path):
     recorded = open_inputs([prepared], tmp_path / "out", tokenizer_rule=_same, image_roots=True)
     root = str(prepared.parent / "images")  # the one prepare recorded
     assert recorded.folders[0]["image_root"] == root and {s.image_root for s in recorded.shards} == {root}
-    given = open_inputs([prepared], tmp_path / "out", tokenizer_rule=_same, image_roots=True, image_root="/elsewhere")
-    assert given.folders[0]["image_root"] == "/elsewhere" and {s.image_root for s in given.shards} == {"/elsewhere"}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    given = open_inputs([prepared], tmp_path / "out", tokenizer_rule=_same, image_roots=True, image_root=str(elsewhere))
+    want = os.path.realpath(elsewhere)  # a given root, resolved where typed (image_source.roots)
+    assert given.folders[0]["image_root"] == want and {s.image_root for s in given.shards} == {want}
 
 
 def test_a_manifest_without_digests_gets_each_files_own(prepared, tmp_path):

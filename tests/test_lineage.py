@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from caption_debias import lineage
+from caption_debias.image_source.roots import folder_root
 
 
 def _cli(*args: str) -> None:
@@ -58,10 +59,10 @@ def test_every_pass_is_found_from_anywhere_and_reconciles(chain, tmp_path, monke
     assert passes[-1]["written"] == manifests["c2"]["counts"]["written"]
     assert passes[-1]["steps"] == {r: n for r, n in manifests["c2"]["counts"]["removed_by_reason"].items() if n}
     assert passes[2]["model"] == "tiny" and passes[-1]["thresholds"]["keep_top_alignment"] == 75.0
-    assert lineage.image_root(root / "c2") == root / "w"
+    assert folder_root(root / "c2").resolved == str((root / "w").resolve())
     # a folder recording none (made before roots were carried): found back through its inputs
     bare = {**manifests["c2"], "options": {k: v for k, v in manifests["c2"]["options"].items() if k != "image_root"}}
-    assert lineage.image_root(root / "c2", bare) == root / "w"  # recorded by c1 and by s1's input
+    assert folder_root(root / "c2", None, bare).resolved == str((root / "w").resolve())  # by c1 and s1's input
 
 
 def test_an_input_changed_since_is_not_followed_and_says_why(chain, tmp_path):

@@ -158,6 +158,16 @@ def test_webdataset_reader_reads_every_sample_as_packed(world):
     assert decoded["jpg"].mode == "RGB"
 
 
+def test_the_resizer_is_img2dataset_imported_as_a_package():
+    """pack resizes with img2dataset's own class, imported as its package exposes it (issue 39,
+    item 6), not a copy of its module file loaded by path."""
+    from img2dataset.resizer import Resizer
+
+    from caption_debias.pack.images import _resizer_class
+
+    assert _resizer_class() is Resizer
+
+
 def test_open_clip_train_pipeline_reads_the_tars(world):
     import open_clip
     from open_clip_train.data import get_dataset_size, get_wds_dataset

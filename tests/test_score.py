@@ -431,6 +431,11 @@ def test_image_root_from_the_manifest_or_stored_bytes(world, scored, tmp_path):
     manifest = json.loads((plain / "manifest.json").read_text())
     manifest["options"]["image_root"] = None
     (plain / "manifest.json").write_text(json.dumps(manifest))
+    # none recorded in its own manifest: its input's, back through the lineage (image_source.roots)
+    lineage = score_folder([plain], tmp_path / "lineage", opts)
+    assert lineage["images"]["root"] == str(world["images"].resolve())
+    manifest["inputs"] = []  # no lineage either
+    (plain / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(UserError, match="give --image-root"):
         score_folder([plain], tmp_path / "none", opts)
 

@@ -188,7 +188,7 @@ def test_a_recorded_root_that_is_gone_is_one_line_naming_it(loose, tmp_path):
     table.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
     prepare([table], tmp_path / "prepared", PrepareOptions(format="table", image_root=str(root), quiet=True))
     shutil.rmtree(root)
-    with pytest.raises(UserError, match=r"no such folder .*recorded in the input's manifest; give --image-root"):
+    with pytest.raises(UserError, match=r"no such folder .*recorded in .*prepared's manifest; give --image-root"):
         _curate([tmp_path / "prepared"], tmp_path / "c")
 
 
@@ -235,7 +235,7 @@ def test_curate_facts_through_the_source_equal_the_per_file_reference(wds, loose
 
     keys = sorted(loose.refs)
     files = [loose.refs[k] for k in keys]
-    reference = images.image_facts_batch(files, 1, root=loose.root)
+    reference = [images.image_facts(loose.root / f) for f in files]  # the one-file specification
     assert images.source_facts(ImageSource(str(loose.root), threads=3), files) == reference
     from_tars = images.source_facts(ImageSource(str(wds.root), threads=2), [wds.refs[k] for k in keys])
     assert from_tars == reference

@@ -17,8 +17,9 @@ import pytest
 from cli_process import run_cli
 
 from caption_debias import trust
-from caption_debias.dataset import PreparedDataset, default_image_root, read_manifest, recorded_image_root
+from caption_debias.dataset import PreparedDataset, read_manifest
 from caption_debias.errors import UserError
+from caption_debias.image_source.roots import inputs_root, recorded_root
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +86,8 @@ def test_every_consumer_refuses_a_recorded_root_in_one_line(world, tmp_path, rec
     recorded = str(Path.home()) if recorded == "HOME" else recorded
     folder = _recording(world, tmp_path, recorded)
     calls = {
-        "manifest": lambda: recorded_image_root(read_manifest(folder)[1], folder),
-        "default": lambda: default_image_root(None, [folder]),
+        "manifest": lambda: recorded_root(read_manifest(folder)[1], folder),
+        "default": lambda: inputs_root([folder]),
         "curate": lambda: curate([folder], tmp_path / "curated", CurateOptions(quiet=True)),
         "pack": lambda: pack(folder, tmp_path / "packed", PackOptions(image_size=32, quiet=True)),
         "view": lambda: ViewData([str(folder)]),
@@ -105,7 +106,7 @@ def test_a_typed_root_is_the_users_choice(world, tmp_path):
 
     _, _, images = world
     folder = _recording(world, tmp_path, "/")
-    assert default_image_root(str(images), [folder]) == str(images)
+    assert inputs_root([folder], str(images)).resolved == os.path.realpath(images)
     data = ViewData([str(folder)], str(images))
     assert str(data.folders[0].image_root) == str(images)
 

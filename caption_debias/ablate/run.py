@@ -284,11 +284,11 @@ def run_unit(task: Task, *, plan: Plan, device: str) -> dict[str, Any]:
 
 
 def _load_set(spec: EvalSet, cache: dict[str, Any]):
-    from caption_debias.evaluate.benchmarks import image_root_of, load_benchmark, load_prepared
+    from caption_debias.evaluate.benchmarks import load_benchmark, load_prepared
 
     if spec.label not in cache:
         if spec.kind == "prepared":
-            cache[spec.label] = load_prepared(Path(spec.path), image_root_of(spec.image_root))
+            cache[spec.label] = load_prepared(Path(spec.path), spec.image_root)
         else:
             cache[spec.label] = load_benchmark(spec.kind, Path(spec.path), None, "fast")
     return cache[spec.label]

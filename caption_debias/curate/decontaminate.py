@@ -8,8 +8,8 @@ curate's --image-root (the training images), as they are the same files.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,28 @@ def _uses_training_root(name: str) -> bool:
     return name.startswith("sharegpt4v-1k")
 
 
+def _add_images(ev: EvalSignals, name: str, paths: list, threads: int) -> int:
+    """The facts of an eval set's images, read through the image source (images.image_facts_batch); how many are OK."""
+    found = 0
+    for p, f in zip(paths, img.image_facts_batch(paths, threads)):
+        if f.status == img.OK:
+            assert f.sha256 is not None and f.phash is not None  # an OK image has both
+            found += 1
+            ev.image_labels.append(f"{name}:{p}")
+            ev.image_sha256.append(f.sha256)
+            ev.image_phash.append(f.phash)
+            ev.image_thumb.append(_thumb_later(p) if f.thumb == img.LATER else f.thumb)
+    return found
+
+
+def _thumb_later(path: str) -> bytes:
+    """The colour thumbnail of a large flat eval image, read again through the image source."""
+    from caption_debias.image_source import ImageSource, Root
+
+    folder, name = os.path.split(os.path.realpath(path))
+    return img.thumb_of_bytes(ImageSource(Root(folder, folder)).read(name), name)
+
+
 def load(specs: list[str], image_root: str | None, lsh: tuple[int, int], threads: int = 4) -> EvalSignals:
     from caption_debias.evaluate.benchmarks import load_benchmark
     from caption_debias.text.tokenize import get_tokenizer
@@ -55,16 +77,7 @@ def load(specs: list[str], image_root: str | None, lsh: tuple[int, int], threads
                 f"--decontaminate {spec}: its images are looked up under --image-root, which must be a local folder here"
             )
         data = load_benchmark(name, path, root)
-        facts = img.image_facts_batch([Path(p) for p in data.images], threads) if image_root is not None else []
-        found = 0
-        for p, f in zip(data.images, facts):
-            if f.status == img.OK:
-                assert f.sha256 is not None and f.phash is not None  # an OK image has both
-                found += 1
-                ev.image_labels.append(f"{name}:{p}")
-                ev.image_sha256.append(f.sha256)
-                ev.image_phash.append(f.phash)
-                ev.image_thumb.append(img.thumb_file(Path(p)) if f.thumb == img.LATER else f.thumb)
+        found = _add_images(ev, name, data.images, threads) if image_root is not None else 0
         for i, sentences in enumerate(data.captions):
             ev.caption_labels.append(f"{name}:caption {i}")
             ev.caption_hashes.append(caption_hash(" ".join(sentences)))

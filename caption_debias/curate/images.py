@@ -1,7 +1,8 @@
 """Image facts per file: missing, unreadable, size, sha256 and a perceptual hash.
 
-`image_facts(path)` is the one-file specification; `image_facts_batch` runs it for a shard's
-files on a few threads (file reads and Pillow's decoders release the GIL, so reading the next
+`image_facts(path)` is the one-file specification (`facts_of_bytes` of its bytes); `source_facts` (and
+`image_facts_batch`, for full paths) runs it over an image_source.ImageSource,
+which reads on a few threads (file reads and Pillow's decoders release the GIL, so reading the next
 file overlaps decoding this one). Speed comes from decoding little: the size is read from
 the header, and a JPEG is decoded with libjpeg's DCT scaling (Pillow's draft mode, 1/2 to 1/8
 of each side) straight to greyscale, which is all a 32 x 32 perceptual hash needs.
@@ -14,9 +15,8 @@ one conversion to 8-bit): the hash and the thumbnails see the picture every othe
 from __future__ import annotations
 
 import hashlib
-from concurrent.futures import ThreadPoolExecutor
+import os
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 from caption_debias import image_files, storage
@@ -101,15 +101,8 @@ def thumb_file(path: Path) -> bytes:
 def thumb_of_bytes(data: bytes, name: str) -> bytes:
     """thumb_file of an image's bytes (a file's, a tar member's, a stored sample's)."""
     with image_files.decoding(name):
-        im = image_files.open_image(data, name)
-        if im.format == "JPEG":
-            im.draft("RGB", (DRAFT_SIDE, DRAFT_SIDE))
+        im = image_files.draft(image_files.open_image(data, name), DRAFT_SIDE)
         return thumb_of(image_files.to_8bit(im))
-
-
-def thumb_under(root: image_files.ImageRoot, image: str) -> bytes:
-    """thumb_file of `image`, a path relative to the image root that must stay inside it."""
-    return thumb_file(root.resolve(image))
 
 
 def _thumb_if_small_or_flat(data: bytes, im, pixels, width: int, height: int) -> bytes | None:
@@ -140,22 +133,16 @@ def problem_facts(exc: image_files.ImageProblem) -> ImageFacts:
 
 def facts_of_bytes(data: bytes, name: str) -> ImageFacts:
     """The facts of an image's bytes, wherever they were read from (a file, a tar member, a sample)."""
-    from PIL import ImageFile
-
     digest = hashlib.sha256(data).digest()
     if "#" not in name:  # a loose file by its file name, as before; a member by SHARD.tar#MEMBER
         name = name.rpartition("/")[2]
     try:
-        with image_files.decoding(None), image_files.open_image(data, name) as im:
-            width, height = im.size
-            if im.format == "JPEG":
-                im.draft("L", (DRAFT_SIDE, DRAFT_SIDE))
-            # the decoder gets the whole file in one call, not in 64 KiB pieces (it backtracks at each)
-            im.decodermaxblock = max(len(data), ImageFile.MAXBLOCK)
-            im.load()  # decodes every byte: a truncated or corrupt file fails here
-            pixels = image_files.to_8bit(im)
-            phash = phash_of(pixels)
-            thumb = _thumb_if_small_or_flat(data, im, pixels, width, height)
+        with image_files.decoding(None):
+            im, (width, height) = image_files.decode_drafted(data, name, DRAFT_SIDE, "L")  # a JPEG straight to grey
+            with im:
+                pixels = image_files.to_8bit(im)
+                phash = phash_of(pixels)
+                thumb = _thumb_if_small_or_flat(data, im, pixels, width, height)
     except image_files.ImageProblem as exc:  # beyond the MAX_PIXELS rule, or not a picture
         return ImageFacts(UNREADABLE, sha256=digest, error=exc.detail)
     return ImageFacts(OK, width, height, digest, phash, thumb=thumb)
@@ -171,30 +158,21 @@ def source_facts(source, images: list, keys: list | None = None, threads: int | 
     ]
 
 
-def relative_facts(root: image_files.ImageRoot, image: str) -> ImageFacts:
-    """The facts of `image`, a path relative to the image root that must stay inside it (image_files.ImageRoot)."""
-    try:
-        path = root.resolve(image)
-    except image_files.ImageProblem as exc:
-        return ImageFacts(MISSING if exc.reason == image_files.MISSING else UNREADABLE, error=exc.detail)
-    return image_facts(path)
+def image_facts_batch(paths: list, threads: int = 4) -> list[ImageFacts]:
+    """image_facts of every full path (None: not checked), in order, read through one
+    image_source.ImageSource over the folder that holds them all (symlinks followed here) on
+    `threads` threads: an evaluation set's images (decontaminate.py), which the loaders name by full path."""
+    from caption_debias.image_source import ImageSource, Root
 
-
-def image_facts_batch(paths: list, threads: int = 4, root: str | Path | None = None) -> list[ImageFacts]:
-    """image_facts for every path (None: not checked, e.g. a URL), in order.
-
-    With `root`, each path is a string relative to it and checked to stay inside it (relative_facts).
-    """
-    one = image_facts if root is None else partial(relative_facts, image_files.ImageRoot(root))
-    todo = [(i, p) for i, p in enumerate(paths) if p is not None]
+    todo = [i for i, p in enumerate(paths) if p is not None]
     out = [ImageFacts(NOT_CHECKED)] * len(paths)
-    if threads <= 1 or len(todo) < 2:
-        for i, p in todo:
-            out[i] = one(p)
+    if not todo:
         return out
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        for (i, _), facts in zip(todo, pool.map(one, [p for _, p in todo])):
-            out[i] = facts
+    real = [os.path.realpath(paths[i]) for i in todo]
+    base = os.path.commonpath([os.path.dirname(p) for p in real])
+    source = ImageSource(Root(base, base), threads=threads)
+    for i, facts in zip(todo, source_facts(source, [os.path.relpath(p, base) for p in real])):
+        out[i] = facts
     return out
 
 

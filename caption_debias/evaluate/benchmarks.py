@@ -285,22 +285,24 @@ def load_sharegpt4v_1k(path: Path, image_root: Path | None, segmenter: str, sam_
     return b.build(name, f"ShareGPT4V-1k: {what} of {file.name}")
 
 
-def load_prepared(path: Path, image_root: Path | str | None, name: str | None = None) -> RetrievalData:
-    """A prepared folder: rows grouped by image (several rows of one image = its captions). Loose files
-    under a local root are paths; tar members, parquet samples, URL rows' downloads and any root on a
-    store are read through caption_debias.image_source (`_load_stored`)."""
-    from caption_debias.dataset import PreparedDataset, recorded_image_root
+def load_prepared(path: Path, image_root: Any = None, name: str | None = None) -> RetrievalData:
+    """A prepared folder: rows grouped by image (several rows of one image = its captions), under its
+    image root by the one rule (image_source.roots.folder_root: `image_root` given, else recorded,
+    else its lineage's). Loose files under a local root are paths; tar members, parquet samples, URL
+    rows' downloads and any root on a store are read through caption_debias.image_source (`_load_stored`)."""
+    from caption_debias.dataset import PreparedDataset
+    from caption_debias.image_source.roots import folder_root
 
     ds = PreparedDataset.open(path)
-    root = image_root if image_root is not None else recorded_image_root(ds.manifest, path)
-    if root is None:
+    found = folder_root(path, image_root, ds.manifest)
+    if found is None:
         raise UserError(f"{path}: give --image-root (the manifest records no image root)")
     table = ds.read(["key", "image", "sentences"])
     rows = list(zip(*(table.column(c).to_pylist() for c in ("key", "image", "sentences"))))
     info = {"segmenter": (ds.manifest.get("segmenter") or {}).get("name")}
-    if storage.is_remote(str(root)) or any(_stored_kind(image) for _, image, _ in rows):
-        return _load_stored(path, str(root), rows, name, info)
-    root = Path(root)
+    if found.remote or any(_stored_kind(image) for _, image, _ in rows):
+        return _load_stored(path, found.resolved, rows, name, info)
+    root = Path(found.resolved)
     index: dict[str, int] = {}
     images: list[Path] = []
     captions: list[list[str]] = []
@@ -372,13 +374,6 @@ def _prepared_data(path, name, images, captions, text_image, skipped: int, info:
     )
 
 
-def image_root_of(image_root: str | Path | None) -> Path | str | None:
-    """--image-root as the loaders take it: a Path for a local folder, the URL itself for a store."""
-    if image_root is None:
-        return None
-    return str(image_root) if storage.is_remote(str(image_root)) else Path(image_root)
-
-
 Loader = Callable[[Path, "Path | None", str], RetrievalData]
 BENCHMARKS: dict[str, Loader] = {
     "urban1k": load_urban1k,
@@ -397,19 +392,21 @@ def load_benchmark(
     name: str | None, data: str | Path, image_root: str | Path | None = None, segmenter: str = "fast"
 ) -> RetrievalData:
     """name=None (or 'prepared') reads a prepared folder; otherwise one of BENCHMARKS."""
+    from caption_debias.image_source.roots import resolve_root
+
     path = storage.as_path(data) if name in (None, "prepared") else Path(data)  # prepared folders may be URLs
-    root = image_root_of(image_root)
     if not path.exists():
         raise UserError(f"{path}: no such file or folder")
     if name in (None, "prepared"):
-        return load_prepared(path, root)
+        return load_prepared(path, image_root)
     if name not in BENCHMARKS:
         raise UserError(f"unknown benchmark {name!r} (choose from prepared, {', '.join(BENCHMARKS)})")
-    if isinstance(root, str):
+    root = None if image_root is None or str(image_root) == "" else resolve_root(image_root)
+    if root is not None and root.remote:
         raise UserError(
-            f"--image-root {root}: a benchmark layout reads a local folder (a URL root is for prepared folders)"
+            f"--image-root {root.typed}: a benchmark layout reads a local folder (a URL root is for prepared folders)"
         )
     try:
-        return BENCHMARKS[name](path, root, segmenter)
+        return BENCHMARKS[name](path, None if root is None else Path(root.resolved), segmenter)
     except (KeyError, TypeError, AttributeError) as exc:  # a field missing or of the wrong kind
         raise UserError(f"{path}: not a {name} layout ({type(exc).__name__}: {exc})") from None

@@ -7,7 +7,6 @@ The CLI (cli/eval_cmd.py) reads each flag's default and help text from these fie
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from caption_debias.errors import UserError
@@ -26,12 +25,6 @@ PROBE_LAYOUTS_HELP = (
 # tests/test_options.py keeps them equal to metrics.RULES and zeroshot.TEMPLATE_SETS.
 RECALL_RULES = ("pessimistic", "clip_benchmark")
 TEMPLATE_SETS = ("openai", "simple")
-
-
-def _image_root(image_root: str | Path | None) -> Path | str | None:
-    from caption_debias.evaluate.benchmarks import image_root_of
-
-    return image_root_of(image_root)
 
 
 def check_data(specs: Sequence[DataSpec]) -> None:
@@ -109,7 +102,7 @@ class EvalOptions(_EncodeOptions):
         """--benchmark/--data paired (UserError on a count mismatch, an unknown layout, a name given twice)."""
         from caption_debias.evaluate.suite import pair_data
 
-        return pair_data(list(self.benchmark), list(self.data), _image_root(self.image_root))
+        return pair_data(list(self.benchmark), list(self.data), self.image_root)
 
     def check(self) -> None:
         self.variant_names()
@@ -130,7 +123,7 @@ class ProbeOptions(_EncodeOptions):
         """--data read as --benchmark says (UserError on an unknown layout)."""
         from caption_debias.evaluate.suite import pair_data
 
-        (spec,) = pair_data([self.benchmark], [self.data], _image_root(self.image_root))
+        (spec,) = pair_data([self.benchmark], [self.data], self.image_root)
         return spec
 
     def check(self) -> None:

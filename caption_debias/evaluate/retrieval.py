@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from caption_debias import storage
 from caption_debias.errors import UserError
-from caption_debias.evaluate.benchmarks import RetrievalData, image_root_of, load_prepared
+from caption_debias.evaluate.benchmarks import RetrievalData, load_prepared
 from caption_debias.evaluate.metrics import image_to_text_ranks, retrieval_recall, text_to_image_ranks_chunked
 from caption_debias.evaluate.variants import DEFAULT_VARIANTS, make_variant, parse_variants, short_counts
 from caption_debias.image_files import ImageProblem, decode_rgb, read_regular
@@ -33,7 +33,7 @@ def as_data(data: Any, image_root: str | Path | None = None) -> RetrievalData:
     if isinstance(data, (tuple, list)) and len(data) == 2:
         data, image_root = data
     if isinstance(data, (str, Path)):
-        return load_prepared(storage.as_path(data), image_root_of(image_root))
+        return load_prepared(storage.as_path(data), image_root)
     raise TypeError(f"cannot evaluate on {type(data).__name__}: give RetrievalData or a prepared folder")
 
 

@@ -26,7 +26,7 @@ DATA_KINDS = ("prepared", *BENCHMARKS, ZEROSHOT)
 class DataSpec:
     benchmark: str  # "prepared", a name in BENCHMARKS, or ZEROSHOT
     path: Path
-    image_root: Path | str | None = None  # a URL for a store (benchmarks.image_root_of)
+    image_root: Path | str | None = None  # as given: resolved by the loaders (image_source.roots)
 
     @property
     def label(self) -> str:

@@ -1,6 +1,7 @@
 """Images wherever they live: one source under every stage that opens images.
 
-The root is a local folder or an fsspec URL (s3://, gs://, hf://, file://, memory://). A row's
+Which root a folder's images are under is one rule, in roots.py (`folder_root`, `inputs_root`:
+given > recorded > lineage; trust.py's rule on recorded roots). The root is a local folder or an fsspec URL (s3://, gs://, hf://, file://, memory://). A row's
 `image` names (refs.py):
 
 | `image` | read from |
@@ -31,7 +32,14 @@ from caption_debias.image_source.counts import (
 )
 from caption_debias.image_source.downloads import Downloads
 from caption_debias.image_source.refs import Ref
-from caption_debias.image_source.roots import Root, resolve_root
+from caption_debias.image_source.roots import (
+    Root,
+    carries_images,
+    folder_root,
+    inputs_root,
+    recorded_root,
+    resolve_root,
+)
 from caption_debias.image_source.source import FetchStats, ImageSource
 
 __all__ = [
@@ -43,8 +51,12 @@ __all__ = [
     "Ref",
     "Root",
     "check_max_missing",
+    "carries_images",
     "check_missing",
+    "folder_root",
+    "inputs_root",
     "missing_line",
     "no_root_line",
+    "recorded_root",
     "resolve_root",
 ]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterator
 
 from caption_debias.image_files import MISSING as IMAGE_MISSING  # no file (or tar member) at the row's image path
@@ -37,32 +36,13 @@ class Resized:
 
 
 def _resizer_class():
-    """img2dataset's Resizer class, its module file loaded alone when possible.
-
-    `import img2dataset.resizer` first runs img2dataset/__init__, which imports the whole
-    downloader (torch, webdataset, fsspec): seconds per worker process for nothing we use.
-    resizer.py itself needs only cv2, albumentations and numpy; any other layout falls back
-    to the plain import.
-    """
-    import importlib.util
-    import sys
-
+    """img2dataset's Resizer class, imported as a package (its __init__ loads the downloader too:
+    a one-time cost per process, measured in docs/benchmarks.md)."""
     # albumentations (which the resizer imports) otherwise asks PyPI for a newer version on import
     os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
-    name = "caption_debias._img2dataset_resizer"
-    if name not in sys.modules:
-        try:
-            package = importlib.util.find_spec("img2dataset")
-            spec = importlib.util.spec_from_file_location(name, Path(package.origin).parent / "resizer.py")
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            module.Resizer  # noqa: B018  (a layout without it falls back below)
-            sys.modules[name] = module
-        except Exception:
-            import img2dataset.resizer as module
+    from img2dataset.resizer import Resizer
 
-            sys.modules[name] = module
-    return sys.modules[name].Resizer
+    return Resizer
 
 
 def resizer_version() -> str:

@@ -16,6 +16,7 @@ from typing import Any, Iterator, Sequence
 from caption_debias import engines, storage
 from caption_debias.dataset import MANIFEST, REJECTS, STATE_DIR
 from caption_debias.errors import IncompleteInput, UserError
+from caption_debias.image_source.roots import resolve_root
 from caption_debias.prepare import state
 from caption_debias.prepare.manifest import build
 from caption_debias.prepare.options import PrepareOptions
@@ -106,8 +107,8 @@ def prepare(inputs: Sequence[str | Path], output: str | Path, options: PrepareOp
     """
     options = options or PrepareOptions()
     options.validate()
-    if options.image_root is not None:  # recorded absolute: curate, pack, train and eval default to it
-        options = dataclasses.replace(options, image_root=str(Path(options.image_root).resolve()))
+    if options.image_root is not None:  # recorded resolved (image_source.roots): the later stages default to it
+        options = dataclasses.replace(options, image_root=resolve_root(options.image_root).resolved)
     started = time.monotonic()
     out = storage.as_path(output)
     storage.require_shared(out, options.workers, options.engine, "--out")

@@ -188,10 +188,7 @@ def decode_bytes(data: bytes, name: str, preprocess: Callable, draft_side: int |
     sides are still >= it (Pillow's draft mode, libjpeg's scaling), which the preprocess then
     resizes as usual."""
     with image_files.decoding(None):
-        im = image_files.open_image(data, name)
-        if draft_side and im.format == "JPEG":
-            im.draft("RGB", (draft_side, draft_side))
-        im.load()  # decodes every byte: a truncated or corrupt file fails here
+        im, _ = image_files.decode_drafted(data, name, draft_side)
         rgb = image_files.to_rgb(im)
     return preprocess(rgb)
 

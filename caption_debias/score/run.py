@@ -19,8 +19,8 @@ import numpy as np
 from caption_debias import engines, runner, storage
 from caption_debias.dataset import MANIFEST
 from caption_debias.errors import UserError
-from caption_debias.image_source import ImageCounts, Root, check_missing, no_root_line
-from caption_debias.image_source.stage import record, resolve_recorded
+from caption_debias.image_source import ImageCounts, carries_images, check_missing, no_root_line
+from caption_debias.image_source.stage import record
 from caption_debias.input_folders import Inputs, Tally, open_inputs
 from caption_debias.model.describe import describe
 from caption_debias.model.imports import import_open_clip
@@ -62,50 +62,13 @@ def reference_candidates(total: int, size: int, seed: int) -> np.ndarray:
     return rng.choice(total, size=want, replace=False).astype(np.int64) if want else np.zeros(0, np.int64)
 
 
-def _resolve_roots(inputs: Inputs, given: str | None) -> tuple[Inputs, dict[str, Root]]:
-    """Each input's image root resolved once (a given one, or the one its manifest records): the
-    inputs with resolved roots on their shards and lineage entries, and {as typed: Root}. A
-    recorded root that is gone is dropped for a folder whose rows carry their image bytes."""
-    roots: dict[str, Root] = {}
-    gone: set[str] = set()
-    for f in inputs.folders:
-        typed = f["image_root"]
-        if typed is None or typed in roots or f["path"] in gone:
-            continue
-        try:
-            roots[typed] = resolve_recorded(typed, given_by_user=bool(given), folder=f["path"])
-        except UserError:
-            if given or not _carries_bytes(inputs, f["path"]):
-                raise
-            gone.add(f["path"])  # moved with its images inside: the stored bytes are what score reads
-    if not roots and not gone:
-        return inputs, roots
-
-    def resolved(folder: str, typed: str | None) -> str | None:
-        return None if typed is None or folder in gone else roots[typed].resolved
-
-    folders = [{**f, "image_root": resolved(f["path"], f["image_root"])} for f in inputs.folders]
-    shards = [dataclasses.replace(s, image_root=resolved(s.folder, s.image_root)) for s in inputs.shards]
-    return Inputs(folders, shards, inputs.manifests), roots
-
-
 def _check_image_roots(inputs: Inputs) -> None:
     """A folder with no image root (given or recorded) must carry its images (curate --embed-images)."""
-    for f in inputs.folders:
-        if f["image_root"] is None and not _carries_bytes(inputs, f["path"]):
+    for f, manifest in zip(inputs.folders, inputs.manifests):
+        if f["image_root"] is None and not carries_images(f["path"], manifest):
             raise UserError(
                 f"{f['path']}: give --image-root (its manifest records no image root and its rows carry no image_bytes)"
             )
-
-
-def _carries_bytes(inputs: Inputs, folder: str) -> bool:
-    """Whether a folder's first non-empty shard stores image bytes (an empty folder needs no images)."""
-    first = next((s for s in inputs.shards if s.folder == folder and s.rows), None)
-    if first is None:
-        return True
-    if not _has_bytes(first.path):
-        return False
-    return storage.read_table(first.path, columns=["image_bytes"]).column("image_bytes").null_count < first.rows
 
 
 def _has_bytes(path: str) -> bool:
@@ -270,8 +233,8 @@ def _score(given: Sequence[str | Path], folder: StageFolder, options: ScoreOptio
     started = time.monotonic()
     out = folder.out
     inputs = open_inputs(given, out, tokenizer_rule=_clip_bpe_only, image_roots=True, image_root=options.image_root)
-    inputs, roots = _resolve_roots(inputs, options.image_root)
-    _check_image_roots(inputs)
+    _check_image_roots(inputs)  # each input's root by the one rule (image_source.roots), resolved in open_inputs
+    roots = inputs.roots
     if not roots:
         say(no_root_line("score"), options.quiet)
     shared_root = next(iter(roots.values())) if len(roots) == 1 else None

@@ -18,8 +18,8 @@ from typing import Any, Callable, ContextManager
 import torch
 
 from caption_debias.augment import DebiasOptions
-from caption_debias.dataset import recorded_image_root
 from caption_debias.errors import UserError
+from caption_debias.image_source.roots import folder_root
 from caption_debias.model.load import RUN_CONFIG, RUN_MODEL_CONFIG, LoadedModel, latest_checkpoint, load_model
 from caption_debias.model.stretch import is_split, split_frozen_head, stretch_positional_embedding
 from caption_debias.model.trim import TrimmedCLIP, can_trim
@@ -205,8 +205,8 @@ def check_inputs(
         images, manifest = None, PackedFolder(cfg.data).manifest
     else:
         manifest = open_prepared(cfg.data, cfg.allow_incomplete).manifest  # an unfinished folder says so first
-        if cfg.image_root is None:  # the root the data was prepared (or curated) with; config.json records it
-            cfg.image_root = recorded_image_root(manifest, cfg.data)
+        root = folder_root(cfg.data, cfg.image_root, manifest)  # the one rule: given > recorded > lineage
+        cfg.image_root = None if root is None else root.resolved  # config.json records it
         if cfg.image_root is None:
             raise UserError(
                 "--image-root is required: the data's manifest records none "

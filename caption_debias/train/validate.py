@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from caption_debias import storage
-from caption_debias.dataset import default_image_root
 from caption_debias.train import precision
 from caption_debias.train.config import TrainConfig
 
@@ -33,12 +32,13 @@ class _CastTo:
 
 class Validation:
     def __init__(self, cfg: TrainConfig, setup: "RunSetup", rank: int):
-        from caption_debias.evaluate.benchmarks import image_root_of, load_prepared
+        from caption_debias.evaluate.benchmarks import load_prepared
+        from caption_debias.image_source.roots import folder_root
 
         assert cfg.val_data is not None  # made only with --val-data (loop._train)
         self.cfg, self.setup = cfg, setup
-        root = default_image_root(cfg.val_image_root, [cfg.val_data]) or cfg.image_root
-        self.data = load_prepared(storage.as_path(cfg.val_data), image_root_of(root)) if rank == 0 else None
+        root = folder_root(cfg.val_data, cfg.val_image_root) or cfg.image_root  # its own, else the training root
+        self.data = load_prepared(storage.as_path(cfg.val_data), root) if rank == 0 else None
         dtype = precision.input_dtype(cfg.precision)
         loaded = setup.loaded
         preprocess = _CastTo(loaded.preprocess, dtype) if dtype is not None else loaded.preprocess

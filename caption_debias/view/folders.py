@@ -23,8 +23,8 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
-from caption_debias import lineage, storage, trust
-from caption_debias.dataset import MANIFEST, PreparedDataset, folder_file, recorded_image_root
+from caption_debias import storage, trust
+from caption_debias.dataset import MANIFEST, PreparedDataset, folder_file
 from caption_debias.errors import UserError
 
 REMOVED = "removed.jsonl"
@@ -103,14 +103,12 @@ def stamp(folder: Any) -> tuple:
     return tuple(_file_stamp(p) for p in (folder, folder / SHARDS, folder / MANIFEST, folder / REMOVED))
 
 
-def _image_root(ds: PreparedDataset, given: str | None) -> Path | str | None:
-    if given is not None:
-        return given if storage.is_remote(given) else Path(given)
-    local = lineage.image_root(ds.folder, ds.manifest)  # the one the manifests record, back through the lineage
-    if local is not None:
-        return local
-    recorded = recorded_image_root(ds.manifest, ds.folder)  # a root on a store is not looked for here: used as recorded
-    return recorded if recorded is not None and storage.is_remote(recorded) else None
+def _image_root(ds: PreparedDataset, given: Any) -> Path | str | None:
+    """The folder's image root by the one rule (image_source.roots.folder_root): a Path, or a URL."""
+    from caption_debias.image_source.roots import folder_root
+
+    root = folder_root(ds.folder, given, ds.manifest)
+    return None if root is None else root.place
 
 
 def _recorded_inputs(manifest: Mapping[str, Any]) -> dict[str, str]:
@@ -185,8 +183,8 @@ def removed_line(path: Path, offset: int) -> dict[str, Any]:
     return line if isinstance(line, dict) else {}
 
 
-def _packed_input(path: str) -> tuple[str, str | None] | None:
-    """A packed folder's input (the prepared or curated folder it was packed from) and image root, else None."""
+def _packed_input(path: str) -> tuple[str, dict[str, Any]] | None:
+    """A packed folder's input (the prepared or curated folder it was packed from) and its manifest, else None."""
     try:
         manifest = json.loads(folder_file(path, MANIFEST).read_text("utf-8"))
     except (OSError, ValueError, UserError):
@@ -202,8 +200,7 @@ def _packed_input(path: str) -> tuple[str, str | None] | None:
     problem = trust.recorded_path_problem(given)
     if problem is not None:
         raise UserError(f"{path}: a packed folder whose manifest names its input {given}, {problem}; it is not read")
-    root = (manifest.get("options") or {}).get("image_root") or None
-    return given, None if root is None else trust.check_recorded_root(str(root), path)
+    return given, manifest
 
 
 def _row_group_starts(shard: Path) -> list[int]:
@@ -216,11 +213,13 @@ def _row_group_starts(shard: Path) -> list[int]:
 
 def open_folder(index: int, path: str, image_root: str | None, name: str) -> Folder:
     packed = _packed_input(path)
+    given: Any = image_root
     if packed is not None:  # the rows and captions of a packed folder are those of its input
-        path, packed_root = packed
-        name = f"{name} (packed from {Path(path).name})"
-        if image_root is None and packed_root and Path(packed_root).is_dir():
-            image_root = packed_root
+        from caption_debias.image_source.roots import folder_root
+
+        if given is None:  # the root the packed folder records (gone: its input's, as the rule finds it)
+            given = folder_root(path, None, packed[1])
+        path, name = packed[0], f"{name} (packed from {Path(packed[0]).name})"
     before = stamp(path)
     ds = PreparedDataset.open(path, allow_incomplete=True)
     if ds.shard_paths:
@@ -235,7 +234,7 @@ def open_folder(index: int, path: str, image_root: str | None, name: str) -> Fol
         index=index,
         name=name,
         ds=ds,
-        image_root=_image_root(ds, image_root),
+        image_root=_image_root(ds, given),
         kind="curated" if curated else "prepared",
         schema=schema,
         row_groups=[_row_group_starts(shard) for shard in ds.shard_paths],
