@@ -306,6 +306,8 @@ def write_world(
     out = Path(out)
     if image_size < 16:
         raise UserError(f"--image-size must be at least 16, got {image_size}")
+    if leak_from is not None and plant is None:
+        raise UserError("--plant-eval-leaks goes with --plant")
     leaks = None if leak_from is None else _eval_world(Path(leak_from), out)
     with folder_lock(out, "synth"):
         return _write_world(out, n, seed, image_size, split, group_size, overwrite, world, plant, leaks)
@@ -417,8 +419,6 @@ def _write_world(
     ids = [f"synth-{split}-{seed}-{i:06d}" for i in range(len(scenes))]
     captions = [list(t.sentences) for t in texts]
     groups = [scene.group for scene in scenes]
-    if leaks is not None and plant is None:
-        raise UserError("--plant-eval-leaks goes with --plant")
     plan, captions, groups, redraw_of = _plan_faults(plant, scenes, texts, captions, groups, seed, split, leaks)
     leaked = _leaked_images(plan, leaks, n, split)
     image_faults = {
@@ -459,13 +459,7 @@ def _write_world(
     if plan is not None:
         assert plant is not None  # the plan is made from it
         key = _planted_key(plan, ids, texts, plant, seed, split, world)
-        if leaks is not None:
-            key["eval_world"] = {"path": str(leaks.folder), "rows": len(leaks.records)}
-            key["eval_leak"] = [
-                {**_key_row(ids, e["row"]), "copied": e["copied"], **_eval_row(leaks.records[e["eval_row"]])}
-                for e in plan["eval_leak"]
-            ]
-        _write_json(planted_path, key, indent=1)
+        _write_json(planted_path, _with_leaks(key, plan, ids, leaks), indent=1)
     elif planted_path.exists():  # an unplanted world over a planted one: the old key is not its key
         planted_path.unlink()
     _write_json(target, records, indent=0)  # last: the world is complete when its JSON is there
@@ -503,6 +497,18 @@ def _leaked_images(plan: dict[str, Any] | None, leaks: EvalWorld | None, n: int,
             )
         leaked[entry["row"]] = rel
     return leaked
+
+
+def _with_leaks(key: dict[str, Any], plan: dict[str, Any], ids: list[str], leaks: EvalWorld | None) -> dict[str, Any]:
+    """The key with its eval leaks and the world they came from (as it was without them, when none)."""
+    if leaks is None:
+        return key
+    key["eval_world"] = {"path": str(leaks.folder), "rows": len(leaks.records)}
+    key["eval_leak"] = [
+        {**_key_row(ids, e["row"]), "copied": e["copied"], **_eval_row(leaks.records[e["eval_row"]])}
+        for e in plan["eval_leak"]
+    ]
+    return key
 
 
 def _key_row(ids: list[str], i: int) -> dict[str, Any]:
