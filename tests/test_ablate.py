@@ -376,3 +376,18 @@ def test_engine_ray_is_refused_in_one_line(tmp_path):
     assert res.returncode != 0
     assert res.stderr.strip().count("\n") == 0 and "--engine ray" in res.stderr and "--workers" in res.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_an_arms_files_are_relative_to_the_plan(world, tmp_path):
+    """A keys file and a --decontaminate set named in an arm are read from the plan's folder, as every
+    other path of a plan is."""
+    from caption_debias.ablate.plan import read_plan
+
+    plan = plan_dict(world, [0], [1.0])
+    plan["arms"] = {
+        "leaks": {"decontaminate": ["sharegpt4v-1k=world-test/sharegpt4v.json"]},
+        "drop": {"exclude_keys": "drop.txt"},
+    }
+    arms = {a.name: a for a in read_plan(write_plan(world / "plan-paths.toml", plan)).arms}
+    assert arms["leaks"].curate["decontaminate"] == [f"sharegpt4v-1k={world / 'world-test' / 'sharegpt4v.json'}"]
+    assert arms["drop"].curate["exclude_keys"] == str(world / "drop.txt")

@@ -252,6 +252,7 @@ def _arms(faults: _Faults, raw: Any, here: Path) -> list[Arm]:
             if key not in known:
                 _unknown(faults, where, key, known)
                 continue
+            value = _curate_paths(key, value, here)
             checked = faults.check(f"{where}.{key}", check_value, CurateOptions, key, value)
             options[key] = checked if checked is not None else value
         if name == REFERENCE and options:
@@ -262,6 +263,21 @@ def _arms(faults: _Faults, raw: Any, here: Path) -> list[Arm]:
     else:  # the reference first: every table reads from it
         arms.sort(key=lambda a: a.name != REFERENCE)
     return arms
+
+
+CURATE_PATHS = ("exclude_keys", "include_keys", "keep_keys")
+
+
+def _curate_paths(key: str, value: Any, here: Path) -> Any:
+    """A curate option's file (a keys file, an eval set's NAME=PATH) relative to the plan's folder."""
+    if key in CURATE_PATHS and isinstance(value, str) and value:
+        return _path(value, here)
+    if key == "decontaminate" and isinstance(value, list):
+        return [
+            f"{v.partition('=')[0]}={_path(v.partition('=')[2], here)}" if isinstance(v, str) and "=" in v else v
+            for v in value
+        ]
+    return value
 
 
 def _model_path(spec: str, here: Path) -> str:
