@@ -30,6 +30,7 @@ def synth(
     plant_mismatched: Optional[float] = from_field(SynthOptions, "plant_mismatched"),
     plant_redrawn: Optional[float] = from_field(SynthOptions, "plant_redrawn"),
     plant_curate_faults: bool = from_field(SynthOptions, "plant_curate_faults"),
+    plant_eval_leaks: Optional[str] = from_field(SynthOptions, "plant_eval_leaks"),
     quiet: bool = from_field(SynthOptions, "quiet"),
     config: Optional[Path] = config_option(),
 ) -> None:

@@ -233,18 +233,22 @@ def test_curate_faults_are_each_removed_by_their_rule_and_no_clean_row_is(tmp_pa
     import caption_debias as cd
     from caption_debias.synth.plant import CURATE_KINDS
 
+    world.write_world(tmp_path / "eval", 40, 0, image_size=32, split="test")
     res = run_cli(
-        "synth", "--out", str(tmp_path / "w"), "--n", "160", "--seed", "2", "--plant", "--plant-curate-faults"
-    )
+        "synth", "--out", str(tmp_path / "w"), "--n", "160", "--seed", "2", "--plant", "--plant-curate-faults",
+        "--plant-eval-leaks", str(tmp_path / "eval"),
+    )  # fmt: skip
     assert res.returncode == 0, res.stderr
     key = json.loads((tmp_path / "w" / PLANTED_FILE).read_text("utf-8"))
     assert all(key[kind] for kind in CURATE_KINDS), {k: len(key[k]) for k in CURATE_KINDS}
+    assert [e["copied"] for e in key["eval_leak"]] == ["both", "image", "caption"]
     cd.prepare(tmp_path / "w" / "sharegpt4v.json", tmp_path / "p", format="sharegpt4v", image_root=str(tmp_path / "w"))
-    cd.curate(tmp_path / "p", tmp_path / "c")
-    removed = {}
+    cd.curate(tmp_path / "p", tmp_path / "c", decontaminate=[f"sharegpt4v-1k={tmp_path / 'eval' / 'sharegpt4v.json'}"])
+    removed, details = {}, {}
     for line in (tmp_path / "c" / "removed.jsonl").read_text("utf-8").splitlines():
         entry = json.loads(line)
         removed[entry["key"]] = entry["reason"]
+        details[entry["key"]] = entry.get("detail")
     reasons = {
         "duplicate_image": "duplicate_image",
         "reencoded": "duplicate_image",
@@ -261,12 +265,15 @@ def test_curate_faults_are_each_removed_by_their_rule_and_no_clean_row_is(tmp_pa
             assert removed.get(entry["key"]) == reasons[kind], (kind, entry)
             if "copy_of_key" in entry:
                 assert entry["copy_of_key"] not in removed  # the earlier row stays
-    planted = {e["key"] for kind in CURATE_KINDS for e in key[kind]}
+    for entry in key["eval_leak"]:  # found by what was copied: the picture's bytes, else the caption
+        assert removed.get(entry["key"]) == "eval_overlap", entry
+        assert details[entry["key"]]["by"] == ("caption text" if entry["copied"] == "caption" else "image sha256")
+    planted = {e["key"] for kind in (*CURATE_KINDS, "eval_leak") for e in key[kind]}
     assert set(removed) == planted
-    # the rows no curate kind touched are the plain planted world's, byte for byte
+    # the rows no curate kind or leak touched are the plain planted world's, byte for byte
     world.write_world(tmp_path / "plain", 160, 2, plant=PlantSpec())
     plain, more = _records(tmp_path / "plain"), _records(tmp_path / "w")
-    rows = {e["row"] for kind in CURATE_KINDS for e in key[kind]}
+    rows = {e["row"] for kind in (*CURATE_KINDS, "eval_leak") for e in key[kind]}
     assert all(a == b for i, (a, b) in enumerate(zip(plain, more)) if i not in rows)
     text_rows = {
         e["row"]
@@ -275,3 +282,39 @@ def test_curate_faults_are_each_removed_by_their_rule_and_no_clean_row_is(tmp_pa
     }
     assert all(_caption(plain[i]) != _caption(more[i]) for i in text_rows)
     assert all(more[e["row"]]["image"].endswith(".jpg") for e in key["reencoded"])
+
+
+def test_eval_leaks_leave_the_other_kinds_and_their_key_as_they_were(tmp_path):
+    """--plant-eval-leaks adds rows copied from an evaluation world; every other row, picture and key
+    entry is the world's without leaks, byte for byte; the copies are the eval rows' own."""
+    world.write_world(tmp_path / "eval", 30, 1, image_size=32, split="heldout")
+    world.write_world(tmp_path / "plain", N, SEED, split=SPLIT, plant=PlantSpec.dump())
+    world.write_world(tmp_path / "leaky", N, SEED, split=SPLIT, plant=PlantSpec.dump(), leak_from=tmp_path / "eval")
+    plain_key = json.loads((tmp_path / "plain" / PLANTED_FILE).read_text("utf-8"))
+    key = json.loads((tmp_path / "leaky" / PLANTED_FILE).read_text("utf-8"))
+    leaks = key.pop("eval_leak")
+    assert key.pop("eval_world") == {"path": str(tmp_path / "eval"), "rows": 30}
+    assert json.dumps(key, indent=1) == json.dumps(plain_key, indent=1)
+    assert len(leaks) == 3 and {e["copied"] for e in leaks} == {"both", "image", "caption"}
+    plain, leaky, evals = _records(tmp_path / "plain"), _records(tmp_path / "leaky"), _records(tmp_path / "eval")
+    by_id = {r["id"]: r for r in evals}
+    rows = {e["row"] for e in leaks}
+    for i, (a, b) in enumerate(zip(plain, leaky)):
+        if i not in rows:
+            assert a == b
+            if (tmp_path / "plain" / a["image"]).is_file():
+                assert (tmp_path / "plain" / a["image"]).read_bytes() == (tmp_path / "leaky" / b["image"]).read_bytes()
+    for e in leaks:
+        mine, theirs = leaky[e["row"]], by_id[e["eval_id"]]
+        assert (_caption(mine) == _caption(theirs)) == (e["copied"] != "image")
+        assert (mine["image"] == theirs["image"] == e["eval_image"]) == (e["copied"] != "caption")
+        if e["copied"] != "caption":
+            assert (tmp_path / "leaky" / mine["image"]).read_bytes() == (
+                tmp_path / "eval" / theirs["image"]
+            ).read_bytes()
+    with pytest.raises(UserError, match="another --split"):
+        world.write_world(tmp_path / "same", N, SEED, split="heldout", plant=PlantSpec(), leak_from=tmp_path / "eval")
+    with pytest.raises(UserError, match="goes with --plant"):
+        world.write_world(tmp_path / "none", N, SEED, split=SPLIT, leak_from=tmp_path / "eval")
+    with pytest.raises(UserError, match="no sharegpt4v.json"):
+        world.write_world(tmp_path / "none", N, SEED, split=SPLIT, plant=PlantSpec(), leak_from=tmp_path / "nowhere")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from caption_debias.errors import UserError
 from caption_debias.options import EngineOptions, OverwriteOptions, ProgressOptions, check_device_name, option
 
 DEVICE_HELP = "Where arms train and evaluate: auto (GPU when there is one), cpu, cuda, cuda:N."
@@ -16,10 +17,16 @@ DEVICE_HELP = "Where arms train and evaluate: auto (GPU when there is one), cpu,
 class AblateOptions(EngineOptions, OverwriteOptions, ProgressOptions):
     """Every option of `caption-debias ablate` (the CLI reads defaults and --help from here).
 
-    --workers N (or --engine ray) runs that many arm x seed units side by side, each training
-    and evaluating in a process of its own; the results are the same for any value."""
+    --workers N runs that many arm x seed units side by side, each training and evaluating in a
+    process of its own; the results are the same for any value. --engine ray is refused: arms on a
+    Ray cluster have not been run against the local engine (docs/ablation.md)."""
 
     device: str = option("auto", DEVICE_HELP, runtime=True)
 
     def check(self) -> None:
         check_device_name(self.device)
+        if self.engine == "ray":
+            raise UserError(
+                "ablate --engine ray: arms on Ray are not tested against the local engine yet; "
+                "run them side by side with --workers N on one machine"
+            )

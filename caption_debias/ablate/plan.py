@@ -23,6 +23,7 @@ before anything runs and reports every fault, one line each.
     variants = ["keep", "remove", "move", "first"]
     short = "coco=/data/coco"         # optional short-text set (default: the first set's opening sentences)
     zeroshot = "classes/"             # optional folder-per-class set
+    grounding = "planted-test/"       # optional: a prepared `synth --plant` world, grounding AUROC per arm
     alphas = [1.0, 0.5]               # WiSE-FT: each trained arm evaluated at each alpha
 """
 
@@ -60,7 +61,7 @@ TRAIN_FIXED = (
 )
 # curate options a plan may not set per arm: the command's own flags decide them
 CURATE_FIXED = ("quiet", "log_interval", "overwrite", "workers", "engine", "ray_address", "image_root")
-EVAL_KEYS = ("data", "image_root", "variants", "short", "zeroshot", "alphas", "batch_size", "resamples")
+EVAL_KEYS = ("data", "image_root", "variants", "short", "zeroshot", "grounding", "alphas", "batch_size", "resamples")
 DEFAULT_VARIANTS = ("keep", "remove", "move", "first")
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}"
 
@@ -104,6 +105,7 @@ class Plan:
     short: EvalSet | None  # None: the first eval set's `first` variant is the short-text set
     zeroshot: str | None
     alphas: list[float]
+    grounding: str | None = None  # a prepared folder of a `synth --plant` world: each model's grounding AUROC
     batch_size: int = 64
     resamples: int = 2000
 
@@ -250,6 +252,7 @@ def _arms(faults: _Faults, raw: Any, here: Path) -> list[Arm]:
             if key not in known:
                 _unknown(faults, where, key, known)
                 continue
+            value = _curate_paths(key, value, here)
             checked = faults.check(f"{where}.{key}", check_value, CurateOptions, key, value)
             options[key] = checked if checked is not None else value
         if name == REFERENCE and options:
@@ -260,6 +263,21 @@ def _arms(faults: _Faults, raw: Any, here: Path) -> list[Arm]:
     else:  # the reference first: every table reads from it
         arms.sort(key=lambda a: a.name != REFERENCE)
     return arms
+
+
+CURATE_PATHS = ("exclude_keys", "include_keys", "keep_keys")
+
+
+def _curate_paths(key: str, value: Any, here: Path) -> Any:
+    """A curate option's file (a keys file, an eval set's NAME=PATH) relative to the plan's folder."""
+    if key in CURATE_PATHS and isinstance(value, str) and value:
+        return _path(value, here)
+    if key == "decontaminate" and isinstance(value, list):
+        return [
+            f"{v.partition('=')[0]}={_path(v.partition('=')[2], here)}" if isinstance(v, str) and "=" in v else v
+            for v in value
+        ]
+    return value
 
 
 def _model_path(spec: str, here: Path) -> str:
@@ -330,6 +348,25 @@ def _eval_set(faults: _Faults, where: str, value: Any, here: Path, image_root: s
     return None if folder is None else EvalSet(Path(folder).name, "prepared", folder, image_root)
 
 
+def _grounding(faults: _Faults, value: Any, here: Path) -> str | None:
+    """A prepared folder of a planted world: its manifest's image root holds the world's planted.json."""
+    if value is None:
+        return None
+    folder = _folder(faults, "eval.grounding", value, here)
+    if folder is None:
+        return None
+    from caption_debias.dataset import read_manifest, recorded_image_root
+
+    _, manifest = read_manifest(folder)
+    root = recorded_image_root(manifest, folder)
+    if root is None or not (Path(str(root)) / "planted.json").is_file():
+        faults.add(
+            "eval.grounding", f"{folder}: its images' folder holds no planted.json (prepare a `synth --plant` world)"
+        )
+        return None
+    return folder
+
+
 def _eval(faults: _Faults, raw: Any, here: Path) -> dict[str, Any] | None:
     from caption_debias.evaluate.variants import parse_variant
 
@@ -369,6 +406,7 @@ def _eval(faults: _Faults, raw: Any, here: Path) -> dict[str, Any] | None:
         zeroshot = _path(str(zeroshot), here)
         if not Path(zeroshot).is_dir():
             faults.add("eval.zeroshot", f"{zeroshot}: no such folder (one sub-folder per class)")
+    grounding = _grounding(faults, raw.get("grounding"), here)
     alphas = raw.get("alphas", [1.0])
     alphas = [alphas] if isinstance(alphas, (int, float)) and not isinstance(alphas, bool) else alphas
     if (
@@ -390,6 +428,7 @@ def _eval(faults: _Faults, raw: Any, here: Path) -> dict[str, Any] | None:
         "variants": [str(v) for v in dict.fromkeys(variants)],
         "short": short,
         "zeroshot": zeroshot,
+        "grounding": grounding,
         "alphas": sorted({float(a) for a in alphas}, reverse=True),
         **numbers,
     }

@@ -72,6 +72,23 @@ def _faults(key: dict[str, Any] | None, base_keys: set[str], kept: set[str]) -> 
     }
 
 
+def sentence_faults(key: dict[str, Any] | None, kept: set[str], masked: dict[str, list[int]]) -> dict[str, Any] | None:
+    """Sentences an arm masks (curate --drop-ungrounded) against the key's hallucinated sentences, among
+    the rows it trains on: recall of the swapped-in sentences, precision of the masking."""
+    if key is None or "hallucinated" not in key:
+        return None
+    swapped = {(str(e["key"]), int(e["sentence"])) for e in key["hallucinated"] if e["key"] in kept}
+    hidden = {(k, i) for k, indices in masked.items() if k in kept for i in indices}
+    hit = len(swapped & hidden)
+    return {
+        "hallucinated": len(swapped),
+        "masked": len(hidden),
+        "found": hit,
+        "recall": round(hit / len(swapped), 4) if swapped else None,
+        "precision": round(hit / len(hidden), 4) if hidden else None,
+    }
+
+
 def _at(results: dict[str, dict[str, Any]], arm: str, seed: int, alpha: str, where: tuple[str, ...]) -> Any:
     """One unit's figures at an alpha, at `where` (("sets", SET, VARIANT) or ("short",))."""
     node: Any = results[f"{arm}/seed-{seed}"]["alphas"][alpha]
@@ -81,11 +98,21 @@ def _at(results: dict[str, dict[str, Any]], arm: str, seed: int, alpha: str, whe
 
 
 def _zeroshot_metric(plan: Plan, results: dict[str, dict[str, Any]], arm: str, alpha: str) -> dict[str, Any]:
-    """An arm's zero-shot top-1 at an alpha, the gap to the reference (no interval: no per-image hits)."""
-    tops = [results[f"{arm}/seed-{s}"]["alphas"][alpha]["zeroshot"]["top1"] for s in plan.seeds]
-    ref = [results[f"{REFERENCE}/seed-{s}"]["alphas"][alpha]["zeroshot"]["top1"] for s in plan.seeds]
+    """An arm's zero-shot top-1 at an alpha and its delta to the reference: a paired bootstrap over the same
+    images like retrieval's (a result written before per-image hits were kept: the gap alone)."""
+
+    def of(name: str) -> list[dict[str, Any]]:
+        return [results[f"{name}/seed-{s}"]["alphas"][alpha]["zeroshot"] for s in plan.seeds]
+
+    tops = [z["top1"] for z in of(arm)]
+    ref = [z["top1"] for z in of(REFERENCE)]
     mean = sum(tops) / len(tops)
-    gap = None if arm == REFERENCE else {"gap": round(mean - sum(ref) / len(ref), 4), "lo": None, "hi": None}
+    gap: dict[str, Any] | None = None
+    if arm != REFERENCE:
+        if all("top1_hits" in z for z in of(arm) + of(REFERENCE)):
+            gap = delta([z["top1_hits"] for z in of(REFERENCE)], [z["top1_hits"] for z in of(arm)], plan.resamples)
+        else:
+            gap = {"gap": round(mean - sum(ref) / len(ref), 4), "lo": None, "hi": None}
     return {
         "arm": arm,
         "alpha": float(alpha),
@@ -96,7 +123,7 @@ def _zeroshot_metric(plan: Plan, results: dict[str, dict[str, Any]], arm: str, a
         "r1": round(mean, 4),
         "r1_by_seed": [round(t, 4) for t in tops],
         "delta": gap,
-        "effect": None,
+        "effect": effect(gap),
     }
 
 
@@ -141,7 +168,38 @@ def _metrics(plan: Plan, results: dict[str, dict[str, Any]]) -> tuple[list[dict[
                     )
             if plan.zeroshot is not None:
                 metrics.append(_zeroshot_metric(plan, results, arm, alpha))
+                images = _at(results, arm, plan.seeds[0], alpha, ("zeroshot",))["images"]
+                queries[f"zeroshot:{Path(str(plan.zeroshot)).name}"] = {"i2t": images}
     return metrics, queries
+
+
+def _grounding(plan: Plan, results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per arm and alpha: the grounding AUROC on the planted world (mean over seeds) and its gap to the
+    reference (no interval: a unit keeps the AUROC, not each sentence's score)."""
+    if plan.grounding is None:
+        return []
+
+    def by_seed(arm: str, alpha: str) -> list[float]:
+        return [float(results[f"{arm}/seed-{s}"]["alphas"][alpha]["grounding"]["auroc"]) for s in plan.seeds]
+
+    out = []
+    for alpha in (f"{a:g}" for a in plan.alphas):
+        ref = by_seed(REFERENCE, alpha)
+        for arm in (a.name for a in plan.arms):
+            mine = by_seed(arm, alpha)
+            mean = sum(mine) / len(mine)
+            gap = None if arm == REFERENCE else round(mean - sum(ref) / len(ref), 4)
+            out.append(
+                {
+                    "arm": arm,
+                    "alpha": float(alpha),
+                    "set": Path(plan.grounding).name,
+                    "auroc": round(mean, 4),
+                    "auroc_by_seed": mine,
+                    "gap": gap,
+                }
+            )
+    return out
 
 
 def _arms(plan: Plan, arms_data: dict[str, dict[str, Any]], key: Any) -> list[dict[str, Any]]:
@@ -161,6 +219,7 @@ def _arms(plan: Plan, arms_data: dict[str, dict[str, Any]], key: Any) -> list[di
                 "sentences_kept": data["sentences_kept"],
                 "rows_removed": len(base_keys - set(data["keys"])),
                 "faults": _faults(key, base_keys, set(data["keys"])),
+                "sentence_faults": sentence_faults(key, set(data["keys"]), data.get("masked") or {}),
             }
         )
     return out
@@ -194,12 +253,14 @@ def summarise(
                 "variants": plan.variants,
                 "short": None if plan.short is None else plan.short.label,
                 "zeroshot": plan.zeroshot,
+                "grounding": plan.grounding,
                 "alphas": plan.alphas,
                 "resamples": plan.resamples,
             },
         },
         "arms": _arms(plan, arms_data, key),
         "metrics": metrics,
+        "grounding": _grounding(plan, results),
         "queries": queries,
         "reused_units": reused,
         "timings": timings or {},
@@ -292,6 +353,14 @@ def terminal_table(summary: dict[str, Any]) -> str:
         for row in _rows(summary, alpha):
             table.add_row(*row)
         console.print(table)
+    grounding = _grounding_rows(summary)
+    if grounding:
+        table = Table(title="grounding AUROC on the planted world (swapped-in sentences against clean ones)")
+        for name in GROUNDING_HEADER:
+            table.add_column(name, justify="left" if name == "arm" else "right")
+        for row in grounding:
+            table.add_row(*row)
+        console.print(table)
     faults = _fault_rows(summary)
     if faults:
         table = Table(title="planted faults: rows the arm does not train on")
@@ -311,7 +380,31 @@ FAULT_HEADER = [
     "precision",
     "clean removed",
     "by kind (found / planted)",
+    "sentences masked: hallucinated found / planted (recall, precision)",
 ]
+
+
+GROUNDING_HEADER = ["arm", "alpha", "AUROC", "by seed", "gap"]
+
+
+def _grounding_rows(summary: dict[str, Any]) -> list[list[str]]:
+    return [
+        [
+            g["arm"],
+            f"{g['alpha']:g}",
+            f"{g['auroc']:.3f}",
+            ", ".join(f"{a:.3f}" for a in g["auroc_by_seed"]),
+            "(reference)" if g["gap"] is None else f"{g['gap']:+.3f}",
+        ]
+        for g in summary.get("grounding") or []
+    ]
+
+
+def _sentence_text(f: dict[str, Any] | None) -> str:
+    if f is None:
+        return "-"
+    show = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+    return f"{f['masked']}: {f['found']} / {f['hallucinated']} ({show(f['recall'])}, {show(f['precision'])})"
 
 
 def _fault_rows(summary: dict[str, Any]) -> list[list[str]]:
@@ -331,6 +424,7 @@ def _fault_rows(summary: dict[str, Any]) -> list[list[str]]:
                 show(f["precision"]),
                 str(f["clean_removed"]),
                 kinds,
+                _sentence_text(arm.get("sentence_faults")),
             ]
         )
     return rows
@@ -345,36 +439,70 @@ PANELS = (
 )
 
 
-def _panel(ax, summary: dict[str, Any], chosen: list[dict[str, Any]], title: str) -> None:
-    """One metric: the delta per caption set and variant, a bar per arm, its interval as the error bar."""
-    from caption_debias.plotting import legend_outside
+COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+# An SVG written here, not matplotlib: importing it and drawing cost seconds a run, a bar chart needs none.
+PANEL_W, PANEL_H, LEFT, TOP, BOTTOM = 860, 230, 60, 30, 40
 
+
+def _panel_svg(summary: dict[str, Any], chosen: list[dict[str, Any]], title: str, y0: int) -> str:
+    """One metric: the delta per caption set and variant, a bar per arm, its interval as a whisker."""
+    esc = html_report.esc
     places = list(dict.fromkeys(f"{m['set']} {m['variant']}" for m in chosen))
     arms = list(dict.fromkeys(m["arm"] for m in chosen))
-    width = 0.8 / len(arms)
+    deltas = {(m["arm"], f"{m['set']} {m['variant']}"): m["delta"] for m in chosen}
+    values = [0.0]
+    for d in deltas.values():
+        values += [d["gap"], *(v for v in (d.get("lo"), d.get("hi")) if v is not None)]
+    lo, hi = min(values), max(values)
+    pad = (hi - lo) * 0.1 or 1.0
+    lo, hi = lo - pad, hi + pad
+    plot_h = PANEL_H - TOP - BOTTOM
+    plot_w = PANEL_W - LEFT - 150  # the legend to the right
+
+    def y(v: float) -> float:
+        return y0 + TOP + (hi - v) / (hi - lo) * plot_h
+
+    slot = plot_w / len(places)
+    width = 0.8 * slot / len(arms)
+    out = [
+        f'<text x="{LEFT}" y="{y0 + 18}" font-size="14">{esc(title)}: minus {esc(summary["reference"])} (points)</text>',
+        f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(0):.1f}" y2="{y(0):.1f}" stroke="#555"/>',
+    ]
+    for tick in sorted({round(lo + pad, 1), 0.0, round(hi - pad, 1)}):
+        out.append(f'<text x="{LEFT - 6}" y="{y(tick) + 4:.1f}" font-size="11" text-anchor="end">{tick:+.1f}</text>')
+    for p, place in enumerate(places):
+        cx = LEFT + (p + 0.5) * slot
+        out.append(
+            f'<text x="{cx:.1f}" y="{y0 + PANEL_H - 18}" font-size="11" text-anchor="middle">{esc(place)}</text>'
+        )
+        for i, arm in enumerate(arms):
+            d = deltas.get((arm, place))
+            if d is None:
+                continue
+            x = cx + (i - len(arms) / 2) * width
+            top, bottom = sorted((y(d["gap"]), y(0)))
+            colour = COLOURS[i % len(COLOURS)]
+            out.append(
+                f'<rect x="{x:.1f}" y="{top:.1f}" width="{width * 0.95:.1f}" height="{max(bottom - top, 0.5):.1f}" '
+                f'fill="{colour}"><title>{esc(arm)} {esc(place)}: {_delta_text(d)}</title></rect>'
+            )
+            if d.get("lo") is not None:
+                mid = x + width * 0.475
+                out.append(
+                    f'<path d="M{mid:.1f} {y(d["lo"]):.1f}V{y(d["hi"]):.1f}M{mid - 3:.1f} {y(d["lo"]):.1f}h6'
+                    f'M{mid - 3:.1f} {y(d["hi"]):.1f}h6" stroke="#222" fill="none"/>'
+                )
     for i, arm in enumerate(arms):
-        mine = {f"{m['set']} {m['variant']}": m["delta"] for m in chosen if m["arm"] == arm}
-        xs = [p + (i - (len(arms) - 1) / 2) * width for p in range(len(places))]
-        gaps = [mine[p]["gap"] for p in places]
-        if mine[places[0]].get("lo") is None:
-            ax.bar(xs, gaps, width, label=arm)
-        else:
-            err = [[g - mine[p]["lo"] for g, p in zip(gaps, places)], [mine[p]["hi"] - g for g, p in zip(gaps, places)]]
-            ax.bar(xs, gaps, width, yerr=err, capsize=3, label=arm)
-    ax.axhline(0, color="#555", linewidth=0.8)
-    ax.set_xticks(range(len(places)))
-    ax.set_xticklabels(places, fontsize="small")
-    ax.set_title(f"{title}: minus {summary['reference']} (points)", fontsize="medium")
-    ax.grid(True, axis="y", alpha=0.3)
-    legend_outside(ax)
+        ly = y0 + TOP + 16 * i
+        out.append(
+            f'<rect x="{LEFT + plot_w + 16}" y="{ly}" width="12" height="12" fill="{COLOURS[i % len(COLOURS)]}"/>'
+        )
+        out.append(f'<text x="{LEFT + plot_w + 34}" y="{ly + 10}" font-size="12">{esc(arm)}</text>')
+    return "".join(out)
 
 
-def _plots(summary: dict[str, Any], alpha: float) -> bytes | None:
-    """One PNG per alpha, a panel per metric. matplotlib's Figure without pyplot: no global state,
-    and pyplot's import is most of a small report's time."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
+def _plots(summary: dict[str, Any], alpha: float) -> str | None:
+    """One SVG per alpha, a panel per metric (None when no arm has a delta)."""
     panels = []
     for metric, direction, title in PANELS:
         chosen = [
@@ -386,14 +514,12 @@ def _plots(summary: dict[str, Any], alpha: float) -> bytes | None:
             panels.append((chosen, title))
     if not panels:
         return None
-    fig = Figure(figsize=(9, 3.0 * len(panels)), dpi=100)
-    FigureCanvasAgg(fig)
-    for k, (chosen, title) in enumerate(panels):
-        _panel(fig.add_subplot(len(panels), 1, k + 1), summary, chosen, title)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    height = PANEL_H * len(panels)
+    body = "".join(_panel_svg(summary, chosen, title, k * PANEL_H) for k, (chosen, title) in enumerate(panels))
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {PANEL_W} {height}" width="{PANEL_W}" height="{height}" '
+        f'style="max-width:100%;height:auto" role="img" font-family="sans-serif">{body}</svg>'
+    )
 
 
 def headline(summary: dict[str, Any]) -> str:
@@ -439,14 +565,25 @@ def write_report(summary: dict[str, Any], path: Path) -> None:
     for alpha in plan["eval"]["alphas"]:
         suffix = f" (WiSE-FT alpha {alpha:g})" if len(plan["eval"]["alphas"]) > 1 else ""
         parts.append(f"<h2>Recall@1{suffix}</h2>{html_report.table(HEADER, _rows(summary, alpha))}")
-        png = _plots(summary, alpha)
-        if png is not None:
+        svg = _plots(summary, alpha)
+        if svg is not None:
             parts.append(f"<h3>Each metric's delta against {esc(summary['reference'])}{suffix}</h3>")
-            parts.append(html_report.figure(png, f"deltas{suffix}", wide=True))
+            parts.append(f"<figure class='wide'>{svg}</figure>")
         zs = [m for m in summary["metrics"] if m["metric"] == "zeroshot" and m["alpha"] == alpha]
         if zs:
-            rows = [[m["arm"], f"{m['r1']:.1f}", _delta_text(m["delta"])] for m in zs]
-            parts.append(f"<h3>Zero-shot top-1 (%){suffix}</h3>{html_report.table(['arm', 'top-1', 'delta'], rows)}")
+            rows = [[m["arm"], f"{m['r1']:.1f}", _delta_text(m["delta"]), m["effect"] or ""] for m in zs]
+            head = ["arm", "top-1", "delta [95%]", "effect"]
+            parts.append(f"<h3>Zero-shot top-1 (%){suffix}</h3>{html_report.table(head, rows)}")
+    grounding = _grounding_rows(summary)
+    if grounding:
+        parts.append(
+            "<h2>Grounding AUROC</h2>"
+            + html_report.note(
+                "Each arm's model scores the planted world's sentences (score's sentence grounding): the chance "
+                "that a swapped-in sentence grounds lower than a clean detail sentence. Gaps have no interval."
+            )
+            + html_report.table(GROUNDING_HEADER, grounding)
+        )
     faults = _fault_rows(summary)
     if faults:
         parts.append(

@@ -138,6 +138,7 @@ def _unit_shaping(plan: Plan) -> dict[str, Any]:
         "zeroshot": plan.zeroshot,
         "alphas": plan.alphas,
         "batch_size": plan.batch_size,
+        **({"grounding": plan.grounding} if plan.grounding is not None else {}),  # older units' records stay valid
     }
 
 
@@ -209,12 +210,15 @@ def folder_counts(folder: str) -> dict[str, Any]:
     table = PreparedDataset.open(folder).read(["key", "sentences", "sentence_keep"])
     sentences = table.column("sentences").to_pylist()
     keep = table.column("sentence_keep").to_pylist()
+    keys = table.column("key").to_pylist()
     kept = sum(len(s) if k is None else sum(bool(x) for x in k) for s, k in zip(sentences, keep))
+    masked = {key: [i for i, x in enumerate(k) if not x] for key, k in zip(keys, keep) if k is not None}
     return {
         "rows": table.num_rows,
         "sentences": sum(len(s) for s in sentences),
         "sentences_kept": kept,
-        "keys": table.column("key").to_pylist(),
+        "keys": keys,
+        "masked": {key: m for key, m in masked.items() if m},  # key -> indices of sentences not trained on
     }
 
 
@@ -355,8 +359,42 @@ def evaluate_run(plan: Plan, run: Path, device: str) -> dict[str, Any]:
             short = _retrieval(model, _load_set(first, cache), [SHORT_VARIANT], plan.batch_size)[SHORT_VARIANT]
             entry["short"] = {"set": first.label, "variant": SHORT_VARIANT, **short}
         if plan.zeroshot is not None:
-            entry["zeroshot"] = zeroshot(model, plan.zeroshot, batch_size=plan.batch_size)
+            entry["zeroshot"] = zeroshot(model, plan.zeroshot, batch_size=plan.batch_size, hits=True)
+        if plan.grounding is not None:
+            entry["grounding"] = grounding(plan.grounding, run, alpha, model)
         results[f"{alpha:g}"] = entry
         for data in cache.values():  # image features are cached per model object: each alpha is another
             data.image_features.pop(model.model, None)
     return results
+
+
+def grounding(folder: str, run: Path, alpha: float, model: Any) -> dict[str, Any]:
+    """The planted world's sentences scored by this unit's model (score's own sentence grounding, as the
+    demo does): AUROC of low grounding for the swapped-in sentences against clean detail sentences
+    (evaluate/planted.py). An alpha below 1 is the WiSE-FT mix, exported for score to load."""
+    from caption_debias.dataset import read_manifest, recorded_image_root
+    from caption_debias.evaluate import planted
+    from caption_debias.model.export import export
+    from caption_debias.score.options import ScoreOptions
+    from caption_debias.score.run import score_folder
+
+    where = run.parent / f"grounding-{alpha:g}"
+    shutil.rmtree(where, ignore_errors=True)
+    spec = str(run)
+    if alpha != 1.0:
+        spec = "local-dir:" + str(export(str(run), where / "model", interpolate=alpha))
+    _, manifest = read_manifest(folder)
+    world = recorded_image_root(manifest, folder)
+    options = ScoreOptions(model=spec, quiet=True, overwrite=True, device=_score_device(model))
+    score_folder([folder], str(where / "scored"), options)
+    scored = planted.read_scored(where / "scored", ["summary_mask", "sentence_grounding"])
+    figures = planted.hallucination(scored, planted.read_key(str(world)))
+    shutil.rmtree(where, ignore_errors=True)  # the figures are what the unit keeps
+    return figures
+
+
+def _score_device(model: Any) -> str:
+    """The device the unit's model sits on, as score's --device names it."""
+    from caption_debias.evaluate.retrieval import model_device
+
+    return "cuda" if str(model_device(model)).startswith("cuda") else "cpu"

@@ -56,6 +56,8 @@ def hallucination(scored: dict[str, list], key: dict[str, Any]) -> dict[str, Any
     """AUROC of low grounding for the swapped sentences against clean detail sentences."""
     swapped = {e["key"]: e["sentence"] for e in key["hallucinated"]}
     mismatched = {e["key"] for e in key["mismatched"]}
+    # a leak of only the picture or only the caption pairs text with a picture it does not describe
+    mismatched |= {e["key"] for e in key.get("eval_leak", []) if e["copied"] != "both"}
     pos, neg, missing = [], [], 0
     for row_key, mask, grounding in zip(scored["key"], scored["summary_mask"], scored["sentence_grounding"]):
         if row_key in mismatched:

@@ -7,7 +7,7 @@ build_zero_shot_classifier (template features normalised, averaged, renormalised
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from caption_debias.errors import UserError
 from caption_debias.evaluate.metrics import text_to_image_ranks
@@ -31,9 +31,10 @@ def class_name(folder: str) -> str:
 
 
 def zeroshot(
-    loaded, root: str | Path, template_set: str = "openai", batch_size: int = 64, workers: int = 0
-) -> dict[str, float | int]:
-    """{'top1', 'top5' (percent), 'classes', 'images'}; ties count against the image, as in retrieval."""
+    loaded, root: str | Path, template_set: str = "openai", batch_size: int = 64, workers: int = 0, hits: bool = False
+) -> dict[str, Any]:
+    """{'top1', 'top5' (percent), 'classes', 'images'}; ties count against the image, as in retrieval.
+    `hits`: also 'top1_hits', each image's hit at 1 in folder order (what a paired bootstrap resamples)."""
     import torch
     from open_clip.zero_shot_classifier import build_zero_shot_classifier
     from torchvision.datasets import ImageFolder
@@ -80,9 +81,12 @@ def zeroshot(
             advance(len(images))
         end()
     ranks = torch.cat(ranks)
-    return {
+    result: dict[str, Any] = {
         "top1": 100.0 * float((ranks < 1).double().mean()),
         "top5": 100.0 * float((ranks < 5).double().mean()),
         "classes": len(dataset.classes),
         "images": len(dataset),
     }
+    if hits:
+        result["top1_hits"] = [int(r) for r in (ranks < 1).tolist()]
+    return result

@@ -54,6 +54,13 @@ class SynthOptions(OverwriteOptions, QuietOptions):
         "raw dump has, each in the answer key.",
     )
 
+    plant_eval_leaks: str | None = option(
+        None,
+        "With --plant: an evaluation world (a synth folder of another --split) some of whose rows this world "
+        "copies (picture, caption or both), each in the answer key; curate --decontaminate "
+        "sharegpt4v-1k=EVAL/sharegpt4v.json finds them.",
+    )
+
     def fractions(self) -> dict[str, float]:
         """The --plant-KIND fractions given, by kind."""
         given = {kind: getattr(self, f"plant_{kind}") for kind in KINDS}
@@ -69,5 +76,7 @@ class SynthOptions(OverwriteOptions, QuietOptions):
         given = self.fractions()
         if self.plant_curate_faults and not self.plant:
             raise UserError("--plant-curate-faults goes with --plant")
+        if self.plant_eval_leaks is not None and not self.plant:
+            raise UserError("--plant-eval-leaks goes with --plant")
         if given and not self.plant:
             raise UserError(f"--plant-{next(iter(given))} goes with --plant")

@@ -25,7 +25,17 @@ each on rows none of the kinds above touched, a copy always after its source (`p
 - `tiny_image`: the picture at 16 x 16 pixels;
 - `missing_image`: no file where the row's picture should be.
 
-Eval leaks are not planted (they need an eval set beside the world).
+With an evaluation world beside it (synth --plant-eval-leaks EVAL, `plant_leaks`), some rows no
+other kind touched become copies of that world's rows: `eval_leak`, each with what was copied:
+
+- `both`: the eval row's picture (its file's bytes) and its caption;
+- `image`: the eval row's picture under the row's own caption;
+- `caption`: the eval row's caption under the row's own picture.
+
+A copied picture is written at the eval row's own relative path (`images/test_000123.png`), as
+ShareGPT4V-1k's records name files of the training images: `curate --decontaminate
+sharegpt4v-1k=EVAL/sharegpt4v.json` reads the eval world's records and finds those files under
+the training root.
 
 Every other row is byte-for-byte what the unplanted world of the same seed writes: planting
 draws from its own random streams, after the world is made.
@@ -59,6 +69,9 @@ DUMP_RATES = {
     "tiny_image": 0.01,
     "missing_image": 0.01,
 }
+# Eval leaks: the share of rows copied from an evaluation world (at least one of each copy kind).
+LEAK_RATE = 0.02
+LEAK_COPIES = ("both", "image", "caption")
 # How `prepare` keys a ShareGPT4V record: '<source>/<id>' (schemas/shard.schema.json, key).
 KEY_PREFIX = "sharegpt4v/"
 _TRIES = 1000
@@ -235,3 +248,23 @@ def plant_more(plan: dict[str, Any], n: int, spec: PlantSpec, seed: int, split: 
     for entry in more["near_duplicate_caption"]:
         entry["word"] = rng.random()  # which word changes, as a share of the caption's words
     return more
+
+
+def plant_leaks(plan: dict[str, Any], n: int, eval_rows: int, seed: int, split: str) -> list[dict[str, Any]]:
+    """The eval leaks' rows, from their own seeded stream, among rows no other kind touched (nor took as
+    a source): [{"row", "eval_row", "copied"}], each eval row copied once."""
+    touched = {e["row"] for entries in plan.values() for e in entries}
+    touched |= {e[k] for entries in plan.values() for e in entries for k in ("copy_of", "source") if k in e}
+    free = [i for i in range(n) if i not in touched]
+    count = max(len(LEAK_COPIES), round(LEAK_RATE * n))
+    if count > len(free) or count > eval_rows:
+        raise UserError(
+            f"cannot plant {count} eval leaks: {len(free)} rows no other fault touched, {eval_rows} eval rows"
+        )
+    rng = random.Random(f"plant-leaks:{split}:{seed}")
+    rows = sorted(rng.sample(free, count))
+    evals = rng.sample(range(eval_rows), count)
+    return [
+        {"row": row, "eval_row": e, "copied": LEAK_COPIES[k % len(LEAK_COPIES)]}
+        for k, (row, e) in enumerate(zip(rows, evals))
+    ]

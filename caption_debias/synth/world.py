@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from caption_debias.errors import UserError
 from caption_debias.synth.options import WORLDS, SynthOptions
-from caption_debias.synth.plant import PLANTED_FILE, PlantSpec, RowText, plant_more, plant_plan
+from caption_debias.synth.plant import PLANTED_FILE, PlantSpec, RowText, plant_leaks, plant_more, plant_plan
 
 SHAPES = ("circle", "square", "triangle", "diamond", "cross")
 COLOURS = {
@@ -291,11 +292,13 @@ def write_world(
     overwrite: bool = False,
     world: str = "objects",
     plant: PlantSpec | None = None,
+    leak_from: str | Path | None = None,
 ) -> dict[str, Any]:
     """Write OUT/sharegpt4v.json + OUT/images/*.png; returns a summary (counts, seed, path).
 
     With `plant`, faults are planted in some rows and the answer key goes to OUT/planted.json
-    (synth/plant.py); every other row is what the unplanted world writes.
+    (synth/plant.py); every other row is what the unplanted world writes. With `leak_from` (an
+    evaluation world written by synth) some rows are also copies of its rows (plant_leaks).
     OUT is locked for the whole run (locking.folder_lock): one writer at a time.
     """
     from caption_debias.locking import folder_lock
@@ -303,8 +306,11 @@ def write_world(
     out = Path(out)
     if image_size < 16:
         raise UserError(f"--image-size must be at least 16, got {image_size}")
+    if leak_from is not None and plant is None:
+        raise UserError("--plant-eval-leaks goes with --plant")
+    leaks = None if leak_from is None else _eval_world(Path(leak_from), out)
     with folder_lock(out, "synth"):
-        return _write_world(out, n, seed, image_size, split, group_size, overwrite, world, plant)
+        return _write_world(out, n, seed, image_size, split, group_size, overwrite, world, plant, leaks)
 
 
 def run_synth(out: str | Path, options: SynthOptions) -> dict[str, Any]:
@@ -320,11 +326,44 @@ def run_synth(out: str | Path, options: SynthOptions) -> dict[str, Any]:
         overwrite=options.overwrite,
         world=options.world,
         plant=options.plant_spec(),
+        leak_from=options.plant_eval_leaks,
     )
 
 
+@dataclass(frozen=True)
+class EvalWorld:
+    """An evaluation world's records, where eval leaks are copied from."""
+
+    folder: Path
+    records: list[dict[str, Any]]
+
+
+def _eval_world(folder: Path, out: Path) -> EvalWorld:
+    """The records of a world `synth` wrote, checked: one line for a folder that is not one."""
+    path = folder / "sharegpt4v.json"
+    if not path.is_file():
+        raise UserError(f"--plant-eval-leaks {folder}: no sharegpt4v.json (an evaluation world written by synth)")
+    if folder.resolve() == out.resolve():
+        raise UserError(f"--plant-eval-leaks {folder}: the evaluation world is the output folder")
+    try:
+        records = json.loads(path.read_text("utf-8"))
+        for r in records:
+            if not isinstance(r["image"], str) or not isinstance(r["conversations"][1]["value"], str):
+                raise TypeError("image or caption not text")
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise UserError(f"--plant-eval-leaks {path}: not a synth world ({type(exc).__name__}: {exc})") from None
+    return EvalWorld(folder, records)
+
+
 def _plan_faults(
-    plant: PlantSpec | None, scenes: list, texts: list, captions: list, groups: list, seed: int, split: str
+    plant: PlantSpec | None,
+    scenes: list,
+    texts: list,
+    captions: list,
+    groups: list,
+    seed: int,
+    split: str,
+    leaks: EvalWorld | None = None,
 ) -> tuple[dict[str, Any] | None, list, list, dict[int, int]]:
     """(the planted faults' plan or None, the captions and groups with them, redrawn row -> its source)."""
     if plant is None:
@@ -336,6 +375,12 @@ def _plan_faults(
     if plant.curate_faults():
         plan.update(plant_more(plan, len(scenes), plant, seed, split))
         captions = _curate_fault_captions(plan, captions)
+    if leaks is not None:  # last, from its own stream: every other kind's rows are as without leaks
+        plan["eval_leak"] = plant_leaks(plan, len(scenes), len(leaks.records), seed, split)
+        captions = list(captions)
+        for entry in plan["eval_leak"]:
+            if entry["copied"] != "image":
+                captions[entry["row"]] = [leaks.records[entry["eval_row"]]["conversations"][1]["value"]]
     return plan, captions, groups, redraw_of
 
 
@@ -363,6 +408,7 @@ def _write_world(
     overwrite: bool,
     world: str,
     plant: PlantSpec | None,
+    leaks: EvalWorld | None = None,
 ) -> dict[str, Any]:
     target = out / "sharegpt4v.json"
     if target.exists() and not overwrite:
@@ -373,7 +419,8 @@ def _write_world(
     ids = [f"synth-{split}-{seed}-{i:06d}" for i in range(len(scenes))]
     captions = [list(t.sentences) for t in texts]
     groups = [scene.group for scene in scenes]
-    plan, captions, groups, redraw_of = _plan_faults(plant, scenes, texts, captions, groups, seed, split)
+    plan, captions, groups, redraw_of = _plan_faults(plant, scenes, texts, captions, groups, seed, split, leaks)
+    leaked = _leaked_images(plan, leaks, n, split)
     image_faults = {
         entry["row"]: (kind, entry.get("source"))
         for kind in ("duplicate_image", "reencoded", "broken_image", "tiny_image", "missing_image")
@@ -400,6 +447,11 @@ def _write_world(
                 image = draw_scene(scenes[redraw_of[i]], image_size, redraw_rng)
         if i in image_faults:
             rel = _write_faulty_image(out, rel, image, kept_images, *image_faults[i])
+        elif i in leaked:  # the eval row's file, byte for byte, at its own relative path
+            assert leaks is not None  # leaked rows come from it
+            rel = leaked[i]
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(leaks.folder / rel, out / rel)
         else:
             image.save(out / rel, format="PNG")
         records.append(_record(ids[i], rel, captions[i], groups[i], split))
@@ -407,7 +459,7 @@ def _write_world(
     if plan is not None:
         assert plant is not None  # the plan is made from it
         key = _planted_key(plan, ids, texts, plant, seed, split, world)
-        _write_json(planted_path, key, indent=1)
+        _write_json(planted_path, _with_leaks(key, plan, ids, leaks), indent=1)
     elif planted_path.exists():  # an unplanted world over a planted one: the old key is not its key
         planted_path.unlink()
     _write_json(target, records, indent=0)  # last: the world is complete when its JSON is there
@@ -426,6 +478,49 @@ def _write_world(
         info["planted"] = {kind: len(entries) for kind, entries in plan.items()}
         info["planted_path"] = str(planted_path)
     return info
+
+
+def _leaked_images(plan: dict[str, Any] | None, leaks: EvalWorld | None, n: int, split: str) -> dict[int, str]:
+    """Leaked row -> the eval row's image path it takes; refused when that path is one of this world's."""
+    if plan is None or leaks is None:
+        return {}
+    own = {f"images/{split}_{i:06d}.png" for i in range(n)}
+    leaked = {}
+    for entry in plan["eval_leak"]:
+        if entry["copied"] == "caption":
+            continue
+        rel = leaks.records[entry["eval_row"]]["image"]
+        if rel in own or rel[: -len(".png")] + ".jpg" in own or not (leaks.folder / rel).is_file():
+            raise UserError(
+                f"--plant-eval-leaks {leaks.folder}: its image {rel} is missing or is a path of this world "
+                "(write the evaluation world with another --split)"
+            )
+        leaked[entry["row"]] = rel
+    return leaked
+
+
+def _with_leaks(key: dict[str, Any], plan: dict[str, Any], ids: list[str], leaks: EvalWorld | None) -> dict[str, Any]:
+    """The key with its eval leaks and the world they came from (as it was without them, when none)."""
+    if leaks is None:
+        return key
+    key["eval_world"] = {"path": str(leaks.folder), "rows": len(leaks.records)}
+    key["eval_leak"] = [
+        {**_key_row(ids, e["row"]), "copied": e["copied"], **_eval_row(leaks.records[e["eval_row"]])}
+        for e in plan["eval_leak"]
+    ]
+    return key
+
+
+def _key_row(ids: list[str], i: int) -> dict[str, Any]:
+    from caption_debias.synth.plant import KEY_PREFIX
+
+    return {"row": i, "id": ids[i], "key": KEY_PREFIX + ids[i]}
+
+
+def _eval_row(record: dict[str, Any]) -> dict[str, Any]:
+    from caption_debias.synth.plant import KEY_PREFIX
+
+    return {"eval_id": record["id"], "eval_key": KEY_PREFIX + str(record["id"]), "eval_image": record["image"]}
 
 
 def _write_faulty_image(out: Path, rel: str, image: Any, kept: dict[int, Any], kind: str, source: int | None) -> str:
