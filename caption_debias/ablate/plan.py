@@ -355,10 +355,13 @@ def _grounding(faults: _Faults, value: Any, here: Path) -> str | None:
     folder = _folder(faults, "eval.grounding", value, here)
     if folder is None:
         return None
-    from caption_debias.dataset import read_manifest, recorded_image_root
+    from caption_debias.image_source.roots import folder_root
 
-    _, manifest = read_manifest(folder)
-    root = recorded_image_root(manifest, folder)
+    try:
+        root = folder_root(folder)
+    except UserError as exc:
+        faults.add("eval.grounding", str(exc))
+        return None
     if root is None or not (Path(str(root)) / "planted.json").is_file():
         faults.add(
             "eval.grounding", f"{folder}: its images' folder holds no planted.json (prepare a `synth --plant` world)"

@@ -372,8 +372,8 @@ def grounding(folder: str, run: Path, alpha: float, model: Any) -> dict[str, Any
     """The planted world's sentences scored by this unit's model (score's own sentence grounding, as the
     demo does): AUROC of low grounding for the swapped-in sentences against clean detail sentences
     (evaluate/planted.py). An alpha below 1 is the WiSE-FT mix, exported for score to load."""
-    from caption_debias.dataset import read_manifest, recorded_image_root
     from caption_debias.evaluate import planted
+    from caption_debias.image_source.roots import folder_root
     from caption_debias.model.export import export
     from caption_debias.score.options import ScoreOptions
     from caption_debias.score.run import score_folder
@@ -383,8 +383,7 @@ def grounding(folder: str, run: Path, alpha: float, model: Any) -> dict[str, Any
     spec = str(run)
     if alpha != 1.0:
         spec = "local-dir:" + str(export(str(run), where / "model", interpolate=alpha))
-    _, manifest = read_manifest(folder)
-    world = recorded_image_root(manifest, folder)
+    world = folder_root(folder)
     options = ScoreOptions(model=spec, quiet=True, overwrite=True, device=_score_device(model))
     score_folder([folder], str(where / "scored"), options)
     scored = planted.read_scored(where / "scored", ["summary_mask", "sentence_grounding"])
