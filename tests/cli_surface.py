@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +90,6 @@ def surface() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     FIXTURE.parent.mkdir(exist_ok=True)
     FIXTURE.write_text(json.dumps(surface(), indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {FIXTURE}")
