@@ -4,8 +4,8 @@ the bases of the flags every command shares; and --config files.
 An options class (PrepareOptions, CurateOptions, PackOptions, ScoreOptions, StatsOptions,
 TrainConfig, EvalOptions, ...) is the one source of each option: its fields are declared with
 `option()` (`required()` for one the user must give), which holds the default, the --help text,
-the flag spelling and the limits (choices, min/max, finite). The command line (cli/common.py
-`from_field`) reads all of them from the field, and `validate()` checks a value against the same
+the flag spelling, the metavar and the limits (choices, min/max, finite). The command line is
+built from the class (cli/common.py `Command`): every flag is read from its field, and `validate()` checks a value against the same
 field, so the CLI, a --config file and the Python API refuse the same values in the same words.
 A float field is finite unless it says `finite=False`: NaN and infinities are refused everywhere.
 
@@ -51,6 +51,8 @@ MAX_MISSING_HELP = (
 )
 WORKERS_HELP = "Worker processes (the output is identical for any value)."
 ENGINE_HELP = "Where the work runs: local (a process pool) or ray (Ray Data; the same output). See docs/scale.md."
+# Fields the Python API takes that are no flag: how much work is queued, which changes no output.
+API_ONLY = frozenset({"max_in_flight", "image_threads"})
 RAY_ADDRESS_HELP = (
     "Ray cluster to join with --engine ray (default: $RAY_ADDRESS, else a local Ray runtime with --workers CPUs)."
 )
@@ -68,13 +70,15 @@ def option(
     max_open: bool = False,
     finite: bool = True,
     runtime: bool = False,
+    metavar: str | None = None,
 ) -> Any:
     """A dataclass field: its default and --help text, and what the CLI and `validate()` both read from it.
 
     flags: the command-line spellings (default `--name-with-dashes`); choices: the values allowed;
     min / max: bounds (exclusive with min_open / max_open); finite: a float field refuses NaN and
     infinities unless False; runtime: the value changes how fast a stage runs, not what it writes
-    (a resumed run may change it). A list default becomes a fresh list per instance."""
+    (a resumed run may change it); metavar: what -h shows for the value (FILE, SPEC; default the type,
+    <int>). A list default becomes a fresh list per instance."""
     metadata = {
         "help": help,
         "flags": tuple(flags),
@@ -85,6 +89,7 @@ def option(
         "max_open": max_open,
         "finite": finite,
         "runtime": runtime,
+        "metavar": metavar,
     }
     if isinstance(default, list):
         return dataclasses.field(default_factory=lambda: list(default), metadata=metadata)

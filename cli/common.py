@@ -1,33 +1,38 @@
-"""The one dialect every command speaks: options read from the options class, --config, -h, -q,
---log-interval, and old flag spellings kept as hidden aliases. See docs/architecture.md, "Adding a command".
+"""The one dialect every command speaks, built from the command's options class: every field is a flag
+(its name, spellings, default, help, limits, type and metavar read from the field), plus --config, -h
+and old flag spellings as hidden aliases. See docs/architecture.md, "Adding a command".
 
-    def pack(
-        ctx: typer.Context,
-        prepared: str = typer.Argument(...),
-        out: str = out_option("Output folder: NNNNN.tar, ..."),
-        image_size: int = from_field(PackOptions, "image_size"),  # flag, default, help, limits: the field's
-        workers: int = from_field(PackOptions, "workers"),  # --workers -j, from EngineOptions
-        quiet: bool = from_field(PackOptions, "quiet"),
-        log_interval: float = from_field(PackOptions, "log_interval"),
-        config: Optional[Path] = config_option(),
-    ) -> None:
-        run_pack(prepared, out, options=options_from_params(PackOptions, ctx))
+A command declares only what is not a field, and what it does with the options:
 
-and in main.py `add_command(app, "pack", pack_cmd.pack, renamed={"--to": "--out"})`.
+    def _pack(options: PackOptions, prepared: str, out: str) -> None:
+        # its docstring is the command's -h text
+        from caption_debias.pack.api import pack
+
+        pack(prepared, out, options=options)
+
+    pack = Command(PackOptions, _pack, args=(argument("prepared", str, "Prepared (or curated) folder ..."),),
+                   out=out_param("Output folder: NNNNN.tar, ..."), renamed={"--to": "--out"})
+
+and main.py registers it: `add_command(app, "pack", pack_cmd.pack)`.
 """
 
 from __future__ import annotations
 
 import enum
+import inspect
 import sys
+import typing
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import typer
 from typer.core import TyperCommand
 
 from caption_debias.errors import UserError
 from caption_debias.options import (
+    API_ONLY,
     check_value,
     field_default,
     field_kind,
@@ -39,27 +44,119 @@ from caption_debias.options import (
 )
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
+# Where -h lists a field: these first (after the inputs), these last (the flags every stage shares),
+# the command's own fields between, in the order its options class declares them.
+FIRST = ("out", "image_root", "max_missing_images")
+LAST = ("workers", "engine", "ray_address", "overwrite", "quiet", "log_interval")
 
 
-def from_field(cls: type, name: str, *flags: str, **kwargs: Any) -> Any:
-    """typer.Option for field `name` of options class `cls`: its flags, default, help and limits.
+class Param(NamedTuple):
+    """A parameter that is not a field of the options class: a positional input, --out, a hidden spelling."""
+
+    name: str
+    annotation: Any
+    info: Any  # typer.Argument(...) or typer.Option(...)
+
+
+def argument(name: str, annotation: Any, help: str, default: Any = ..., **kwargs: Any) -> Param:
+    """A positional input (a list of folders: `annotation=list[str]`)."""
+    return Param(name, annotation, typer.Argument(default, help=help, **kwargs))
+
+
+def out_param(help: str, default: Any = ..., annotation: Any = str) -> Param:
+    """--out (-o): the one name of every output folder or file."""
+    return Param("out", annotation, typer.Option(default, "--out", "-o", help=help))
+
+
+def _same(raw: dict) -> dict:
+    return raw
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command: its options class, what it does with the options, and its few parameters that are
+    not fields. `run(options, **params)` gets the options object (built from the flags, --config and
+    the defaults) and each of `args`, `out` and `hidden` by name; its docstring is the command's -h text.
+    A name in `args` that is a field (train's DATA) is that field as a positional argument.
+    `renamed`: old flag spellings, accepted and hidden; `translate`: older --config keys to today's."""
+
+    options: type
+    run: Callable[..., None]
+    args: tuple[Param | str, ...] = ()
+    out: Param | None = None
+    hidden: tuple[Param, ...] = ()
+    renamed: Mapping[str, str] = field(default_factory=dict)
+    translate: Callable[[dict], dict] = _same
+
+    def params(self) -> list[Param]:
+        """Every parameter in -h's order: inputs, then the fields (FIRST, own, LAST), hidden ones, --config."""
+        fields = fields_of(self.options)
+        args = [field_param(self.options, a, argument=True) if isinstance(a, str) else a for a in self.args]
+        taken = {p.name for p in args} | API_ONLY
+        names = [n for n in _declared_order(self.options) if n not in taken]
+        ordered = [n for n in FIRST if n in names] + [n for n in names if n not in FIRST + LAST]
+        options = [field_param(self.options, n) for n in ordered + [n for n in LAST if n in names]]
+        out = [] if self.out is None or "out" in fields else [self.out]
+        return [*args, *out, *options, *self.hidden, Param("config", Optional[Path], config_option(self.translate))]
+
+    def callback(self) -> Callable[..., None]:
+        """The function typer reads: its signature is `params()`, its docstring the run's."""
+        fields = fields_of(self.options)
+        params = self.params()
+        own = [p.name for p in params if p.name not in fields and p.name != "config"]
+
+        def callback(ctx: typer.Context, **values: Any) -> None:
+            self.run(options_from_params(self.options, ctx), **{name: values[name] for name in own})
+
+        context = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
+        callback.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [context]
+            + [
+                inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=p.info, annotation=p.annotation)
+                for p in params
+            ]
+        )
+        callback.__doc__ = self.run.__doc__
+        callback.__annotations__ = {}  # typer reads the types from the signature
+        return callback
+
+
+def _declared_order(cls: type) -> list[str]:
+    """The fields of an options class, the class's own first, then each base's, down the MRO."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        names += [n for n in klass.__dict__.get("__annotations__", {}) if n in fields_of(cls) and n not in names]
+    return names
+
+
+@lru_cache(maxsize=None)
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def field_param(cls: type, name: str, *, argument: bool = False) -> Param:
+    """Field `name` of options class `cls` as a typer option (or a positional argument): its flags,
+    default, help, limits, type and metavar.
 
     A number or a field with choices is parsed by the field itself (`check_value`), so a bad value
     on the command line or in --config is the same one line as from `validate()` (NaN included).
-    A field without a default (`required()`) is a required option. `flags` overrides the field's
-    spellings; limits are the field's only, shown after the help (`help_text`). The metavar stays
-    typer's (<int>, <str>): ranges and choices in that column squeeze the flags' column at 80
-    characters; `choices_metavar=True` shows a short list of choices there instead."""
-    if {"min", "max", "clamp"} & set(kwargs):
-        raise ValueError(f"{cls.__name__}.{name}: declare its limits on the field (option(..., min=, max=))")
+    A field without a default (`required()`) is a required option. Limits are shown after the help
+    (`help_text`); the metavar is typer's (<int>, <str>) unless the field names one (FILE, SPEC)."""
     f = fields_of(cls)[name]
+    annotation = _hints(cls)[name]
     default = ... if is_required(f) else field_default(f)
+    if argument:
+        return Param(name, annotation, typer.Argument(default, help=f.metadata["help"]))
     kind = field_kind(cls, name)
-    if kwargs.pop("choices_metavar", False):
-        kwargs.setdefault("metavar", f"[{'|'.join(f.metadata['choices'])}]")
-    if kind in (int, float, str) and (kind is not str or f.metadata.get("choices")):
-        kwargs.setdefault("parser", lambda value: check_value(cls, name, value))
-    return typer.Option(default, *(flags or flags_of(f)), help=help_text(cls, name), **kwargs)
+    parse = kind in (int, float, str) and (kind is not str or f.metadata.get("choices"))
+    info = typer.Option(
+        default,
+        *flags_of(f),
+        help=help_text(cls, name),
+        metavar=f.metadata.get("metavar"),
+        parser=(lambda value: check_value(cls, name, value)) if parse else None,
+    )
+    return Param(name, annotation, info)
 
 
 def help_text(cls: type, name: str) -> str:
@@ -69,13 +166,11 @@ def help_text(cls: type, name: str) -> str:
     return fields_of(cls)[name].metadata["help"] + (f" Range: {limits}." if limits else "")
 
 
-def options_from_params(cls: type, ctx: typer.Context, **given: Any) -> Any:
+def options_from_params(cls: type, ctx: typer.Context) -> Any:
     """The options object of a command from what click parsed (`ctx.params`: flags typed, --config
-    values, defaults), so no command lists its fields twice. Parameters that are not fields (the
-    positional inputs, --out, --config) are left out; `given` adds or overrides fields."""
+    values, defaults). Parameters that are not fields (the positional inputs, --out, --config) are left out."""
     names = fields_of(cls)
-    values = {name: _plain(value) for name, value in ctx.params.items() if name in names}
-    return cls(**{**values, **given})
+    return cls(**{name: _plain(value) for name, value in ctx.params.items() if name in names})
 
 
 def _plain(value: Any) -> Any:
@@ -87,11 +182,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
-
-
-def out_option(help: str, default: Any = ..., *, short: bool = True) -> Any:
-    """--out (-o): the one name of every output folder or file."""
-    return typer.Option(default, "--out", *(("-o",) if short else ()), help=help)
 
 
 def _config_names(command: Any) -> dict[str, str]:
@@ -128,7 +218,7 @@ def _load_config(ctx: typer.Context, value: Path, translate: Callable[[dict], di
     ctx.default_map = {**(ctx.default_map or {}), **loaded}
 
 
-def config_option(translate: Callable[[dict], dict] = lambda raw: raw) -> Any:
+def config_option(translate: Callable[[dict], dict] = _same) -> Any:
     """--config FILE (TOML, YAML or JSON; keys are the flag names, dashes or underscores).
 
     `translate`: a command's older keys to today's (train: `tensorboard = false`)."""
@@ -147,10 +237,10 @@ def config_option(translate: Callable[[dict], dict] = lambda raw: raw) -> Any:
     )
 
 
-def renamed_flags(renamed: dict[str, str]) -> type[TyperCommand]:
+def renamed_flags(renamed: Mapping[str, str]) -> type[TyperCommand]:
     """A command class that accepts old flag spellings (hidden) and says once that they changed."""
 
-    class Command(TyperCommand):
+    class Renamed(TyperCommand):
         def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
             new = []
             for i, arg in enumerate(args):
@@ -167,9 +257,9 @@ def renamed_flags(renamed: dict[str, str]) -> type[TyperCommand]:
                 new.append(arg)
             return super().parse_args(ctx, new)
 
-    return Command
+    return Renamed
 
 
-def add_command(app: typer.Typer, name: str, fn: Callable, renamed: Optional[dict[str, str]] = None) -> None:
+def add_command(app: typer.Typer, name: str, command: Command) -> None:
     """Register a command with -h and its old flag spellings."""
-    app.command(name, cls=renamed_flags(renamed or {}), context_settings=CONTEXT_SETTINGS)(fn)
+    app.command(name, cls=renamed_flags(command.renamed), context_settings=CONTEXT_SETTINGS)(command.callback())

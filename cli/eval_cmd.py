@@ -1,16 +1,13 @@
-"""`caption-debias eval` and `caption-debias probe`: retrieval benchmarks and the bias probes.
-
-Every option's default and help text come from its EvalOptions / ProbeOptions field (evaluate/options.py).
-"""
+"""`caption-debias eval` and `caption-debias probe`: retrieval benchmarks and the bias probes."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
 
-from caption_debias.cli.common import config_option, from_field, options_from_params, out_option
+from caption_debias.cli.common import Command, argument, out_param
 from caption_debias.evaluate.options import EvalOptions, ProbeOptions
 
 _MODELS_HELP = (
@@ -20,59 +17,18 @@ _MODELS_HELP = (
 )
 
 
-def evaluate(
-    ctx: typer.Context,
-    models: List[str] = typer.Argument(..., help=_MODELS_HELP),
-    benchmark: List[str] = from_field(EvalOptions, "benchmark"),
-    data: List[str] = from_field(EvalOptions, "data"),
-    image_root: Optional[str] = from_field(EvalOptions, "image_root"),
-    variants: str = from_field(EvalOptions, "variants"),
-    out: Optional[Path] = out_option(
-        "Write results as JSON here: {VARIANT: {t2i, i2t, recall_rule}} for one model on one data set, else {MODEL: {BENCHMARK: {VARIANT: ...}}}.",
-        None,
-    ),
-    batch_size: int = from_field(EvalOptions, "batch_size"),
-    context_length: Optional[int] = from_field(EvalOptions, "context_length"),
-    pretrained: Optional[str] = from_field(EvalOptions, "pretrained"),
-    device: str = from_field(EvalOptions, "device"),
-    segmenter: str = from_field(EvalOptions, "segmenter"),
-    templates: str = from_field(EvalOptions, "templates"),
-    recall_rule: str = from_field(EvalOptions, "recall_rule"),
-    quiet: bool = from_field(EvalOptions, "quiet"),
-    log_interval: float = from_field(EvalOptions, "log_interval"),
-    config: Optional[Path] = config_option(),
-) -> None:
+def _evaluate(options: EvalOptions, models: list[str], out: Optional[Path]) -> None:
     """Retrieval recall@1/5/10 both ways (and zero-shot accuracy) of one or more models."""
-    from caption_debias.evaluate.api import evaluate as run_evaluate
+    from caption_debias.evaluate.api import evaluate
 
-    run_evaluate(models, out=out, options=options_from_params(EvalOptions, ctx))
+    evaluate(models, out=out, options=options)
 
 
-def probe(
-    ctx: typer.Context,
-    models: List[str] = typer.Argument(
-        ..., help=_MODELS_HELP + " Two models (e.g. a Long-CLIP run and a DeBias run) are shown side by side."
-    ),
-    data: str = from_field(ProbeOptions, "data"),
-    out: Path = out_option(
-        "Folder for probe.json, attention.png, filler.png and a self-contained index.html (rewritten each run)."
-    ),
-    benchmark: str = from_field(ProbeOptions, "benchmark"),
-    image_root: Optional[str] = from_field(ProbeOptions, "image_root"),
-    batch_size: int = from_field(ProbeOptions, "batch_size"),
-    context_length: Optional[int] = from_field(ProbeOptions, "context_length"),
-    pretrained: Optional[str] = from_field(ProbeOptions, "pretrained"),
-    device: str = from_field(ProbeOptions, "device"),
-    segmenter: str = from_field(ProbeOptions, "segmenter"),
-    quiet: bool = from_field(ProbeOptions, "quiet"),
-    log_interval: float = from_field(ProbeOptions, "log_interval"),
-    config: Optional[Path] = config_option(),
-) -> None:
+def _probe(options: ProbeOptions, models: list[str], out: Path) -> None:
     """The paper's bias probes: filler curve, sentence order, keep/move/remove, attention by position."""
     from caption_debias.evaluate.run import probe_models
 
-    options = options_from_params(ProbeOptions, ctx).validate()  # flags and --data before torch loads
-    result = probe_models(models, out, options)
+    result = probe_models(models, out, options.validate())  # flags and --data before torch loads
     if not options.quiet:
         from rich.console import Console
 
@@ -82,3 +38,31 @@ def probe(
         table = {m: {label: r["retrieval"]} for m, r in result["models"].items()}
         Console().print(retrieval_table(table, title="Bias probes: recall@1/5/10 (%)"))
         typer.echo(f"report: {result['files']['html']}")
+
+
+evaluate = Command(
+    EvalOptions,
+    _evaluate,
+    args=(argument("models", list[str], _MODELS_HELP),),
+    out=out_param(
+        "Write results as JSON here: {VARIANT: {t2i, i2t, recall_rule}} for one model on one data set, else {MODEL: {BENCHMARK: {VARIANT: ...}}}.",
+        None,
+        Optional[Path],
+    ),
+)
+probe = Command(
+    ProbeOptions,
+    _probe,
+    args=(
+        argument(
+            "models",
+            list[str],
+            _MODELS_HELP + " Two models (e.g. a Long-CLIP run and a DeBias run) are shown side by side.",
+        ),
+    ),
+    out=out_param(
+        "Folder for probe.json, attention.png, filler.png and a self-contained index.html (rewritten each run).",
+        annotation=Path,
+    ),
+    renamed={"--report": "--out", "-r": "--out"},
+)

@@ -55,19 +55,20 @@ def _root(
     """Long-caption data preparation and DeBias-CLIP fine-tuning."""
 
 
-# Old flag spellings stay as hidden aliases that print one line (cli/common.py renamed_flags).
-add_command(app, "prepare", prepare_cmd.prepare, renamed={"--output": "--out"})
-add_command(app, "stats", stats_cmd.stats, renamed={"--report": "--out", "-r": "--out"})
+# Each command is built from its options class (cli/common.py Command); old flag spellings stay as
+# hidden aliases that print one line (its `renamed`).
+add_command(app, "prepare", prepare_cmd.prepare)
+add_command(app, "stats", stats_cmd.stats)
 add_command(app, "curate", curate_cmd.curate)
 add_command(app, "score", score_cmd.score)
 add_command(app, "train", train_cmd.train)
 add_command(app, "export", export_cmd.export)
 add_command(app, "eval", eval_cmd.evaluate)
-add_command(app, "probe", eval_cmd.probe, renamed={"--report": "--out", "-r": "--out"})
+add_command(app, "probe", eval_cmd.probe)
 add_command(app, "synth", synth_cmd.synth)
 add_command(app, "demo", demo_cmd.demo)
-add_command(app, "urls", urls_cmd.urls, renamed={"--to": "--out"})
-add_command(app, "export-captions", urls_cmd.export_captions, renamed={"--to": "--out"})
+add_command(app, "urls", urls_cmd.urls)
+add_command(app, "export-captions", urls_cmd.export_captions)
 add_command(app, "pack", pack_cmd.pack)
 add_command(app, "view", view_cmd.view)
 add_command(app, "ablate", ablate_cmd.ablate)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from cli_process import run_cli
 
+from caption_debias.options import API_ONLY  # fields the Python API takes that are no flag
+
 _main = run_cli
 
 
@@ -164,7 +166,7 @@ def test_every_command_reads_its_options_from_an_options_class():
 @pytest.mark.parametrize("name", sorted(OPTION_CLASSES))
 def test_one_field_per_flag(name):
     """Every option of a command is one field of its options class, under the field's name: its
-    flags, default and help are the field's (declared once, read by cli/common.py from_field)."""
+    flags, default and help are the field's (declared once, read by cli/common.py field_param)."""
     from caption_debias.cli.common import help_text
     from caption_debias.options import field_default, fields_of, flags_of, is_required
 
@@ -188,10 +190,6 @@ def test_one_field_per_flag(name):
     for p in params:
         if p.param_type_name == "argument" and p.name in fields:
             assert p.help == fields[p.name].metadata["help"], (name, p.name)
-
-
-# Fields the Python API takes that are no flag: how much work is queued, which changes no output.
-API_ONLY = {"max_in_flight", "image_threads"}
 
 
 @pytest.mark.parametrize("name", sorted(OPTION_CLASSES))
@@ -240,6 +238,78 @@ def test_the_shared_bases_word_each_flag_once():
             declared.setdefault(name, set()).add(base.fields_of(cls)[name].metadata["help"])
     assert all(len(helps) == 1 for helps in declared.values()), declared
     assert base.fields_of(base.ProgressOptions)["log_interval"].default == DEFAULT_INTERVAL
+
+
+# ---- the command built from its options class (cli/common.py Command) ------------------------------
+
+
+def _toy_app(extra_field: bool):
+    """A command built from a small options class, with or without one more field, and what its run got."""
+    from dataclasses import dataclass
+
+    import typer
+
+    from caption_debias.cli.common import Command, add_command, argument
+    from caption_debias.options import ProgressOptions, option
+
+    @dataclass(kw_only=True)
+    class Toy(ProgressOptions):
+        size: int = option(3, "How big.", min=1, metavar="N")
+
+    @dataclass(kw_only=True)
+    class Toy2(Toy):
+        colour: str = option("red", "Which colour.", choices=("red", "blue"))
+
+    seen: dict = {}
+
+    def run(options, inputs: list[str] | None = None) -> None:
+        """A toy command."""
+        seen.update(options=options, inputs=inputs)
+
+    app = typer.Typer()
+    toy = Command(Toy2 if extra_field else Toy, run, args=(argument("inputs", list[str], "Inputs."),))
+    add_command(app, "toy", toy)
+    add_command(app, "other", Command(Toy, run, renamed={"--big": "--size"}))
+    return app, seen
+
+
+def test_a_field_added_to_an_options_class_is_a_flag_with_no_other_edit():
+    from typer.testing import CliRunner
+
+    app, seen = _toy_app(extra_field=False)
+    assert "--colour" not in CliRunner().invoke(app, ["toy", "-h"]).output
+    app, seen = _toy_app(extra_field=True)
+    res = CliRunner().invoke(app, ["toy", "a", "b", "--size", "5", "--colour", "blue", "-q"])
+    assert res.exit_code == 0, res.output
+    assert seen["inputs"] == ["a", "b"] and (seen["options"].size, seen["options"].colour) == (5, "blue")
+    assert seen["options"].quiet is True and seen["options"].log_interval == 30.0
+
+
+def test_a_built_command_checks_with_the_field_and_shows_its_help_in_the_one_order():
+    import typer
+    from typer.testing import CliRunner
+
+    from caption_debias.errors import UserError
+
+    app, _ = _toy_app(extra_field=True)
+    res = CliRunner().invoke(app, ["toy", "a", "--colour", "green"])
+    assert isinstance(res.exception, UserError) and "unknown --colour 'green'" in str(res.exception)
+    res = CliRunner().invoke(app, ["toy", "a", "--size", "0"])
+    assert isinstance(res.exception, UserError) and "--size must be at least 1" in str(res.exception)
+    command = typer.main.get_command(app).commands["toy"]
+    # inputs, the command's own fields (the most derived class first), the shared ones last, --config
+    assert [p.name for p in command.params] == ["inputs", "colour", "size", "quiet", "log_interval", "config"]
+    size = next(p for p in command.params if p.name == "size")
+    assert size.metavar == "N" and size.help == "How big. Range: x>=1."
+
+
+def test_a_built_command_keeps_an_old_spelling():
+    from typer.testing import CliRunner
+
+    app, seen = _toy_app(extra_field=False)
+    res = CliRunner().invoke(app, ["other", "--big", "4"])
+    assert res.exit_code == 0 and seen["options"].size == 4, res.output
+    assert "--big is now --size (the old spelling still works)" in res.output
 
 
 # ---- --config --------------------------------------------------------------------------------------

@@ -130,16 +130,19 @@ class CurateOptions(MissingImagesOptions, StageOptions):
         min=0.0,
         max=100.0,
         min_open=True,
+        metavar="P",
     )
     drop_ungrounded: float | None = option(
         None,
         "Mark sentences with sentence_grounding below this as not kept (sentence_keep); a caption left with no "
         "non-summary sentence goes as ungrounded_caption.",
+        metavar="T",
     )
     score_model: str | None = option(
         None,
         "Score the inputs first with this model (any `score --model` spec) into OUT/.curate/scored, then curate "
         "that: the model flags then need no scored folder.",
+        metavar="SPEC",
     )
     score_pretrained: str | None = option(None, "With --score-model: its pretrained tag or checkpoint file.")
     score_device: str = option("cpu", "With --score-model: cpu or cuda.", choices=("cpu", "cuda"), runtime=True)
@@ -163,11 +166,13 @@ class CurateOptions(MissingImagesOptions, StageOptions):
         "Remove the rows whose key is listed in this file (one key a line, as it stands or as a JSON string, as "
         "`caption-debias view` exports a selection) as excluded_by_user, the funnel's last reason; the manifest "
         "records the file's sha256.",
+        metavar="FILE",
     )
     include_keys: str | None = option(
         None,
         "Keep only the rows whose key is listed in this file (the others go as excluded_by_user); the rows "
         "listed still pass every other reason.",
+        metavar="FILE",
     )
     keep_keys: str | None = option(
         None,
@@ -175,6 +180,7 @@ class CurateOptions(MissingImagesOptions, StageOptions):
         "quality, eval leaks, --include-keys), their sentences unmasked: what a filter got wrong. A missing or "
         "unreadable image still goes. The manifest records the file's sha256 and what each reason would have "
         "removed.",
+        metavar="FILE",
     )
     max_in_flight: int = option(2, "Shards queued or in work per worker.", min=1, runtime=True)
     image_threads: int = option(

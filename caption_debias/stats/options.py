@@ -14,7 +14,12 @@ class StatsOptions(ImageRootOptions, ProgressOptions):
     """Every option of `caption-debias stats` (the CLI reads defaults and --help from here).
     quiet and log_interval are display only: the figures do not depend on them."""
 
-    by: str | None = option(None, "Also give every figure per source reader or per split.", choices=BY_FIELDS)
+    by: str | None = option(
+        None,
+        "Also give every figure per source reader or per split.",
+        choices=BY_FIELDS,
+        metavar=f"[{'|'.join(BY_FIELDS)}]",  # the choices, short enough for -h's metavar column
+    )
     top_phrases: int = option(
         15, "How many of the most common opening phrases to keep per group.", flags=("--top",), min=1
     )

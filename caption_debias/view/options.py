@@ -39,12 +39,14 @@ class ViewOptions(ImageRootOptions, QuietOptions):
         "Find images by text with this model (any spec score takes: demo-start, a name with --pretrained, "
         "local-dir:DIR, a checkpoint, a train run): its text tower against the folders' image_embedding, so give "
         "the model that scored them.",
+        metavar="SPEC",
     )
     pretrained: str | None = option(None, "With --model: its pretrained tag or checkpoint file.")
     tags: str | None = option(
         None,
         "A JSON-lines file the page writes your tags to (created when missing): tag rows, filter by a tag, "
         "export a tag as a keys file. The data folders stay read-only.",
+        metavar="FILE",
     )
 
     def check(self) -> None:
