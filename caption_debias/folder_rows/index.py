@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -20,15 +20,19 @@ import pyarrow.compute as pc
 
 from caption_debias import storage
 from caption_debias.errors import UserError
-from caption_debias.view import sentence_signals as signals
-from caption_debias.view.folders import Folder, is_numeric
-from caption_debias.view.query import Query
-
-if TYPE_CHECKING:
-    from caption_debias.view.embedding_map import EmbeddingMap
+from caption_debias.folder_rows import sentence_signals as signals
+from caption_debias.folder_rows.folders import Folder, is_numeric
+from caption_debias.folder_rows.query import Query
 
 CACHED_SELECTIONS = 6
 CACHED_SEARCHES = 4
+
+
+class MapCoords(Protocol):
+    """Rows placed on the viewer's 2-D map (view/embedding_map.py's EmbeddingMap): the box filter's input."""
+
+    def coords(self, removed: bool) -> Any:
+        """A polars frame of the row addresses with their x and y."""
 
 
 class RowIndex:
@@ -44,7 +48,7 @@ class RowIndex:
         self._selections: OrderedDict[tuple, Any] = OrderedDict()
         self._searches: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.numeric_columns = self._numeric_columns()
-        self.embedding_map: EmbeddingMap | None = (
+        self.embedding_map: MapCoords | None = (
             None  # view/embedding_map.py's EmbeddingMap, set by data.Generation (the box filter)
         )
 
@@ -65,7 +69,7 @@ class RowIndex:
         t = t.append_column("num_sentences", lengths)
         df = pl.from_arrow(t)
         have = signals.columns_for(t.column_names)
-        if have:  # the weakest detail sentence and the mask, as numbers (view/sentence_signals.py)
+        if have:  # the weakest detail sentence and the mask, as numbers (folder_rows/sentence_signals.py)
             df = signals.batch_signals(df, have)
         return df.drop("summary_mask").with_columns(
             pl.lit(f.index, pl.Int32).alias("_folder"),

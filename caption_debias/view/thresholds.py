@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from caption_debias import storage
-from caption_debias.view.folders import Folder, filled_columns
+from caption_debias.folder_rows.folders import Folder, filled_columns
 
 # what curate's rules read: sentence_tokens only for its length (a grounding list of another length is invalid)
 COLUMNS = ("clip_score", "sentence_grounding", "summary_mask", "sentence_keep", "sentence_tokens")
