@@ -11,6 +11,7 @@ from typing import Any
 
 from caption_debias import html_report
 from caption_debias import md_text as md
+from caption_debias.dataset import dataset_names
 from caption_debias.errors import UserError
 from caption_debias.lineage import stage_of
 
