@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 from curate_fixtures import caption, scene
+from fault_fixtures import cli, edit_images, peak_kib
 from image_worlds import _jpeg, built, links_tar, parquet_bombs
-from test_faults_images import cli, edit_images, peak_kib
 
 MIB = 1 << 20
 

@@ -6,17 +6,13 @@ from __future__ import annotations
 
 import pickle
 import random
-import sys
-from pathlib import Path
 
 import pytest
+from image_worlds import hostile_root
 
-sys.path.insert(0, str(Path(__file__).parent))
-from image_worlds import hostile_root  # noqa: E402
-
-from caption_debias.image_files import ImageProblem  # noqa: E402
-from caption_debias.image_source import ImageSource  # noqa: E402
-from caption_debias.image_source.lookup import ImageLookup  # noqa: E402
+from caption_debias.image_files import ImageProblem
+from caption_debias.image_source import ImageSource
+from caption_debias.image_source.lookup import ImageLookup
 
 
 def results(read, images, keys=None) -> list:
