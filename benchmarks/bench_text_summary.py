@@ -26,10 +26,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from _common import add_data_option, import_at, long_captions
+from _common import add_data_option, import_at, long_captions  # also puts the checkout on sys.path (experiments/)
 
 from caption_debias.text import summary
-from caption_debias.text.summary_train import fit, fold_of, load_calibration, split_captions
+from experiments.summary_train import fit, fold_of, load_calibration, split_captions
 
 OVERALL = re.compile(r"^(overall|the overall)\b", re.I)
 

@@ -58,7 +58,7 @@ if mode == "view":
     from starlette.testclient import TestClient
     from caption_debias.view.app import create_app
     from caption_debias.view.data import ViewData
-    from caption_debias.view.thumbs import ThumbCache
+    from caption_debias.folder_rows.thumbs import ThumbCache
     import tempfile
     def first():
         data = ViewData([folder])
@@ -100,7 +100,7 @@ elif mode == "thumbs":
     import tempfile
     from pathlib import Path
     from PIL import Image
-    from caption_debias.view.thumbs import ThumbCache
+    from caption_debias.folder_rows.thumbs import ThumbCache
     root = Path(tempfile.mkdtemp())
     im = Image.effect_mandelbrot((1024, 768), (-2, -1.2, 1, 1.2), 80).convert("RGB")
     im.save(root / "a.jpg", quality=90)
@@ -125,7 +125,7 @@ if mode == "view":
     from caption_debias.view.app import create_app
     from caption_debias.view.data import ViewData
     from caption_debias.view.server import bind
-    from caption_debias.view.thumbs import ThumbCache
+    from caption_debias.folder_rows.thumbs import ThumbCache
     sock = bind("127.0.0.1", 0)
     app = create_app(ViewData([str(folder)], str(images)), ThumbCache(tempfile.mkdtemp()))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
@@ -141,7 +141,7 @@ if mode == "view":
     assert all(j[:2] == b"\xff\xd8" for j in jpegs)
 else:
     from PIL import Image, ImageOps
-    def old_thumbnail(path):  # view/thumbs.py make_thumbnail before the image gate (the baseline)
+    def old_thumbnail(path):  # folder_rows/thumbs.py make_thumbnail before the image gate (the baseline)
         data = path.read_bytes()
         with Image.open(io.BytesIO(data)) as im:
             im.draft("RGB", (256, 256))

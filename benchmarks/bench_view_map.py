@@ -35,7 +35,7 @@ def timed(name, fn):
     t0 = time.perf_counter(); r = fn(); out[name] = round(time.perf_counter() - t0, 2); return r
 if mode == "view":
     from caption_debias.view.data import ViewData
-    from caption_debias.view.query import Query
+    from caption_debias.folder_rows.query import Query
     gen = timed("open", lambda: ViewData([folder]).current())
     timed("index", gen.index.index)
     timed("map (fit on the sample, every row placed)", lambda: (gen.map.start(), gen.map.wait()))

@@ -26,7 +26,7 @@ One stage run, in order::
             reused = run_tasks(folder, tasks, fn, engines.mapper(options), on_side, progress)
         folder.prune({"shards/part-*.parquet": written_paths}, n_tasks, sidecar_dirs=[".score/shards"])
         reconcile("score", read=read, written=written, removed=removed.count)
-        write_json({**manifest, **stamp(elapsed)}, out / "manifest.json")   # last: only a finished run has one
+        write_json({**manifest, **manifest_stamp(elapsed)}, out / "manifest.json")   # last: only a finished run has one
     Summary("score", str(out), {"read": read, "written": written, "removed": removed.count}).print()
 
 What each piece guarantees:
@@ -51,7 +51,7 @@ What each piece guarantees:
   (caption_debias/engines: `engines.mapper(options)`) and hands each sidecar back in task order.
 - `load_sidecar`: a finished task's sidecar, when its fingerprint matches and the file it
   names (`side["path"]` under OUT, or `output`) is there with the recorded size.
-- `fingerprint`, `stamp`, `shard_name`: what an output is made from as one digest; a
+- `fingerprint`, `manifest_stamp`, `shard_name`: what an output is made from as one digest; a
   manifest's last keys; `shards/part-NNNNN.parquet`.
 - `StageFolder.partial_lines(name)`: a JSON-lines list (rejects, removals) appended in task
   order to `OUT/<state_dir>/<name>.partial` (a local temp for a remote folder), written
@@ -227,7 +227,7 @@ def fingerprint(what: Any) -> str:
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def stamp(elapsed_s: float) -> dict[str, Any]:
+def manifest_stamp(elapsed_s: float) -> dict[str, Any]:
     """The manifest's last keys: which toolkit wrote it, when, in how long."""
     return {
         "toolkit_version": __version__,

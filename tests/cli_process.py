@@ -7,6 +7,11 @@ and a normal interpreter exit (atexit, flushing, a traceback on an uncaught exce
 are shared: each call is forked from one warm server per pytest worker (this file run as a script).
 Tests of a fresh interpreter itself (what an import prints, the first line's latency, which packages a
 command imports, a process's peak memory) keep a plain subprocess.
+
+What a module reads at import (the environment: huggingface_hub's constants, score's MKL_CBWR) is read
+once, in the server, from the environment it was started with. So a call whose environment differs from
+the server's runs as a plain subprocess, and a forked child keeps the server's environment as its imports
+left it; tests/test_fork_server_state.py compares a child's import-time state with a fresh process's.
 """
 
 from __future__ import annotations
@@ -25,16 +30,31 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PRELOAD = ("caption_debias.cli.main", "numpy", "pyarrow.parquet", "polars", "PIL.Image", "torch", "open_clip")
 SCRIPT = str(Path(sys.executable).with_name("caption-debias"))  # the console script a user runs
+BASE_ENV = dict(os.environ)  # the session's environment (conftest's settings, no test's monkeypatch): the server's
+
+
+def import_time_state() -> dict:
+    """What the preloaded modules read or set at import: the environment, huggingface_hub's constants."""
+    from huggingface_hub import constants
+
+    plain = (str, bool, int, float, type(None))
+    hub = {k: v for k, v in vars(constants).items() if k.isupper() and isinstance(v, plain)}
+    return {"environ": dict(os.environ), "huggingface_hub": hub}
+
+
+def _preload() -> None:
+    import importlib
+
+    for name in PRELOAD:
+        importlib.import_module(name)
 
 
 def _serve() -> None:
     """Read one request a line; fork the command, answer its pid, and write its status to a file when it ends."""
-    import importlib
     import select
 
     sys.path.pop(0)  # this folder: a command's imports see what the console script's do
-    for name in PRELOAD:
-        importlib.import_module(name)
+    _preload()
     os.write(1, b"ready\n")
     running: dict[int, str] = {}  # pid -> its status file
     pending = b""
@@ -74,14 +94,15 @@ def _command(request: dict) -> int:
 
     from caption_debias.cli.main import main
 
+    if "state" in request:  # a probe: what this child's imports read, for the comparison with a fresh process
+        Path(request["state"]).write_text(json.dumps(import_time_state()), "utf-8")
+        return 0
     streams = [(os.devnull, os.O_RDONLY), (request["stdout"], os.O_WRONLY), (request["stderr"], os.O_WRONLY)]
     for fd, (path, mode) in enumerate(streams):  # 0, 1, 2
         target = os.open(path, mode)
         os.dup2(target, fd)
         os.close(target)
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
+    os.chdir(request["cwd"])  # the environment is the server's, as its imports left it (run_cli's rule)
     sys.argv = [SCRIPT, *request["argv"]]
     try:
         main()
@@ -108,12 +129,14 @@ def _exit_code(code: object) -> int:
 class _Server:
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.env = BASE_ENV  # what its imports read: a call with another environment does not fork
         self.proc = subprocess.Popen(
             [sys.executable, __file__],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             cwd=ROOT,
+            env=self.env,
         )
         assert self.proc.stdout is not None and self.proc.stdout.readline() == "ready\n", "the CLI server did not start"
         atexit.register(self.close)
@@ -134,34 +157,73 @@ class _Server:
 _server: _Server | None = None
 
 
+def _warm_server() -> _Server:
+    global _server
+    if _server is None or _server.proc.poll() is not None:
+        _server = _Server()
+    return _server
+
+
 def run_cli(
     *args: str, cwd: Path | str | None = None, env: dict | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess:
     """`caption-debias ARGS` in a process of its own; the result as subprocess.run(capture_output, text) gives it."""
-    global _server
-    if _server is None or _server.proc.poll() is not None:
-        _server = _Server()
+    env = dict(os.environ if env is None else env)  # subprocess.run's rule: the given environment, whole
+    server = _warm_server()
+    if env != server.env:  # its imports would read another environment: a fresh process
+        return subprocess.run([SCRIPT, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
     with tempfile.TemporaryDirectory(prefix="cli-") as tmp:
         files = {name: str(Path(tmp) / name) for name in ("stdout", "stderr", "status")}
         for name in ("stdout", "stderr"):
             Path(files[name]).touch()
-        env = dict(os.environ if env is None else env)  # subprocess.run's rule: the given environment, whole
-        pid = _server.start({"argv": list(args), "cwd": str(cwd or os.getcwd()), "env": env, **files})
-        status, deadline = Path(files["status"]), time.monotonic() + timeout
-        while not status.exists():
-            if _server.proc.poll() is not None:
-                raise RuntimeError(
-                    f"the CLI server ended (status {_server.proc.returncode}) while caption-debias {args} ran"
-                )
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                while not status.exists():  # reaped before its folder goes
-                    time.sleep(0.005)
-                raise subprocess.TimeoutExpired(["caption-debias", *args], timeout)
-            time.sleep(0.005)
+        code = _forked(server, {"argv": list(args), "cwd": str(cwd or os.getcwd()), **files}, args, timeout)
         out, err = (Path(files[name]).read_text("utf-8") for name in ("stdout", "stderr"))
-        return subprocess.CompletedProcess(["caption-debias", *args], int(status.read_text()), out, err)
+        return subprocess.CompletedProcess(["caption-debias", *args], code, out, err)
+
+
+def child_state(env: dict | None = None) -> dict:
+    """import_time_state() as the process run_cli(env=env) would run sees it (a forked child, or a fresh one)."""
+    env = dict(os.environ if env is None else env)
+    server = _warm_server()
+    if env != server.env:
+        return fresh_state(env)
+    with tempfile.TemporaryDirectory(prefix="cli-") as tmp:
+        files = {"state": str(Path(tmp) / "state.json"), "status": str(Path(tmp) / "status")}
+        assert _forked(server, files, ("<state>",), 60) == 0
+        return json.loads(Path(files["state"]).read_text("utf-8"))
+
+
+def fresh_state(env: dict | None = None) -> dict:
+    """import_time_state() of a fresh interpreter that imports what the server preloads."""
+    proc = subprocess.run(
+        [sys.executable, __file__, "--state"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _forked(server: _Server, request: dict, args: tuple, timeout: float) -> int:
+    """Start `request` in a child of the server and wait for its exit status."""
+    pid = server.start(request)
+    status, deadline = Path(request["status"]), time.monotonic() + timeout
+    while not status.exists():
+        if server.proc.poll() is not None:
+            raise RuntimeError(
+                f"the CLI server ended (status {server.proc.returncode}) while caption-debias {args} ran"
+            )
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            while not status.exists():  # reaped before its folder goes
+                time.sleep(0.005)
+            raise subprocess.TimeoutExpired(["caption-debias", *args], timeout)
+        time.sleep(0.005)
+    return int(status.read_text())
 
 
 if __name__ == "__main__":
-    _serve()
+    if sys.argv[1:] == ["--state"]:
+        sys.path.pop(0)  # as the server does
+        _preload()
+        print(json.dumps(import_time_state()))
+    else:
+        _serve()

@@ -67,3 +67,31 @@ def browser():
 
     with chromium(sync_api) as b:
         yield b
+
+
+@pytest.fixture(scope="module")
+def ray_runtime():
+    """A local Ray runtime inside the test process (no external service), shut down after the module."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=100 * 1024**2)
+    yield
+    ray.shutdown()
+
+
+# -- worlds several modules share (built once per module that asks) -------------------------
+
+
+@pytest.fixture(scope="module")
+def score_world(tmp_path_factory):
+    """A prepared folder with images for score (tests/score_fixtures.py)."""
+    from score_fixtures import build_world
+
+    return build_world(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+    """The real prepare -> curate -> score -> curate chain (tests/lineage_fixtures.py)."""
+    from lineage_fixtures import build_chain
+
+    return build_chain(tmp_path_factory)

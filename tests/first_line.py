@@ -22,7 +22,6 @@ CLI = str(Path(sys.executable).parent / "caption-debias")
 def make_inputs(root: Path) -> None:
     """Tiny inputs under `root`: a 16-row prepared folder with its images (and its table), and a
     prepared folder of URL rows."""
-    sys.path.insert(0, str(Path(__file__).parent))
     from train_fixtures import make_prepared
 
     from caption_debias.prepare.options import PrepareOptions

@@ -42,8 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-sys.path.insert(0, str(Path(__file__).parent))
-from curate_fixtures import caption, scene  # noqa: E402
+from curate_fixtures import caption, scene
 
 N_PICTURES = 12
 PER_SHARD = 4  # img2dataset --number_sample_per_shard: 13 URLs -> 4 shards

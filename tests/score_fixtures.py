@@ -14,9 +14,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from eval_fixtures import make_images
 
 from caption_debias.prepare.writer import write_shard
 from caption_debias.schema import shard_arrow_schema
+from caption_debias.score.options import ScoreOptions
+from caption_debias.score.run import score_folder
 
 
 def with_scores(src: Path, dst: Path, columns: dict[str, list[Any]]) -> Path:
@@ -70,7 +73,6 @@ def tiny_scored(root: Path, n: int, copies: dict[int, int], seed: int = 0) -> di
     from caption_debias.prepare.options import PrepareOptions
     from caption_debias.prepare.run import prepare
     from caption_debias.score.options import ScoreOptions
-    from caption_debias.score.run import score_folder
 
     images = root / "images"
     images.mkdir(parents=True)
@@ -112,3 +114,52 @@ def edited(src: Path, dst: Path, rows: dict[str, dict[int, Any]]) -> Path:
         for i, v in changes.items():
             values[column][i] = v
     return with_scores(src, dst, values)
+
+
+def build_world(tmp_path_factory):
+    """24 images with 4-5 sentence captions (two of them longer than 77 tokens), 4 shards, tiny weights on file."""
+    import open_clip
+    import torch
+
+    from caption_debias.model.load import register_shipped_configs
+
+    root = tmp_path_factory.mktemp("score")
+    rows = make_images(root, ROWS)
+    rows[3] = (rows[3][0], [*rows[3][1], LONG])
+    rows[10] = (rows[10][0], [*rows[10][1], LONG])
+    table = root / "rows.jsonl"
+    table.write_text("".join(json.dumps({"image": i, "caption": " ".join(s)}) + "\n" for i, s in rows), "utf-8")
+    prepared = prepare_for_score(table, root / "prepared", root)
+    register_shipped_configs()
+    torch.manual_seed(1)
+    model = open_clip.create_model("tiny")
+    weights = root / "tiny.pt"
+    torch.save(model.state_dict(), weights)
+    return {"root": root, "images": root, "prepared": prepared, "rows": rows, "weights": weights, "table": table}
+
+
+def score_opts(world, **kw) -> ScoreOptions:
+    return ScoreOptions(
+        model="tiny", pretrained=str(world["weights"]), image_root=str(world["images"]), batch_size=8, quiet=True, **kw
+    )
+
+
+LONG = (
+    "Along the far wall a row of tall wooden shelves holds jars, tins, folded cloths, coiled ropes, "
+    "brass lamps, painted bowls, stacked plates, small clocks, glass bottles and baskets of dried flowers, "
+    "each item set a little apart from the next one so that every shelf looks evenly filled."
+)
+
+
+ROWS = 24
+
+
+def prepare_for_score(table: Path, out: Path, image_root: Path) -> Path:
+    from caption_debias.prepare.options import PrepareOptions
+    from caption_debias.prepare.run import prepare
+
+    prepare([table], out, PrepareOptions(format="table", image_root=str(image_root), shard_rows=SHARD_ROWS, quiet=True))
+    return out
+
+
+SHARD_ROWS = 6

@@ -10,39 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from install_support import OPTIONAL, cli_imports
 
 from caption_debias.text.tokenize import VOCAB_FILE, find_vocab_path
 
-OPTIONAL = ("torch", "open_clip", "spacy", "ray", "tensorboard", "torchvision", "webdataset")
 # open_clip's optional integrations: imported by `import open_clip` unless caption_debias.model.imports
 # keeps them out for a model that does not use them (timm imports wandb)
-INTEGRATIONS = ("transformers", "timm", "wandb")
 
 # Runs the CLI in a fresh interpreter; BLOCKED modules are made unimportable first (as if
 # not installed), and the optional modules that got imported are printed last.
-CLI = """
-import json, sys
-for name in json.loads(sys.argv[1]):
-    sys.modules[name] = None
-sys.argv = ["caption-debias", *json.loads(sys.argv[2])]
-from caption_debias.cli.main import main
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code
-else:
-    code = 0
-def loaded(names):
-    return sorted({m.split(".")[0] for m in sys.modules if m.split(".")[0] in names and sys.modules[m] is not None})
-print(json.dumps({"code": code, "imported": loaded(%r), "integrations": loaded(%r)}))
-""" % (OPTIONAL, INTEGRATIONS)
-
-
-def _cli(args: list[str], blocked: tuple[str, ...] = ()) -> tuple[dict, str]:
-    done = subprocess.run(
-        [sys.executable, "-c", CLI, json.dumps(list(blocked)), json.dumps(args)], capture_output=True, text=True
-    )
-    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
 
 
 def test_prepare_and_stats_import_no_optional_package(tmp_path):
@@ -59,21 +35,21 @@ def test_prepare_and_stats_import_no_optional_package(tmp_path):
             ["prepare", str(table), "--out", str(out), "--format", "table", "--quiet"],
             ["stats", str(out), "--out", str(report)],
         ):
-            got, err = _cli(args, blocked)
+            got, err = cli_imports(args, blocked)
             assert got == {"code": 0, "imported": [], "integrations": []}, (args, blocked, err)
         assert json.loads((out / "manifest.json").read_text())["counts"]["written"] == 2
         assert (report / "stats.json").is_file()
 
 
 def test_a_missing_extra_is_one_line_naming_it(tmp_path):
-    got, err = _cli(["export", str(tmp_path / "run"), "--out", str(tmp_path / "x")], blocked=("torch",))
+    got, err = cli_imports(["export", str(tmp_path / "run"), "--out", str(tmp_path / "x")], blocked=("torch",))
     assert got["code"] == 2
     assert (
         err.strip() == "caption-debias: error: torch is not installed: pip install 'caption-debias[train]' (or torch)"
     )
     table = tmp_path / "t.jsonl"
     table.write_text(json.dumps({"key": "a", "image": "a.jpg", "caption": "A dog."}) + "\n", encoding="utf-8")
-    got, err = _cli(
+    got, err = cli_imports(
         ["prepare", str(table), "--out", str(tmp_path / "p"), "--segmenter", "spacy", "--quiet"], blocked=("spacy",)
     )
     assert got["code"] == 2
@@ -147,10 +123,12 @@ BEFORE_TORCH = [
 def test_flags_and_inputs_are_checked_before_torch_loads(args, error, tmp_path):
     table = tmp_path / "t.jsonl"
     table.write_text(json.dumps({"key": "a", "image": "a.jpg", "caption": "A dog. It runs."}) + "\n", encoding="utf-8")
-    got, _ = _cli(["prepare", str(table), "--out", str(tmp_path / "p"), "--format", "table", "-q"], blocked=OPTIONAL)
+    got, _ = cli_imports(
+        ["prepare", str(table), "--out", str(tmp_path / "p"), "--format", "table", "-q"], blocked=OPTIONAL
+    )
     assert got["code"] == 0
     given = [a.format(tmp=tmp_path, p=tmp_path / "p") for a in args]
-    got, err = _cli(given, blocked=("torch", "open_clip"))
+    got, err = cli_imports(given, blocked=("torch", "open_clip"))
     assert got["code"] == 2 and got["imported"] == [], (given, err)
     (line,) = err.strip().splitlines()
     assert error.format(tmp=tmp_path) in line, line
@@ -169,7 +147,7 @@ def test_yaml_config_files_need_no_extra(tmp_path):
     table = tmp_path / "t.jsonl"
     table.write_text(json.dumps({"key": "a", "image": "a.jpg", "caption": "A dog."}) + "\n", encoding="utf-8")
     (tmp_path / "c.yaml").write_text("format: table\nshard-rows: 1\nquiet: true\n")
-    got, err = _cli(
+    got, err = cli_imports(
         ["prepare", str(table), "--out", str(tmp_path / "p"), "--config", str(tmp_path / "c.yaml")], OPTIONAL
     )
     assert got == {"code": 0, "imported": [], "integrations": []}, err
@@ -203,12 +181,11 @@ def test_model_commands_import_no_open_clip_integration_their_model_does_not_use
     """Model commands of plain CLIP models (tiny, demo-start) leave out what `import open_clip`
     would pull in: transformers, timm and through timm wandb (seconds of a start), and say what
     they import and read while they do."""
-    sys.path.insert(0, str(Path(__file__).parent))
     from train_fixtures import make_prepared
 
     data, images = make_prepared(tmp_path, n=8)
     args = [a.format(d=data, i=images, o=tmp_path) for a in MODEL_COMMANDS[command]]
-    got, err = _cli(args + ["--batch-size", "4"] * (command != "export"))
+    got, err = cli_imports(args + ["--batch-size", "4"] * (command != "export"))
     assert got["code"] == 0 and got["integrations"] == [], (got, err)
     lines = err.splitlines()
     assert "caption-debias: importing torch and open_clip" in lines, err
@@ -216,7 +193,7 @@ def test_model_commands_import_no_open_clip_integration_their_model_does_not_use
     weights = next((n for n, line in enumerate(lines) if line.startswith(reads)), None)
     assert weights is not None and lines.index("caption-debias: importing torch and open_clip") < weights, err
     if command == "score":
-        quiet, err = _cli([*args, "--overwrite", "-q"])
+        quiet, err = cli_imports([*args, "--overwrite", "-q"])
         assert quiet["code"] == 0 and err == "", err
 
 

@@ -15,15 +15,13 @@ import jsonschema
 import pyarrow.parquet as pq
 import pytest
 from cli_process import run_cli
+from curate_fixtures import make_world
 
 from caption_debias.curate.options import MODEL_REASONS, REASONS, USER_REASONS, CurateOptions
 from caption_debias.curate.run import curate
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
 from caption_debias.schema import manifest_schema, removed_schema, shard_arrow_schema
-
-sys.path.insert(0, str(Path(__file__).parent))
-from curate_fixtures import make_world  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -322,10 +320,10 @@ def test_an_input_without_rows_gives_an_empty_curated_folder(tmp_path):
 
 
 def test_curate_needs_no_optional_package(world, tmp_path):
-    from test_core_install import OPTIONAL, _cli
+    from install_support import OPTIONAL, cli_imports
 
     args = ["curate", str(world["prepared"]), "--out", str(tmp_path / "c"), "--image-root", str(world["images"])]
-    got, err = _cli([*args, "--decontaminate", f"urban1k={world['eval']}", "-q"], OPTIONAL)
+    got, err = cli_imports([*args, "--decontaminate", f"urban1k={world['eval']}", "-q"], OPTIONAL)
     assert got == {"code": 0, "imported": [], "integrations": []}, err
 
 

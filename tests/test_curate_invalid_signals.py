@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import sys
 from pathlib import Path
 
 import jsonschema
@@ -27,8 +26,7 @@ from caption_debias.schema import removed_schema
 
 pytest.importorskip("open_clip")
 
-sys.path.insert(0, str(Path(__file__).parent))
-from score_fixtures import edited, read_rows, tiny_scored  # noqa: E402
+from score_fixtures import edited, read_rows, tiny_scored
 
 N = 40
 COPIES = {30: 3, 33: 11, 36: 20, 39: 3}  # row -> the earlier row whose picture it repeats (cosine 1)

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 from pathlib import Path
 
 import pytest
+from curate_fixtures import caption
 
 from caption_debias.curate import dedup, images
 from caption_debias.curate.options import CurateOptions
 from caption_debias.curate.run import curate
-
-sys.path.insert(0, str(Path(__file__).parent))
-from curate_fixtures import caption  # noqa: E402
 
 
 def icon(colour, side: int):

@@ -3,27 +3,14 @@ give the local engine's output byte for byte."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("ray")
 
-from caption_debias.curate.options import CurateOptions  # noqa: E402
-from caption_debias.curate.run import curate  # noqa: E402
+from curate_fixtures import make_world
 
-sys.path.insert(0, str(Path(__file__).parent))
-from curate_fixtures import make_world  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def ray_runtime():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=100 * 1024**2)
-    yield
-    ray.shutdown()
+from caption_debias.curate.options import CurateOptions
+from caption_debias.curate.run import curate
 
 
 @pytest.mark.slow  # a Ray runtime: over 20 s on 2 shared cores

@@ -10,23 +10,20 @@ import json
 import math
 import random
 import re
-import sys
 from pathlib import Path
 
 import jsonschema
 import numpy as np
 import pyarrow as pa
 import pytest
+from curate_fixtures import caption, scene
+from score_fixtures import read_rows, unit_rows, with_scores
 
 from caption_debias.curate import semdedup, writer
 from caption_debias.curate.options import CurateOptions
 from caption_debias.curate.run import curate
 from caption_debias.errors import UserError
 from caption_debias.schema import removed_schema
-
-sys.path.insert(0, str(Path(__file__).parent))
-from curate_fixtures import caption, scene  # noqa: E402
-from score_fixtures import read_rows, unit_rows, with_scores  # noqa: E402
 
 N = 48
 DIM = 16

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import random
-import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from curate_fixtures import caption, scene
 
 from caption_debias.curate import dedup, images, minhash, quality
 from caption_debias.curate.options import CurateOptions
-
-sys.path.insert(0, str(Path(__file__).parent))
-from curate_fixtures import caption, scene  # noqa: E402
 
 
 def _random_rows(rng: random.Random, n: int) -> list[list[list[int]]]:

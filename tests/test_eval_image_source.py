@@ -4,16 +4,11 @@ of the same pictures (image_source under evaluate/benchmarks.py load_prepared)."
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from caption_debias.errors import UserError  # noqa: E402
-from caption_debias.evaluate.retrieval import as_data, evaluate  # noqa: E402
-from caption_debias.model.load import load_model  # noqa: E402
+from caption_debias.errors import UserError
+from caption_debias.evaluate.retrieval import as_data, evaluate
+from caption_debias.model.load import load_model
 
 
 @pytest.fixture(scope="module")

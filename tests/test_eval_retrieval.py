@@ -1,12 +1,11 @@
 """Retrieval and zero-shot figures against an independent plain-open_clip computation; the eval CLI."""
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 from cli_process import run_cli
+from eval_fixtures import make_images, write_prepared
 from PIL import Image
 
 from caption_debias.errors import UserError
@@ -15,9 +14,6 @@ from caption_debias.evaluate.retrieval import as_data, evaluate, run_retrieval
 from caption_debias.evaluate.variants import make_variant
 from caption_debias.evaluate.zeroshot import zeroshot
 from caption_debias.model.load import load_model
-
-sys.path.insert(0, str(Path(__file__).parent))
-from eval_fixtures import make_images, write_prepared  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -6,25 +6,18 @@ import json
 import logging
 import os
 import stat
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from train_fixtures import make_prepared  # noqa: E402
+from train_fixtures import make_prepared, tiny_config
 
 NO_WEIGHTS = ("no CLIP weights found", "initialized randomly", "No pretrained weights")
 
 
 def _run(tmp_path: Path) -> Path:
-    from caption_debias.train.config import TrainConfig
     from caption_debias.train.loop import train
 
     data, images = make_prepared(tmp_path, n=8)
-    cfg = TrainConfig(
-        data=str(data), image_root=str(images), out=str(tmp_path / "run"), model="tiny", batch_size=4,
-        max_steps=0, report_to="", quiet=True, precision="fp32", device="cpu",
-    )  # fmt: skip
-    return train(cfg)
+    return train(tiny_config(data, images, tmp_path / "run", max_steps=0, device="cpu"))
 
 
 def test_export_holds_only_model_files_with_plain_modes_and_no_local_paths(tmp_path, capsys, caplog):

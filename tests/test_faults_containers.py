@@ -16,11 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from curate_fixtures import caption, scene  # noqa: E402
-from image_worlds import _jpeg, built, links_tar, parquet_bombs  # noqa: E402
-from test_faults_images import cli, edit_images, peak_kib  # noqa: E402
+from curate_fixtures import caption, scene
+from fault_fixtures import cli, edit_images, peak_kib
+from image_worlds import _jpeg, built, links_tar, parquet_bombs
 
 MIB = 1 << 20
 
@@ -228,9 +226,9 @@ def test_the_live_view_answers_each_hostile_thumbnail_and_original_without_a_500
 
     from starlette.testclient import TestClient
 
+    from caption_debias.folder_rows.thumbs import ThumbCache
     from caption_debias.view.app import create_app
     from caption_debias.view.data import ViewData
-    from caption_debias.view.thumbs import ThumbCache
 
     data = ViewData([str(folder["prepared"])], str(folder["root"]))
     c = TestClient(create_app(data, ThumbCache(tmp_path / "thumbs")), base_url="http://127.0.0.1")

@@ -13,12 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from train_fixtures import make_prepared, tiny_config
 
 from caption_debias.errors import UserError
 from caption_debias.train.config import TrainConfig
-
-sys.path.insert(0, str(Path(__file__).parent))
-from train_fixtures import make_prepared  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -39,24 +37,7 @@ def straight(world, tmp_path_factory) -> Path:
 
 
 def _cfg(data, images, out, **kw) -> TrainConfig:
-    base = dict(
-        data=str(data),
-        image_root=str(images),
-        out=str(out),
-        model="tiny",
-        batch_size=4,
-        lr=1e-3,
-        warmup_steps=1,
-        log_every=1,
-        checkpoint_every=1,
-        keep_checkpoints=0,
-        report_to="",
-        quiet=True,
-        precision="fp32",
-        max_steps=4,
-    )
-    base.update(kw)
-    return TrainConfig(**base)
+    return tiny_config(data, images, out, **{"checkpoint_every": 1, "max_steps": 4, **kw})
 
 
 def _lines(run: Path) -> list[dict]:

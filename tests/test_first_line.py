@@ -10,13 +10,8 @@ docs/benchmarks.md, "First line" (benchmarks/bench_first_line.py).
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from first_line import command_lines, first_output, make_inputs, startup_seconds  # noqa: E402
+from first_line import command_lines, first_output, make_inputs, startup_seconds
 
 GOAL_S = 2.0
 COMMANDS = (

@@ -9,16 +9,11 @@ import json
 import math
 import re
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 
-sys.path.insert(0, str(Path(__file__).parent))
-from cli_process import run_cli  # noqa: E402
-from test_lineage import chain  # noqa: E402,F401  the real prepare -> curate -> score -> curate chain
-
-from caption_debias import md_text  # noqa: E402
+from caption_debias import md_text
 
 REMOTE = "http://198.51.100.7/pixel.png"
 HOSTILE = [
@@ -86,7 +81,7 @@ BAD_VALUES = {"a string": "12", "a list": [1, 2], "NaN": math.nan, "huge": 1e300
 
 
 @pytest.mark.parametrize("kind", list(BAD_VALUES))
-def test_stats_shows_invalid_manifest_numbers_as_not_available_with_one_line_each(chain, tmp_path, kind):  # noqa: F811
+def test_stats_shows_invalid_manifest_numbers_as_not_available_with_one_line_each(chain, tmp_path, kind):
     root, manifests = chain
     copy = tmp_path / "w"
     shutil.copytree(root, copy)

@@ -108,7 +108,7 @@ def _scene_grey(seed: int, size=(96, 80)) -> np.ndarray:
 
 
 def test_view_thumbnail_of_a_16_bit_grey_png_is_grey_not_white(tmp_path):
-    from caption_debias.view.thumbs import ThumbCache
+    from caption_debias.folder_rows.thumbs import ThumbCache
 
     (tmp_path / "g.png").write_bytes(_png16(np.full((60, 80), 78 * 256 + 100)))
     jpeg = ThumbCache(tmp_path / "cache").for_file(tmp_path, "g.png")
@@ -119,11 +119,11 @@ def test_view_thumbnail_of_a_16_bit_grey_png_is_grey_not_white(tmp_path):
 
 @pytest.mark.parametrize("kind", ["rgb16", "grey16", "palette_transparent", "cmyk", "la", "rgba", "exif_rotated"])
 def test_view_thumbnails_show_the_picture_the_training_stages_decode(tmp_path, kind):
-    from test_faults_images import _picture_file
+    from fault_fixtures import picture_file
 
-    from caption_debias.view.thumbs import QUALITY, ThumbCache
+    from caption_debias.folder_rows.thumbs import QUALITY, ThumbCache
 
-    name, reference = _picture_file(kind, tmp_path)  # smaller than a thumbnail: shown at its own size
+    name, reference = picture_file(kind, tmp_path)  # smaller than a thumbnail: shown at its own size
     jpeg = ThumbCache(tmp_path / "cache").for_file(tmp_path, name)
     mode = image_files.decode_8bit((tmp_path / name).read_bytes()).mode
     expect = io.BytesIO()

@@ -6,17 +6,13 @@ from __future__ import annotations
 
 import pickle
 import random
-import sys
-from pathlib import Path
 
 import pytest
+from image_worlds import hostile_root
 
-sys.path.insert(0, str(Path(__file__).parent))
-from image_worlds import hostile_root  # noqa: E402
-
-from caption_debias.image_files import ImageProblem  # noqa: E402
-from caption_debias.image_source import ImageSource  # noqa: E402
-from caption_debias.image_source.lookup import ImageLookup  # noqa: E402
+from caption_debias.image_files import ImageProblem
+from caption_debias.image_source import ImageSource
+from caption_debias.image_source.lookup import ImageLookup
 
 
 def results(read, images, keys=None) -> list:
@@ -64,20 +60,20 @@ def test_a_lookup_sent_to_another_process_opens_its_own_tars(wds):
     assert copy.read(image) == data and copy._tars and copy._tars is not lookup._tars
 
 
-def test_a_stamp_changes_when_the_tar_is_rewritten(wds, tmp_path):
+def test_an_image_version_changes_when_the_tar_is_rewritten(wds, tmp_path):
     import shutil
 
     root = tmp_path / "root"
     shutil.copytree(wds.root, root)
     image = next(iter(wds.refs.values()))
     lookup = ImageLookup(ImageSource(root))
-    before = lookup.stamp(image)
-    assert lookup.stamp(image) == before
+    before = lookup.image_version(image)
+    assert lookup.image_version(image) == before
     tar = root / image.partition("#")[0]
     tar.write_bytes(tar.read_bytes() + bytes(1024))
-    assert lookup.stamp(image) != before
+    assert lookup.image_version(image) != before
     with pytest.raises(ImageProblem, match="no file 99999.tar"):
-        lookup.stamp("99999.tar#x.jpg")
+        lookup.image_version("99999.tar#x.jpg")
 
 
 def test_lookup_on_s3_reads_each_member_by_its_range(wds):
@@ -92,7 +88,7 @@ def test_lookup_on_s3_reads_each_member_by_its_range(wds):
         local = ImageLookup(ImageSource(wds.root))
         server.clear()
         assert [lookup.read(i) for i in images] == [local.read(i) for i in images]
-        assert lookup.stamp(images[0]) == lookup.stamp(images[0])
+        assert lookup.image_version(images[0]) == lookup.image_version(images[0])
         for name in sorted({i.partition("#")[0] for i in images}):
             gets = server.gets(name)
             size = (wds.root / name).stat().st_size

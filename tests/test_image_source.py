@@ -9,15 +9,11 @@ import math
 import os
 import random
 import shutil
-import sys
 import tarfile
 import tracemalloc
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from image_worlds import (  # noqa: E402
+from image_worlds import (
     GONE,
     N_PICTURES,
     by_key,
@@ -27,18 +23,18 @@ from image_worlds import (  # noqa: E402
     raw,
 )
 
-from caption_debias.errors import UserError  # noqa: E402
-from caption_debias.image_files import MISSING, UNREADABLE, ImageProblem  # noqa: E402
-from caption_debias.image_source import (  # noqa: E402
+from caption_debias.errors import UserError
+from caption_debias.image_files import MISSING, UNREADABLE, ImageProblem
+from caption_debias.image_source import (
     ImageCounts,
     ImageSource,
     check_max_missing,
     check_missing,
-    downloads,  # noqa: E402
+    downloads,
     no_root_line,
     resolve_root,
 )
-from caption_debias.image_source.roots import LocalFiles  # noqa: E402
+from caption_debias.image_source.roots import LocalFiles
 
 
 def reference(source: ImageSource, images, keys=None) -> list:

@@ -3,7 +3,6 @@ results as the local root, each tar fetched once, sequentially, and no more byte
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,8 +10,7 @@ import pytest
 pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
 
-sys.path.insert(0, str(Path(__file__).parent))
-from image_worlds import (  # noqa: E402
+from image_worlds import (
     by_key,
     hostile_root,
     moto_s3,
@@ -22,9 +20,9 @@ from image_worlds import (  # noqa: E402
     upload,
 )
 
-from caption_debias.errors import UserError  # noqa: E402
-from caption_debias.image_files import MISSING  # noqa: E402
-from caption_debias.image_source import ImageSource, resolve_root  # noqa: E402
+from caption_debias.errors import UserError
+from caption_debias.image_files import MISSING
+from caption_debias.image_source import ImageSource, resolve_root
 
 
 @pytest.fixture(scope="module")

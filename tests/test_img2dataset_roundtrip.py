@@ -7,6 +7,7 @@ import json
 
 import pytest
 from PIL import Image
+from train_fixtures import tiny_config
 
 from caption_debias.image_source import ImageSource
 from caption_debias.train.data import FolderImages
@@ -46,23 +47,10 @@ def test_index_from_tar_json_members_when_metadata_parquet_is_gone(wds, tmp_path
 
 
 def test_train_reads_the_downloaded_tars(urls, wds, tmp_path):
-    from caption_debias.train.config import TrainConfig
     from caption_debias.train.loop import train
 
-    cfg = TrainConfig(
-        data=str(urls.prepared),
-        image_root=str(wds.root),
-        out=str(tmp_path / "run"),
-        model="tiny",
-        batch_size=len(urls.keys),
-        max_steps=1,
-        lr=1e-3,
-        warmup_steps=1,
-        log_every=1,
-        report_to="",
-        quiet=True,
-        precision="fp32",
-        recipe="debias",
+    cfg = tiny_config(
+        urls.prepared, wds.root, tmp_path / "run", batch_size=len(urls.keys), max_steps=1, recipe="debias"
     )
     run = train(cfg)
     last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])

@@ -146,7 +146,6 @@ ALSO_PUBLIC = {
     "curate": {"rules"},  # its row rules, applied as they are (view's thresholds, map and neighbours)
     "evaluate": {"benchmarks", "retrieval"},  # public eval sets as read (curate's decontaminate, train's --val-data)
     "pack": {"folder"},  # a packed folder read back by index (train)
-    "view": {"data", "files", "thumbs"},  # rows, the file gate and thumbnails (stats' Samples section)
 }
 CLOSED = {"prepare"}  # no other stage imports any module of it
 
@@ -205,3 +204,13 @@ def test_the_layer_scan_finds_private_and_closed_imports():
     ]
     assert len(layer_violations(planted)) == len(planted)
     assert layer_violations([("curate/run.py", "caption_debias.score.run", ["score_folder"])]) == []
+
+
+# -- a report does not depend on the web app -------------------------------------------------
+def test_stats_reads_rows_below_view():
+    """stats' Samples and view's page share folder_rows/ (rows, removals, images, thumbnails); stats
+    never imports view, and folder_rows imports no stage (so it stays below both)."""
+    graph = unit_graph()
+    assert "folder_rows" in graph["stats"] and "folder_rows" in graph["view"]  # the scan sees both sides
+    assert "view" not in graph["stats"]
+    assert graph["folder_rows"] & STAGES == set()

@@ -163,13 +163,9 @@ def test_trimmed_text_forward_matches_open_clip(tiny):
 def test_eval_and_export_say_when_positions_were_stretched_and_not_trained(tmp_path, monkeypatch):
     """A run's stretched start (step 0), evaluated, exported and its export evaluated: one line says the
     positions were stretched 77 -> 248 and not trained since; a run past its warm-up says nothing."""
-    import sys
-    from pathlib import Path
 
-    from typer.testing import CliRunner
-
-    sys.path.insert(0, str(Path(__file__).parent))
     from train_fixtures import make_prepared, tiny_config
+    from typer.testing import CliRunner
 
     from caption_debias.cli.main import app
     from caption_debias.train.loop import train

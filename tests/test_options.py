@@ -9,17 +9,13 @@ import json
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from cli_process import run_cli
+from test_cli_dialect import OPTION_CLASSES, _commands, _options_class
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from test_cli_dialect import OPTION_CLASSES, _commands, _options_class  # noqa: E402
-
-from caption_debias.errors import UserError  # noqa: E402
-from caption_debias.options import check_value, field_kind, fields_of, flag_name, is_required  # noqa: E402
+from caption_debias.errors import UserError
+from caption_debias.options import check_value, field_kind, fields_of, flag_name, is_required
 
 NOT_NUMBERS = ("nan", "inf", "-inf")
 

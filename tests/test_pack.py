@@ -19,9 +19,7 @@ import pytest
 from cli_process import run_cli
 from PIL import Image, ImageDraw
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from caption_debias.dataset import PreparedDataset  # noqa: E402
+from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
 from caption_debias.locking import FolderLocked
 from caption_debias.pack.folder import PackedFolder, is_packed
@@ -296,14 +294,9 @@ def test_same_bytes_for_any_workers(world, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
-def test_same_bytes_on_ray(world, tmp_path):
-    ray = pytest.importorskip("ray")
+def test_same_bytes_on_ray(world, tmp_path, ray_runtime):
     prepared, images, out, manifest = world
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=100 * 1024**2)
-    try:
-        pack(prepared, tmp_path / "ray", _options(images, engine="ray", workers=2))
-    finally:
-        ray.shutdown()
+    pack(prepared, tmp_path / "ray", _options(images, engine="ray", workers=2))
     assert _digests(tmp_path / "ray") == _digests(out)
 
 

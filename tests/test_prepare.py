@@ -14,6 +14,7 @@ import jsonschema
 import pyarrow.parquet as pq
 import pytest
 from cli_process import run_cli
+from input_fixtures import CAPTIONS, write_sharegpt
 
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import IncompleteInput, UserError
@@ -22,33 +23,6 @@ from caption_debias.prepare.run import prepare
 from caption_debias.prepare.writer import sha256_file
 from caption_debias.schema import manifest_schema, reject_schema, shard_arrow_schema
 from caption_debias.text.tokenize import get_tokenizer
-
-CAPTIONS = [
-    "The image shows a harbour at dusk. Several boats are moored.\n\nIn the background, hills rise. Overall, a calm scene.",
-    "A red bicycle leans on a wall.",
-    "Dr. Smith stands near the U.S. flag. He smiles! Is it noon? Yes.",
-    "Ünïcödé café scene — two cups, one croissant. The light is warm.",
-]
-
-
-def write_sharegpt(path: Path, n: int, bad_every: int = 0) -> list[dict]:
-    elements = []
-    for i in range(n):
-        el = {
-            "id": f"r{i % (n - 3) if n > 10 else i}",
-            "image": f"coco/train2017/{i:06d}.jpg",
-            "conversations": [
-                {"from": "human", "value": "<image>\nDescribe."},
-                {"from": "gpt", "value": f"Picture {i}. " + CAPTIONS[i % len(CAPTIONS)]},
-            ],
-        }
-        if bad_every and i % bad_every == 1:
-            el["conversations"] = el["conversations"][:1]  # no gpt turn
-        if bad_every and i % bad_every == 2:
-            el["image"] = "../outside.jpg"
-        elements.append(el)
-    path.write_text(json.dumps(elements, ensure_ascii=False), encoding="utf-8")
-    return elements
 
 
 def write_table(path: Path) -> None:
@@ -251,7 +225,7 @@ def test_sigkill_then_rerun_gives_identical_rows_without_redoing_shards(tmp_path
 
 
 def test_every_folder_format_in_one_run_auto_detected(tmp_path):
-    from test_readers import write_dci
+    from input_fixtures import write_dci
 
     write_dci(tmp_path / "dci" / "densely_captioned_images")
     urban = tmp_path / "Urban1k"

@@ -1,18 +1,14 @@
 """Bias probes: exact attention capture from open_clip's text layers, per-position averaging, the report."""
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
+from eval_fixtures import make_images, write_prepared
 
 from caption_debias import html_report
 from caption_debias.evaluate.probe import attention_by_position, capture_text_attention
 from caption_debias.model.load import load_model
-
-sys.path.insert(0, str(Path(__file__).parent))
-from eval_fixtures import make_images, write_prepared  # noqa: E402
 
 TEXTS = ["A red square.", "A blue circle sits on a grey table near the window. It is small.", ""]
 

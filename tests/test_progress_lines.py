@@ -21,12 +21,10 @@ import time
 from pathlib import Path
 
 import pytest
+from train_fixtures import make_prepared
 
-sys.path.insert(0, str(Path(__file__).parent))
-from train_fixtures import make_prepared  # noqa: E402
-
-from caption_debias import progress as shared  # noqa: E402
-from caption_debias.progress import Progress  # noqa: E402
+from caption_debias import progress as shared
+from caption_debias.progress import Progress
 
 CLI = str(Path(sys.executable).parent / "caption-debias")
 ANSI = re.compile(r"\x1b\[")

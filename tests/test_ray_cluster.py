@@ -23,10 +23,9 @@ import pytest
 pytest.importorskip("ray")
 pytest.importorskip("open_clip")
 
-sys.path.insert(0, str(Path(__file__).parent))
-from curate_fixtures import make_world  # noqa: E402
-from image_worlds import built, i2d_world, moto_s3, upload, url_world  # noqa: E402
-from ray_cluster import AUTH_ENV, cluster_processes, ray_cluster  # noqa: E402
+from curate_fixtures import make_world
+from image_worlds import built, i2d_world, moto_s3, upload, url_world
+from ray_cluster import AUTH_ENV, cluster_processes, ray_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 

@@ -17,14 +17,6 @@ ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-@pytest.fixture(scope="module")
-def ray_runtime():
-    """A local Ray runtime inside the test process (no external service), shut down afterwards."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=100 * 1024**2)
-    yield
-    ray.shutdown()
-
-
 def write_table(path, n=23):
     """JSON lines with duplicates, empty captions, a bad line and a path escaping the root."""
     lines = []

@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from input_fixtures import write_dci
 
 from caption_debias.errors import UserError
 from caption_debias.prepare.options import PrepareOptions
@@ -328,32 +329,6 @@ def test_urban1k(tmp_path):
         (str(i), f"image/{i}.jpg", f"Street {i}. Cars park.") for i in (1, 2, 10)
     ]
     assert [j.reason for j in rejects] == ["image not found: image/11.jpg"]
-
-
-def write_dci(root: Path) -> None:
-    (root / "annotations").mkdir(parents=True)
-    (root / "photos").mkdir()
-    masks = {
-        "0": {"idx": 0, "parent": -1, "label": "dog", "caption": "A brown dog.", "mask_quality": 0},
-        "1": {"idx": "1", "parent": "0", "label": "tail", "caption": "Its tail wags.", "mask_quality": 0},
-        "2": {"idx": 2, "parent": -1, "label": "blur", "caption": "Unusable.", "mask_quality": 2},
-    }
-    anns = {
-        "1-data.json": {
-            "image": "sa_1.jpg",
-            "short_caption": "A dog.",
-            "extra_caption": "It sits on grass. The sun shines.",
-            "mask_data": masks,
-            "mask_keys": list(masks),
-            "height": 10,
-            "width": 20,
-        },
-        "2-data.json": {"image": "sa_2.jpg", "short_caption": "A wall.", "extra_caption": "", "mask_data": {}},
-    }
-    for name, data in anns.items():
-        (root / "annotations" / name).write_text(json.dumps(data))
-    (root / "annotations" / "3-data.json").write_text("{broken")
-    (root / "splits.json").write_text(json.dumps({"train": ["1-data.json"], "valid": [], "test": ["2-data.json"]}))
 
 
 def test_dci_caption_modes_splits_and_mask_meta(tmp_path):

@@ -26,9 +26,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from image_worlds import moto_s3, upload  # noqa: E402
+from image_worlds import moto_s3, upload
 
 pytest.importorskip("open_clip")
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]

@@ -16,67 +16,21 @@ import pytest
 
 pytest.importorskip("open_clip")
 
-from caption_debias.dataset import PreparedDataset  # noqa: E402
-from caption_debias.score.options import ScoreOptions  # noqa: E402
-from caption_debias.score.run import score_folder  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
-from eval_fixtures import make_images  # noqa: E402
+from score_fixtures import ROWS, SHARD_ROWS, score_opts
 
-LONG = (
-    "Along the far wall a row of tall wooden shelves holds jars, tins, folded cloths, coiled ropes, "
-    "brass lamps, painted bowls, stacked plates, small clocks, glass bottles and baskets of dried flowers, "
-    "each item set a little apart from the next one so that every shelf looks evenly filled."
-)
-ROWS = 24
-SHARD_ROWS = 6
-
-
-def _prepare(table: Path, out: Path, image_root: Path) -> Path:
-    from caption_debias.prepare.options import PrepareOptions
-    from caption_debias.prepare.run import prepare
-
-    prepare([table], out, PrepareOptions(format="table", image_root=str(image_root), shard_rows=SHARD_ROWS, quiet=True))
-    return out
+from caption_debias.dataset import PreparedDataset
+from caption_debias.score.run import score_folder
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    """24 images with 4-5 sentence captions (two of them longer than 77 tokens), 4 shards, tiny weights on file."""
-    import open_clip
-    import torch
-
-    from caption_debias.model.load import register_shipped_configs
-
-    root = tmp_path_factory.mktemp("score")
-    rows = make_images(root, ROWS)
-    rows[3] = (rows[3][0], [*rows[3][1], LONG])
-    rows[10] = (rows[10][0], [*rows[10][1], LONG])
-    table = root / "rows.jsonl"
-    table.write_text("".join(json.dumps({"image": i, "caption": " ".join(s)}) + "\n" for i, s in rows), "utf-8")
-    prepared = _prepare(table, root / "prepared", root)
-    register_shipped_configs()
-    torch.manual_seed(1)
-    model = open_clip.create_model("tiny")
-    weights = root / "tiny.pt"
-    torch.save(model.state_dict(), weights)
-    return {"root": root, "images": root, "prepared": prepared, "rows": rows, "weights": weights, "table": table}
-
-
-def _opts(world, **kw) -> ScoreOptions:
-    return ScoreOptions(
-        model="tiny", pretrained=str(world["weights"]), image_root=str(world["images"]), batch_size=8, quiet=True, **kw
-    )
-
-
-@pytest.fixture(scope="module")
-def scored(world, tmp_path_factory):
+def scored(score_world, tmp_path_factory):
     out = tmp_path_factory.mktemp("scored") / "out"
-    manifest = score_folder([world["prepared"]], out, _opts(world))
+    manifest = score_folder([score_world["prepared"]], out, score_opts(score_world))
     return out, manifest
 
 
-def _open_clip_embeddings(world):
+def _open_clip_embeddings(score_world):
     """Image and text embeddings by plain open_clip: PIL open, its preprocess, its tokenizer."""
     import open_clip
     import torch
@@ -86,18 +40,20 @@ def _open_clip_embeddings(world):
     from caption_debias.model.load import register_shipped_configs
 
     register_shipped_configs()
-    model, _, preprocess = open_clip.create_model_and_transforms("tiny", pretrained=str(world["weights"]))
+    model, _, preprocess = open_clip.create_model_and_transforms("tiny", pretrained=str(score_world["weights"]))
     tokenizer = open_clip.get_tokenizer("tiny")
     model.eval()
     with torch.no_grad():
-        images = torch.stack([preprocess(Image.open(world["images"] / i).convert("RGB")) for i, _ in world["rows"]])
+        images = torch.stack(
+            [preprocess(Image.open(score_world["images"] / i).convert("RGB")) for i, _ in score_world["rows"]]
+        )
         img = F.normalize(model.encode_image(images), dim=-1).numpy()
-        caps = F.normalize(model.encode_text(tokenizer([" ".join(s) for _, s in world["rows"]])), dim=-1).numpy()
-        sents = [F.normalize(model.encode_text(tokenizer(s)), dim=-1).numpy() for _, s in world["rows"]]
+        caps = F.normalize(model.encode_text(tokenizer([" ".join(s) for _, s in score_world["rows"]])), dim=-1).numpy()
+        sents = [F.normalize(model.encode_text(tokenizer(s)), dim=-1).numpy() for _, s in score_world["rows"]]
     return img, caps, sents
 
 
-def test_scores_equal_open_clips_own_encodes(world, scored):
+def test_scores_equal_open_clips_own_encodes(score_world, scored):
     from caption_debias.score.signals import row_signals
 
     out, manifest = scored
@@ -108,7 +64,7 @@ def test_scores_equal_open_clips_own_encodes(world, scored):
         "removed": 0,
         "removed_by_reason": {"image_missing": 0, "image_unreadable": 0},
     }
-    img, caps, sents = _open_clip_embeddings(world)
+    img, caps, sents = _open_clip_embeddings(score_world)
     # the reference sample: the rows the run recorded (seeded), compared against by the one-row rule
     import pyarrow.parquet as pq
 
@@ -117,21 +73,23 @@ def test_scores_equal_open_clips_own_encodes(world, scored):
     reference = img[ref["order"]]
     for i, row in enumerate(table):
         assert row["clip_score"] == pytest.approx(float(caps[i] @ img[i]), abs=2e-5)
-        assert len(row["sentence_scores"]) == len(row["sentences"]) == len(world["rows"][i][1])
+        assert len(row["sentence_scores"]) == len(row["sentences"]) == len(score_world["rows"][i][1])
         np.testing.assert_allclose(row["sentence_scores"], sents[i] @ img[i], atol=2e-5)
         excluded = np.array([im == row["image"] for im in ref["image"]])
         _, _, grounding = row_signals(img[i], caps[i], sents[i], reference, excluded)
         np.testing.assert_allclose(row["sentence_grounding"], grounding, rtol=1e-3, atol=1e-3)
         assert row["image_embedding"] is None and row["caption_embedding"] is None
-        assert row["caption"] == " ".join(world["rows"][i][1])  # text columns copied untouched
+        assert row["caption"] == " ".join(score_world["rows"][i][1])  # text columns copied untouched
 
 
 @pytest.mark.parametrize("precision", ["bf16", "amp"])
-def test_reduced_precision_scores_near_fp32(world, scored, tmp_path, precision):
+def test_reduced_precision_scores_near_fp32(score_world, scored, tmp_path, precision):
     """--precision bf16 (weights and inputs) and amp (autocast) on CPU: the GPU modes' code path; the
     scores move by bf16 rounding only, and the manifest records the precision."""
     out, _ = scored
-    manifest = score_folder([world["prepared"]], tmp_path / precision, _opts(world, precision=precision))
+    manifest = score_folder(
+        [score_world["prepared"]], tmp_path / precision, score_opts(score_world, precision=precision)
+    )
     assert manifest["counts"]["written"] == ROWS and manifest["scoring"]["precision"] == precision
     want = PreparedDataset.open(out).read(["clip_score", "sentence_scores"]).to_pylist()
     got = PreparedDataset.open(tmp_path / precision).read(["clip_score", "sentence_scores"]).to_pylist()
@@ -141,7 +99,7 @@ def test_reduced_precision_scores_near_fp32(world, scored, tmp_path, precision):
     assert any(a["clip_score"] != b["clip_score"] for a, b in zip(want, got))  # it did run at another precision
 
 
-def test_manifest_names_the_model_and_counts_long_captions(world, scored):
+def test_manifest_names_the_model_and_counts_long_captions(score_world, scored):
     import hashlib
 
     import jsonschema
@@ -151,14 +109,16 @@ def test_manifest_names_the_model_and_counts_long_captions(world, scored):
     out, manifest = scored
     jsonschema.validate(manifest, manifest_schema())
     model = manifest["scoring"]["model"]
-    assert model["name"] == "tiny" and model["pretrained"] == str(world["weights"]) and model["context_length"] == 77
+    assert (
+        model["name"] == "tiny" and model["pretrained"] == str(score_world["weights"]) and model["context_length"] == 77
+    )
     assert len(model["weights_sha256"]) == 64
     assert manifest["scoring"]["captions_over_context"] == 2  # the two captions with the long sentence
     assert manifest["scoring"]["sentences_over_context"] == 0
     assert manifest["scoring"]["reference"]["size"] == ROWS
     assert (
         manifest["inputs"][0]["manifest_sha256"]
-        == hashlib.sha256((world["prepared"] / "manifest.json").read_bytes()).hexdigest()
+        == hashlib.sha256((score_world["prepared"] / "manifest.json").read_bytes()).hexdigest()
     )
     assert (out / "removed.jsonl").read_text() == ""
 
@@ -228,9 +188,9 @@ def test_a_rows_signals_do_not_depend_on_the_rows_scored_with_it(monkeypatch):
     assert all(a.tobytes() == b.tobytes() for a, b in zip(threaded, whole))
 
 
-def test_embeddings_kept(world, scored, tmp_path):
+def test_embeddings_kept(score_world, scored, tmp_path):
     out, manifest = scored
-    kept = score_folder([world["prepared"]], tmp_path / "emb", _opts(world, keep_embeddings=True))
+    kept = score_folder([score_world["prepared"]], tmp_path / "emb", score_opts(score_world, keep_embeddings=True))
     rows = PreparedDataset.open(tmp_path / "emb").read().to_pylist()
     plain = PreparedDataset.open(out).read().to_pylist()
     assert kept["scoring"]["embeddings"] is True
@@ -243,23 +203,23 @@ def test_embeddings_kept(world, scored, tmp_path):
         assert row["clip_score"] == base["clip_score"]  # the same run, only more columns
 
 
-def test_bad_images_cost_one_row_each(world, tmp_path):
+def test_bad_images_cost_one_row_each(score_world, tmp_path):
     import shutil
 
     images = tmp_path / "images"
-    shutil.copytree(world["images"] / "img", images / "img")
-    (images / world["rows"][5][0]).write_bytes(b"\x89PNG\r\n\x1a\n not really a png")
-    (images / world["rows"][17][0]).unlink()
-    opts = _opts(world)
+    shutil.copytree(score_world["images"] / "img", images / "img")
+    (images / score_world["rows"][5][0]).write_bytes(b"\x89PNG\r\n\x1a\n not really a png")
+    (images / score_world["rows"][17][0]).unlink()
+    opts = score_opts(score_world)
     opts.image_root = str(images)
-    manifest = score_folder([world["prepared"]], tmp_path / "out", opts)
+    manifest = score_folder([score_world["prepared"]], tmp_path / "out", opts)
     c = manifest["counts"]
     assert c["read"] == ROWS and c["written"] == ROWS - 2 and c["removed"] == 2
     assert c["removed_by_reason"] == {"image_missing": 1, "image_unreadable": 1}
     lines = [json.loads(x) for x in (tmp_path / "out/removed.jsonl").read_text().splitlines()]
     assert [(x["image"], x["reason"]) for x in lines] == [
-        (world["rows"][5][0], "image_unreadable"),
-        (world["rows"][17][0], "image_missing"),
+        (score_world["rows"][5][0], "image_unreadable"),
+        (score_world["rows"][17][0], "image_missing"),
     ]
     assert all(x["detail"]["error"] for x in lines)
     import jsonschema
@@ -272,15 +232,15 @@ def test_bad_images_cost_one_row_each(world, tmp_path):
     assert len(keys) == ROWS - 2 and {x["key"] for x in lines}.isdisjoint(keys)
 
 
-def _args(world, out: Path, *extra: str) -> list[str]:
+def _args(score_world, out: Path, *extra: str) -> list[str]:
     return [
-        "score", str(world["prepared"]), "--out", str(out), "--model", "tiny", "--pretrained", str(world["weights"]),
-        "--image-root", str(world["images"]), "--batch-size", "8", "-q", *extra,
+        "score", str(score_world["prepared"]), "--out", str(out), "--model", "tiny", "--pretrained", str(score_world["weights"]),
+        "--image-root", str(score_world["images"]), "--batch-size", "8", "-q", *extra,
     ]  # fmt: skip
 
 
 @pytest.mark.slow
-def test_output_is_byte_identical_for_any_worker_count(world, tmp_path):
+def test_output_is_byte_identical_for_any_worker_count(score_world, tmp_path):
     # a fresh process, as a user runs it: MKL's strict reproducibility mode is set before its first call
     code = (
         "import sys; from caption_debias.score.options import ScoreOptions; from caption_debias.score.run import score_folder\n"
@@ -288,7 +248,7 @@ def test_output_is_byte_identical_for_any_worker_count(world, tmp_path):
         "    score_folder([sys.argv[1]], f'{sys.argv[2]}/{w}', ScoreOptions(model='tiny', pretrained=sys.argv[3],"
         " image_root=sys.argv[4], batch_size=8, workers=w, quiet=True))\n"
     )
-    args = [str(world["prepared"]), str(tmp_path), str(world["weights"]), str(world["images"])]
+    args = [str(score_world["prepared"]), str(tmp_path), str(score_world["weights"]), str(score_world["images"])]
     res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
     one, two = (json.loads((tmp_path / w / "manifest.json").read_text()) for w in ("1", "2"))
@@ -301,7 +261,7 @@ def test_output_is_byte_identical_for_any_worker_count(world, tmp_path):
     ).read_bytes()
 
 
-def test_a_stretched_model_scores_at_its_own_context(world, tmp_path):
+def test_a_stretched_model_scores_at_its_own_context(score_world, tmp_path):
     """A local-dir: export of a 248-token model: the long captions fit, nothing is counted as cut."""
     import torch
     from safetensors.torch import save_file
@@ -309,7 +269,7 @@ def test_a_stretched_model_scores_at_its_own_context(world, tmp_path):
     from caption_debias.model.load import load_model
     from caption_debias.model.stretch import merged_state_dict, stretch_positional_embedding
 
-    loaded = load_model("tiny", str(world["weights"]))
+    loaded = load_model("tiny", str(score_world["weights"]))
     stretch_positional_embedding(loaded.model, 248, freeze_head=False)
     loaded.set_context(248)
     export = tmp_path / "stretched"
@@ -319,9 +279,9 @@ def test_a_stretched_model_scores_at_its_own_context(world, tmp_path):
         export / "open_clip_model.safetensors",
     )
     (export / "open_clip_config.json").write_text(json.dumps(loaded.open_clip_config()), "utf-8")
-    opts = _opts(world)
+    opts = score_opts(score_world)
     opts.model, opts.pretrained = f"local-dir:{export}", None
-    manifest = score_folder([world["prepared"]], tmp_path / "out", opts)
+    manifest = score_folder([score_world["prepared"]], tmp_path / "out", opts)
     assert manifest["scoring"]["model"]["context_length"] == 248
     assert manifest["scoring"]["captions_over_context"] == 0
     rows = PreparedDataset.open(tmp_path / "out").read(["clip_score"]).column("clip_score").to_pylist()
@@ -330,17 +290,17 @@ def test_a_stretched_model_scores_at_its_own_context(world, tmp_path):
 
 
 @pytest.mark.slow
-def test_sigkill_then_rerun_gives_identical_output(world, tmp_path):
+def test_sigkill_then_rerun_gives_identical_output(score_world, tmp_path):
     import shutil
 
-    # a bigger input so the kill lands mid-run: the world's folder three times
+    # a bigger input so the kill lands mid-run: the score_world's folder three times
     copies = []
     for i in range(3):
         copies.append(tmp_path / f"in{i}")
-        shutil.copytree(world["prepared"], copies[-1])
+        shutil.copytree(score_world["prepared"], copies[-1])
     args = [
         "score", *map(str, copies), "--out", str(tmp_path / "killed"), "--model", "tiny",
-        "--pretrained", str(world["weights"]), "--image-root", str(world["images"]), "--batch-size", "8", "-q",
+        "--pretrained", str(score_world["weights"]), "--image-root", str(score_world["images"]), "--batch-size", "8", "-q",
     ]  # fmt: skip
     proc = subprocess.Popen([sys.executable, "-m", "caption_debias.cli.main", *args], stderr=subprocess.PIPE)
     sides = tmp_path / "killed" / ".score" / "shards"
@@ -362,19 +322,19 @@ def test_sigkill_then_rerun_gives_identical_output(world, tmp_path):
     reused = {n: p.stat().st_mtime_ns for n in done if (p := tmp_path / "killed/shards" / n).exists()}
     assert reused == done  # finished shards were not redone
     assert not [p for p in (tmp_path / "killed").rglob("*") if ".tmp-" in p.name]
-    clean = score_folder(copies, tmp_path / "clean", _opts(world))
+    clean = score_folder(copies, tmp_path / "clean", score_opts(score_world))
     assert again["shards"] == clean["shards"] and again["counts"] == clean["counts"]
     assert again["scoring"]["reference"] == clean["scoring"]["reference"]
 
 
-def test_resume_refuses_another_model(world, scored, tmp_path):
+def test_resume_refuses_another_model(score_world, scored, tmp_path):
     from caption_debias.errors import UserError
 
-    score_folder([world["prepared"]], tmp_path / "out", _opts(world))
-    other = _opts(world)
+    score_folder([score_world["prepared"]], tmp_path / "out", score_opts(score_world))
+    other = score_opts(score_world)
     other.pretrained = None  # random init: other weights
     with pytest.raises(UserError, match="weights_sha256"):
-        score_folder([world["prepared"]], tmp_path / "out", other)
+        score_folder([score_world["prepared"]], tmp_path / "out", other)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -384,8 +344,15 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_cli_errors_are_one_line(world, tmp_path):
-    base = ["score", str(world["prepared"]), "--out", str(tmp_path / "o"), "--image-root", str(world["images"])]
+def test_cli_errors_are_one_line(score_world, tmp_path):
+    base = [
+        "score",
+        str(score_world["prepared"]),
+        "--out",
+        str(tmp_path / "o"),
+        "--image-root",
+        str(score_world["images"]),
+    ]
     for extra, needle in [
         (["--model", "no-such-model"], "unknown model 'no-such-model'"),
         (["--model", "tiny", "--precision", "fp8"], "unknown --precision 'fp8'"),
@@ -397,19 +364,23 @@ def test_cli_errors_are_one_line(world, tmp_path):
     assert "--keep-embeddings" in _cli("score", "-h").stdout
 
 
-def test_image_root_from_the_manifest_or_stored_bytes(world, scored, tmp_path):
+def test_image_root_from_the_manifest_or_stored_bytes(score_world, scored, tmp_path):
     from caption_debias.curate.options import CurateOptions
     from caption_debias.curate.run import curate
     from caption_debias.errors import UserError
 
     out, _ = scored
     base = PreparedDataset.open(out).read(["key", "clip_score"]).to_pydict()
-    opts = _opts(world)
+    opts = score_opts(score_world)
     opts.image_root = None  # the prepared manifest records the root
-    score_folder([world["prepared"]], tmp_path / "root", opts)
+    score_folder([score_world["prepared"]], tmp_path / "root", opts)
     assert PreparedDataset.open(tmp_path / "root").read(["key", "clip_score"]).to_pydict() == base
     embedded = tmp_path / "embedded"
-    curate([world["prepared"]], embedded, CurateOptions(image_root=str(world["images"]), embed_images=True, quiet=True))
+    curate(
+        [score_world["prepared"]],
+        embedded,
+        CurateOptions(image_root=str(score_world["images"]), embed_images=True, quiet=True),
+    )
     manifest = json.loads((embedded / "manifest.json").read_text())
     manifest["options"]["image_root"] = None  # as if moved elsewhere: only the stored bytes are left
     (embedded / "manifest.json").write_text(json.dumps(manifest))
@@ -427,30 +398,30 @@ def test_image_root_from_the_manifest_or_stored_bytes(world, scored, tmp_path):
     moved = PreparedDataset.open(tmp_path / "bytes-gone-root").read(["key", "clip_score"]).to_pydict()
     assert moved == got
     plain = tmp_path / "plain"
-    curate([world["prepared"]], plain, CurateOptions(quiet=True))
+    curate([score_world["prepared"]], plain, CurateOptions(quiet=True))
     manifest = json.loads((plain / "manifest.json").read_text())
     manifest["options"]["image_root"] = None
     (plain / "manifest.json").write_text(json.dumps(manifest))
     # none recorded in its own manifest: its input's, back through the lineage (image_source.roots)
     lineage = score_folder([plain], tmp_path / "lineage", opts)
-    assert lineage["images"]["root"] == str(world["images"].resolve())
+    assert lineage["images"]["root"] == str(score_world["images"].resolve())
     manifest["inputs"] = []  # no lineage either
     (plain / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(UserError, match="give --image-root"):
         score_folder([plain], tmp_path / "none", opts)
 
 
-def test_a_manifest_without_shard_digests_scores_the_same(world, scored, tmp_path):
+def test_a_manifest_without_shard_digests_scores_the_same(score_world, scored, tmp_path):
     """A folder whose manifest lists no sha256s (older prepare): each shard's digest is its file's, as in curate."""
     import shutil
 
     bare = tmp_path / "bare"
-    shutil.copytree(world["prepared"], bare)
+    shutil.copytree(score_world["prepared"], bare)
     manifest = json.loads((bare / "manifest.json").read_text("utf-8"))
     for s in manifest["shards"]:
         del s["sha256"]
     (bare / "manifest.json").write_text(json.dumps(manifest), "utf-8")
-    got = score_folder([bare], tmp_path / "out", _opts(world))
+    got = score_folder([bare], tmp_path / "out", score_opts(score_world))
     assert got["counts"] == scored[1]["counts"]
     assert [s["sha256"] for s in got["shards"]] == [s["sha256"] for s in scored[1]["shards"]]
 

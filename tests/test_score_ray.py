@@ -3,34 +3,24 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("ray")
 pytest.importorskip("open_clip")
 
-from caption_debias.score.run import score_folder  # noqa: E402
+from score_fixtures import score_opts
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_score import _opts, world  # noqa: E402, F401  (the fixture)
-
-
-@pytest.fixture(scope="module")
-def ray_runtime():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=100 * 1024**2)
-    yield
-    ray.shutdown()
+from caption_debias.score.run import score_folder
 
 
 @pytest.mark.slow
-def test_ray_engine_matches_local_engine(world, tmp_path, ray_runtime):  # noqa: F811
+def test_ray_engine_matches_local_engine(score_world, tmp_path, ray_runtime):
     # both engines compute the shards in fresh processes (spawned workers, Ray actors), the reference here
-    local = score_folder([world["prepared"]], tmp_path / "local", _opts(world, workers=2))
-    ray_run = score_folder([world["prepared"]], tmp_path / "ray", _opts(world, engine="ray", workers=2))
+    local = score_folder([score_world["prepared"]], tmp_path / "local", score_opts(score_world, workers=2))
+    ray_run = score_folder(
+        [score_world["prepared"]], tmp_path / "ray", score_opts(score_world, engine="ray", workers=2)
+    )
     assert ray_run["shards"] == local["shards"] and ray_run["counts"] == local["counts"]
     assert ray_run["scoring"] == local["scoring"]
     for s in local["shards"]:
@@ -38,7 +28,9 @@ def test_ray_engine_matches_local_engine(world, tmp_path, ray_runtime):  # noqa:
     # a run resumed with the other engine reuses every shard
     sides = sorted((tmp_path / "local/.score/shards").glob("*.json"))
     before = [p.stat().st_mtime_ns for p in sides]
-    again = score_folder([world["prepared"]], tmp_path / "local", _opts(world, engine="ray", workers=2))
+    again = score_folder(
+        [score_world["prepared"]], tmp_path / "local", score_opts(score_world, engine="ray", workers=2)
+    )
     assert again["shards"] == local["shards"]
     assert [p.stat().st_mtime_ns for p in sides] == before
     assert json.loads((tmp_path / "ray/manifest.json").read_text())["options"]["engine"] == "ray"

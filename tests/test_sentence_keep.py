@@ -5,19 +5,15 @@ from __future__ import annotations
 
 import json
 import random
-import sys
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from curate_fixtures import caption, scene
+from score_fixtures import read_rows, with_scores
 
 from caption_debias import augment
 from caption_debias.train.data import TokenTable, load_rows
-
-sys.path.insert(0, str(Path(__file__).parent))
-from curate_fixtures import caption, scene  # noqa: E402
-from score_fixtures import read_rows, with_scores  # noqa: E402
 
 N = 12
 

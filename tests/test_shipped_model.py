@@ -12,9 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from eval_fixtures import make_images, write_prepared  # noqa: E402
+from eval_fixtures import make_images, write_prepared
 
 ROOT = Path(__file__).resolve().parents[1]
 RANDOM_LINE = re.compile(r"caption-debias: warning: (\w+) with (\S+) without --pretrained: random weights")

@@ -6,22 +6,19 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from image_worlds import moto_s3, upload
 
-sys.path.insert(0, str(Path(__file__).parent))
-from image_worlds import moto_s3, upload  # noqa: E402
-
-from caption_debias.curate.options import CurateOptions  # noqa: E402
-from caption_debias.curate.run import curate  # noqa: E402
-from caption_debias.dataset import PreparedDataset  # noqa: E402
-from caption_debias.errors import UserError  # noqa: E402
-from caption_debias.pack.options import PackOptions  # noqa: E402
-from caption_debias.pack.run import pack  # noqa: E402
+from caption_debias.curate.options import CurateOptions
+from caption_debias.curate.run import curate
+from caption_debias.dataset import PreparedDataset
+from caption_debias.errors import UserError
+from caption_debias.pack.options import PackOptions
+from caption_debias.pack.run import pack
 
 FACTS = ["key", "image_width", "image_height", "image_sha256", "image_phash"]
 

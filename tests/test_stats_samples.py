@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from view_fixtures import curated_world  # noqa: E402
+from view_fixtures import curated_world
 
 
 @pytest.fixture(scope="module")

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import json
 import random
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from curate_fixtures import caption
+from score_fixtures import read_rows, with_scores
 
 from caption_debias.stats.compute import compute_stats
 from caption_debias.stats.report import write_report
-
-sys.path.insert(0, str(Path(__file__).parent))
-from curate_fixtures import caption  # noqa: E402
-from score_fixtures import read_rows, with_scores  # noqa: E402
 
 N = 60
 

@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import socket
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -137,7 +138,7 @@ def test_prepare_stats_curate_train_round_trip_on_memory(tmp_path, bucket):
 def test_prepare_reads_remote_inputs_like_local_ones(tmp_path, bucket):
     """A JSON array, JSON lines, CSV and Parquet input read from memory://: the same rows and rejects."""
     import pyarrow as pa
-    from test_prepare import write_sharegpt
+    from input_fixtures import write_sharegpt
 
     write_sharegpt(tmp_path / "s.json", 30, bad_every=7)
     rows = _table(tmp_path / "t.jsonl")
@@ -158,7 +159,7 @@ def test_prepare_reads_remote_inputs_like_local_ones(tmp_path, bucket):
 
 def test_prepare_reads_remote_folder_formats(tmp_path, bucket):
     """Folder layouts (DCI, Urban1k) listed and read through fsspec: the same rows and rejects."""
-    from test_readers import write_dci
+    from input_fixtures import write_dci
 
     write_dci(tmp_path / "dci")
     urban = tmp_path / "Urban1k"
@@ -336,18 +337,40 @@ def test_remote_lock_of_another_host_waits_until_stale(bucket, monkeypatch):
         assert json.loads(MEM.cat_file(_record(folder)))["host"] == socket.gethostname()
 
 
+BEAT_THREAD = "caption-debias-lock-heartbeat"
+
+
+def heartbeat_reads(monkeypatch, n: int, answer=None) -> threading.Event:
+    """An event set once the heartbeat has read the holder record n more times (each read after the
+    first follows a refresh); `answer` replaces what the reads return."""
+    done, seen, real = threading.Event(), [], locking._read_record
+
+    def read(record):
+        got = real(record) if answer is None else answer
+        if threading.current_thread().name == BEAT_THREAD:
+            seen.append(got)
+            if len(seen) >= n:
+                done.set()
+        return got
+
+    monkeypatch.setattr(locking, "_read_record", read)
+    return done
+
+
 def test_remote_lock_heartbeat_refreshes_and_a_takeover_fails_the_run(bucket, monkeypatch):
     monkeypatch.setattr(locking, "HEARTBEAT_S", 0.05)
     folder = f"{bucket}/out"
     with folder_lock(folder, "prepare"):
         first = json.loads(MEM.cat_file(_record(folder)))["heartbeat"]
-        time.sleep(0.3)
+        assert heartbeat_reads(monkeypatch, 2).wait(60)  # a beat refreshed the record, and the next began
         assert json.loads(MEM.cat_file(_record(folder)))["heartbeat"] > first
     with pytest.raises(FolderLocked, match="taken over by caption-debias curate"):
         with folder_lock(folder, "prepare"):
             thief = {"pid": 7, "host": "elsewhere", "command": "curate", "since": time.time()}
             MEM.pipe_file(_record(folder), json.dumps({**thief, "heartbeat": time.time(), "token": "t"}).encode())
-            time.sleep(0.3)
+            (beat,) = [t for t in threading.enumerate() if t.name == BEAT_THREAD]
+            beat.join(60)  # the heartbeat ends when it finds the record taken over
+            assert not beat.is_alive()
     assert json.loads(MEM.cat_file(_record(folder)))["token"] == "t"  # the other holder's record is left alone
 
 
@@ -357,8 +380,7 @@ def test_remote_lock_survives_an_unreadable_record_for_a_beat(bucket, monkeypatc
     folder = f"{bucket}/out"
     real_read = locking._read_record
     with folder_lock(folder, "prepare"):
-        monkeypatch.setattr(locking, "_read_record", lambda record: {})
-        time.sleep(0.3)
+        assert heartbeat_reads(monkeypatch, 3, answer={}).wait(60)  # three beats read nothing readable
         monkeypatch.setattr(locking, "_read_record", real_read)
     assert not MEM.exists(_record(folder))
 

@@ -3,7 +3,7 @@
 import random
 
 import pytest
-from test_text_summary import CAPTIONS
+from caption_samples import CAPTIONS
 
 from caption_debias.text import summary
 from caption_debias.text.summary import summary_scores, summary_scores_batch

@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
 import torch
+from train_fixtures import make_prepared, tiny_config
 
 from caption_debias.errors import UserError
 from caption_debias.train.config import TrainConfig
-
-sys.path.insert(0, str(Path(__file__).parent))
-from train_fixtures import make_prepared  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -27,24 +24,7 @@ def world(tmp_path_factory):
 
 
 def _cfg(data, images, out, **kw) -> TrainConfig:
-    base = dict(
-        data=str(data),
-        image_root=str(images),
-        out=str(out) if out else None,
-        model="tiny",
-        batch_size=4,
-        lr=1e-3,
-        warmup_steps=1,
-        log_every=1,
-        checkpoint_every=100,
-        keep_checkpoints=0,
-        report_to="",
-        quiet=True,
-        precision="fp32",
-        max_steps=2,
-    )
-    base.update(kw)
-    return TrainConfig(**base)
+    return tiny_config(data, images, out or None, **{"checkpoint_every": 100, "max_steps": 2, **kw})
 
 
 def _lines(run: Path) -> list[dict]:

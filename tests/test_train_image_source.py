@@ -5,13 +5,9 @@ each tar indexed once per process however many rows read it."""
 from __future__ import annotations
 
 import pickle
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from image_worlds import built, i2d_world, url_world  # noqa: E402
+from image_worlds import built, i2d_world, url_world
 
 
 @pytest.fixture(scope="module")

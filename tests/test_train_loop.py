@@ -10,11 +10,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from train_fixtures import MISSING, tiny_config, train_set
 
 from caption_debias.errors import UserError
-
-sys.path.insert(0, str(Path(__file__).parent))
-from train_fixtures import MISSING, tiny_config, train_set  # noqa: E402
 
 
 @pytest.fixture(scope="module")

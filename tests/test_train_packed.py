@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from train_fixtures import make_prepared, tiny_config
 
 from caption_debias.augment import DebiasOptions
 from caption_debias.pack.options import PackOptions
 from caption_debias.pack.run import pack
 from caption_debias.train.config import TrainConfig
-
-sys.path.insert(0, str(Path(__file__).parent))
-from train_fixtures import make_prepared  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -29,22 +26,7 @@ def packed(tmp_path_factory):
 
 
 def _cfg(data, out, **kw) -> TrainConfig:
-    base = dict(
-        data=str(data),
-        out=str(out),
-        model="tiny",
-        batch_size=4,
-        lr=1e-3,
-        warmup_steps=1,
-        log_every=1,
-        checkpoint_every=2,
-        keep_checkpoints=0,
-        report_to="",
-        quiet=True,
-        precision="fp32",
-    )
-    base.update(kw)
-    return TrainConfig(**base)
+    return tiny_config(data, None, out, **kw)
 
 
 def _lines(run: Path) -> list[dict]:

@@ -4,13 +4,9 @@ records what ran (the precision used, not only the one asked for)."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from train_fixtures import make_prepared  # noqa: E402
+from train_fixtures import make_prepared, tiny_config
 
 
 @pytest.mark.parametrize(
@@ -36,14 +32,12 @@ def test_schedule_note(warmup, total, expected):
 
 
 def test_train_notes_a_warmup_longer_than_the_run_and_records_fp32_for_amp_on_cpu(tmp_path, capsys):
-    from caption_debias.train.config import TrainConfig
     from caption_debias.train.loop import train
 
     data, images = make_prepared(tmp_path, n=8)
-    cfg = TrainConfig(
-        data=str(data), image_root=str(images), out=str(tmp_path / "run"), model="tiny", batch_size=4,
-        max_steps=2, warmup_steps=200, lr=1e-6, report_to="", quiet=True, precision="amp", device="cpu",
-    )  # fmt: skip
+    cfg = tiny_config(
+        data, images, tmp_path / "run", max_steps=2, warmup_steps=200, lr=1e-6, precision="amp", device="cpu"
+    )
     run = train(cfg)
     err = capsys.readouterr().err
     notes = [line for line in err.splitlines() if "never leaves warm-up" in line]

@@ -169,9 +169,9 @@ def test_a_lineage_input_at_a_home_folder_is_not_followed(world, tmp_path, monke
 def test_the_image_route_serves_only_pictures(world, tmp_path):
     from starlette.testclient import TestClient
 
+    from caption_debias.folder_rows.thumbs import ThumbCache
     from caption_debias.view.app import create_app
     from caption_debias.view.data import ViewData
-    from caption_debias.view.thumbs import ThumbCache
 
     _, prepared, images = world
     root = tmp_path / "root"

@@ -18,7 +18,7 @@ pytest.importorskip("uvicorn")
 from view_fixtures import curated_world, escaping_folder, mtimes, scored_copy  # noqa: E402
 
 from caption_debias.errors import UserError  # noqa: E402
-from caption_debias.view.cards import sentence_roles  # noqa: E402
+from caption_debias.folder_rows.cards import sentence_roles  # noqa: E402
 from caption_debias.view.data import Query, ViewData  # noqa: E402
 
 
@@ -34,8 +34,8 @@ def world(tmp_path_factory):
 def client_for(tmp_path):
     from starlette.testclient import TestClient
 
+    from caption_debias.folder_rows.thumbs import ThumbCache
     from caption_debias.view.app import create_app
-    from caption_debias.view.thumbs import ThumbCache
 
     def make(folders, image_root=None):
         data = ViewData([str(f) for f in folders], None if image_root is None else str(image_root))

@@ -14,11 +14,12 @@ pytest.importorskip("starlette")
 
 from view_fixtures import curated_world, hostile_folder, planted_world  # noqa: E402
 
-from caption_debias.view import embedding_map, sentence_signals  # noqa: E402
+from caption_debias.folder_rows import sentence_signals  # noqa: E402
+from caption_debias.folder_rows.query import Query, parse_box  # noqa: E402
+from caption_debias.folder_rows.reasons import describe  # noqa: E402
+from caption_debias.folder_rows.word_diff import word_diff  # noqa: E402
+from caption_debias.view import embedding_map  # noqa: E402
 from caption_debias.view.data import ViewData  # noqa: E402
-from caption_debias.view.query import Query, parse_box  # noqa: E402
-from caption_debias.view.reasons import describe  # noqa: E402
-from caption_debias.view.word_diff import word_diff  # noqa: E402
 
 
 @pytest.fixture(scope="module")

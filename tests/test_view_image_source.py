@@ -1,4 +1,4 @@
-"""view's thumbnails and originals wherever the images live (view/images.py `Stored` over
+"""view's thumbnails and originals wherever the images live (folder_rows/images.py `Stored` over
 image_source): members of img2dataset's tars, samples of its parquet output, URL rows' downloads,
 and folders and roots on S3 (moto on loopback), in the app and in the --static snapshot."""
 
@@ -7,26 +7,23 @@ from __future__ import annotations
 import base64
 import io
 import re
-import sys
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("starlette")
 
-sys.path.insert(0, str(Path(__file__).parent))
-from image_worlds import GONE, pixels  # noqa: E402
+from image_worlds import GONE, pixels
 
-from caption_debias.image_source import ImageSource  # noqa: E402
-from caption_debias.view.data import Query, ViewData  # noqa: E402
-from caption_debias.view.images import NOT_DOWNLOADED  # noqa: E402
+from caption_debias.folder_rows.images import NOT_DOWNLOADED
+from caption_debias.image_source import ImageSource
+from caption_debias.view.data import Query, ViewData
 
 
 def client(data, tmp_path):
     from starlette.testclient import TestClient
 
+    from caption_debias.folder_rows.thumbs import ThumbCache
     from caption_debias.view.app import create_app
-    from caption_debias.view.thumbs import ThumbCache
 
     return TestClient(create_app(data, ThumbCache(tmp_path / "thumbs")), base_url="http://127.0.0.1")
 

@@ -6,7 +6,6 @@ Set CAPTION_DEBIAS_VIEW_SCREENSHOTS=DIR to save view-tars.png (docs/img/view-tar
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,6 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 sync_api = pytest.importorskip("playwright.sync_api")
 
-sys.path.insert(0, str(Path(__file__).parent))
 from browser_support import CHROMIUM, SHOTS, needs_chromium  # noqa: E402
 from image_worlds import built, i2d_world, url_world  # noqa: E402
 from view_fixtures import Server  # noqa: E402

@@ -12,7 +12,6 @@ import resource
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -138,6 +137,8 @@ def test_a_folder_rewritten_by_curate_overwrite_while_served_is_read_again(tmp_p
     assert view.json("api/meta")["rows"] == before == 15
     statuses: list[tuple[str, int, bytes]] = []
     stop = threading.Event()
+    rounds = threading.Condition()
+    done = [0]  # rounds of every path, all threads together
 
     def hammer():
         paths = ["api/page", "api/page?sort=num_tokens", "api/page?view=removed", "api/meta", "api/pair?f=0&removed=0"]
@@ -146,14 +147,22 @@ def test_a_folder_rewritten_by_curate_overwrite_while_served_is_read_again(tmp_p
             for p in paths:
                 status, body = view.get(p)
                 statuses.append((p, status, body if status != 200 else b""))
+            with rounds:
+                done[0] += 1
+                rounds.notify_all()
+
+    def after_rounds(n: int) -> None:  # n more whole rounds, whatever the machine's speed
+        with rounds:
+            goal = done[0] + n
+            assert rounds.wait_for(lambda: done[0] >= goal, timeout=120)
 
     threads = [threading.Thread(target=hammer) for _ in range(3)]
     for t in threads:
         t.start()
     try:
-        time.sleep(0.5)
+        after_rounds(3)  # the folder served before the rewrite
         _curate(world["prepared"], out, world["images"], "--overwrite", "--decontaminate", f"urban1k={world['eval']}")
-        time.sleep(1.0)
+        after_rounds(6)  # ... and after it: every thread's requests on the new reading
     finally:
         stop.set()
         for t in threads:

@@ -15,8 +15,8 @@ pytest.importorskip("starlette")
 from browser_support import needs_chromium, shot, watched_page  # noqa: E402
 from view_fixtures import Server, embedding_folder  # noqa: E402
 
+from caption_debias.folder_rows.index import inside_polygon  # noqa: E402
 from caption_debias.view.data import ViewData  # noqa: E402
-from caption_debias.view.index import inside_polygon  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -38,8 +38,8 @@ def hostile(tmp_path_factory):
 def client(folders, image_root=None, thumbs=None, hosts=None, base_url="http://127.0.0.1"):
     from starlette.testclient import TestClient
 
+    from caption_debias.folder_rows.thumbs import ThumbCache
     from caption_debias.view.app import create_app
-    from caption_debias.view.thumbs import ThumbCache
 
     data = ViewData([str(f) for f in folders], None if image_root is None else str(image_root))
     app = create_app(data, ThumbCache(thumbs), **({} if hosts is None else {"hosts": hosts}))

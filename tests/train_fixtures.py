@@ -59,14 +59,15 @@ def train_set(root: Path) -> tuple[Path, Path, Path]:
     return data, images, good
 
 
-def tiny_config(data: Path, images: Path, out: Path, **options: Any):
-    """A few fp32 CPU steps of the shipped `tiny` model, a line and a checkpoint every other step."""
+def tiny_config(data: Path, images: Path | None, out: Path | None, **options: Any):
+    """A few fp32 CPU steps of the shipped `tiny` model, a line and a checkpoint every other step: the one
+    TrainConfig the tests start from (images None: a packed folder's own; out None: the config's default)."""
     from caption_debias.train.config import TrainConfig
 
-    base = dict(
+    base: dict[str, Any] = dict(
         data=str(data),
-        image_root=str(images),
-        out=str(out),
+        image_root=None if images is None else str(images),
+        out=None if out is None else str(out),
         model="tiny",
         batch_size=4,
         lr=1e-3,

@@ -116,10 +116,10 @@ class Server:
     def __init__(self, folders, image_root=None, thumbs_dir=None, tags=None, text_search=None):
         import uvicorn
 
+        from caption_debias.folder_rows.thumbs import ThumbCache
         from caption_debias.view.app import create_app
         from caption_debias.view.data import ViewData
         from caption_debias.view.server import bind
-        from caption_debias.view.thumbs import ThumbCache
 
         self.data = ViewData([str(f) for f in folders], None if image_root is None else str(image_root))
         self.sock = bind("127.0.0.1", 0)

@@ -233,7 +233,7 @@ def summarise(
     timings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """ablation.json: every figure of the run, the deltas with their intervals."""
-    from caption_debias.runner import stamp
+    from caption_debias.runner import manifest_stamp
 
     key = None
     if plan.planted is not None:
@@ -265,7 +265,7 @@ def summarise(
         "reused_units": reused,
         "timings": timings or {},
         "machine": {"python": platform.python_version(), "platform": platform.platform()},
-        **stamp((timings or {}).get("total_s", 0.0)),
+        **manifest_stamp((timings or {}).get("total_s", 0.0)),
     }
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from caption_debias.curate.options import REASONS, CurateOptions
 from caption_debias.input_folders import Tally, carried
-from caption_debias.runner import stamp
+from caption_debias.runner import manifest_stamp
 
 if TYPE_CHECKING:
     from caption_debias.curate.keys import KeyList
@@ -65,5 +65,5 @@ def build(
         },
         **carried(tally.inputs),
         **({"scoring": first["scoring"]} if first.get("scoring") else {}),  # the model behind the score columns
-        **stamp(elapsed_s),
+        **manifest_stamp(elapsed_s),
     }

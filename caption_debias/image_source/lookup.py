@@ -65,11 +65,11 @@ class ImageLookup:
                 raise cast(ImageProblem, entry.found.problem)
             return tars.read_indexed(entry.tar, entry.found, ref.member)
 
-    def stamp(self, image: object, key: object = None) -> str:
+    def image_version(self, image: object, key: object = None) -> str:
         """What changes when a row's image bytes may have: the holding file's size and modification
         time (an object's ETag on a store) with the member's name; ImageProblem when there is none."""
         ref = self.source.locate(image, key)
-        held = self.source._files.stamp(ref.path)
+        held = self.source._files.file_version(ref.path)
         return hashlib.sha1(f"{self.root.resolved}|{ref}|{held}".encode()).hexdigest()
 
     def _tar(self, path: str) -> _OpenTar:

@@ -92,7 +92,7 @@ class LocalFiles:
         """A counted, buffered reader on a container file (a tar's size is not an image's)."""
         return storage.counted(self.guard.open(rel, max_bytes=None), buffer_size)
 
-    def stamp(self, rel: str) -> str:
+    def file_version(self, rel: str) -> str:
         """The real path, size and modification time of a file under the root (ImageProblem when none)."""
         real = self.guard.resolve(rel)
         try:
@@ -146,7 +146,7 @@ class RemoteFiles:
     def open(self, rel: str, buffer_size: int = storage.RANGE_BUFFER):
         return storage.counted(self._open(rel, cache_type="none"), buffer_size)
 
-    def stamp(self, rel: str) -> str:
+    def file_version(self, rel: str) -> str:
         """An object's size with its ETag (or modification time): one HEAD (ImageProblem when none)."""
         path = self.path(rel)
         try:

@@ -31,10 +31,10 @@ from caption_debias.runner import (
     Summary,
     Task,
     WriteFailed,
+    manifest_stamp,
     os_error_text,
     reconcile,
     run_tasks,
-    stamp,
     write_json,
 )
 
@@ -166,7 +166,7 @@ def _manifest(
         "tokenizer": ds.manifest.get("tokenizer"),
         "segmenter": ds.manifest.get("segmenter"),
         "summary": ds.manifest.get("summary"),
-        **stamp(time.monotonic() - started),
+        **manifest_stamp(time.monotonic() - started),
     }
 
 

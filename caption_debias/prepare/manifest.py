@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from caption_debias.runner import reconcile, stamp
+from caption_debias.runner import manifest_stamp, reconcile
 from caption_debias.schema import SCHEMA_VERSION
 
 
@@ -44,5 +44,5 @@ def build(
         "tokenizer": tokenizer,
         "segmenter": segmenter,
         "summary": summary,
-        **stamp(elapsed_s),
+        **manifest_stamp(elapsed_s),
     }

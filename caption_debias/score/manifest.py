@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Any
 
 from caption_debias.input_folders import Tally, carried
-from caption_debias.runner import stamp
+from caption_debias.runner import manifest_stamp
 from caption_debias.score.options import REASONS, ScoreOptions
 from caption_debias.score.signals import MIN_OTHERS
 
@@ -42,5 +42,5 @@ def build(
             "embeddings": options.keep_embeddings,
         },
         **carried(tally.inputs),
-        **stamp(elapsed_s),
+        **manifest_stamp(elapsed_s),
     }

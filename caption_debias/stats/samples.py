@@ -1,6 +1,6 @@
 """The report's "Samples" section: a few rows per source with their sentences marked by role and, for
-curated folders, two removed rows per reason with their images, read through the viewer's data layer
-(caption_debias/view: the same rows, roles and thumbnails `caption-debias view` shows).
+curated folders, two removed rows per reason with their images, read through caption_debias/folder_rows
+(the same rows, roles and thumbnails `caption-debias view` shows, without the web app).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 
 from caption_debias import html_report
 from caption_debias import md_text as md
+from caption_debias.dataset import dataset_names
 from caption_debias.errors import UserError
 from caption_debias.lineage import stage_of
 
@@ -35,8 +36,8 @@ MD_MARK = {"opening summary": "**", "closing summary": "**", "summary": "**", "d
 
 
 def _thumb(data, thumbs, card: dict[str, Any], removed: int | None) -> str:
-    from caption_debias.view.files import Refused
-    from caption_debias.view.thumbs import placeholder_svg
+    from caption_debias.folder_rows.files import Refused
+    from caption_debias.folder_rows.thumbs import placeholder_svg
 
     folder = card["folder"]
     try:
@@ -57,14 +58,19 @@ def _thumb(data, thumbs, card: dict[str, Any], removed: int | None) -> str:
 def collect(folders: list[str], image_root: str | None = None, thumbs_dir=None) -> list[dict[str, Any]]:
     """Per folder: {name, path, kind, sources: {source: [card]}, reasons: {reason: [card]}}; each card
     carries an `img` (an <img> with the thumbnail inline, or a placeholder saying why there is none)."""
-    from caption_debias.view.data import Query, ViewData
-    from caption_debias.view.thumbs import ThumbCache
+    from caption_debias.folder_rows.query import Query
+    from caption_debias.folder_rows.reading import Reading
+    from caption_debias.folder_rows.thumbs import ThumbCache
+    from caption_debias.image_source import resolve_root
+
+    if image_root is not None:
+        resolve_root(image_root)  # a folder here or on a store, or one line naming it
 
     thumbs = ThumbCache(thumbs_dir)
     out = []
     for folder in folders:
         try:
-            data = ViewData([folder], image_root)
+            data = Reading([folder], dataset_names([folder]), image_root)
         except UserError as exc:  # one line in the report, not a report lost (nor a section dropped unsaid)
             out.append({"name": str(folder), "path": str(folder), "why": str(exc)})
             continue
@@ -78,21 +84,22 @@ def collect(folders: list[str], image_root: str | None = None, thumbs_dir=None) 
             "sources": {},
             "reasons": {},
         }
-        for source, addresses in data.first_per_source(PER_SOURCE).items():
-            cards = data.rows(addresses)
+        for source, addresses in data.index.first_per_source(PER_SOURCE).items():
+            cards = data.cards([(int(a), int(b), int(c)) for a, b, c in addresses])
             for c in cards:
                 c["img"] = _thumb(data, thumbs, c, None)
             entry["sources"][source] = cards
-        for reason in data.reasons():
+        for reason in data.index.reasons():
             cards = data.page(Query(view="removed", reason=reason, limit=PER_REASON))["rows"]
             for c in cards:
                 removed = int(c["id"].split("r")[1])
                 c["img"] = _thumb(data, thumbs, c, removed)
                 if c.get("match"):  # the row it matched, beside it, when that row is in this view's folders
-                    match = data.pair(c["folder"], removed).get("match")
+                    match = data.removals.pair(c["folder"], removed).get("match")
                     if isinstance(match, dict) and match.get("id"):
                         c["match_img"] = _thumb(data, thumbs, match, None)
             entry["reasons"][reason] = cards
+        data.close()
         out.append(entry)
     return out
 

@@ -5,7 +5,7 @@ set of the other sentences (shuffling the sentences permutes the scores and noth
 else). The score is a linear model over sparse features (opening words, words of the
 sentence, and how its nouns relate to the other sentences: introduced with "a"/"an" here
 and referred back to with "the"/"its" there), squashed to [0, 1]. The weights were
-fitted offline (caption_debias/text/summary_train.py) as a conditional logit that picks
+fitted offline (experiments/summary_train.py) as a conditional logit that picks
 the original opening sentence of real long captions, and ship as JSON in
 caption_debias/assets/summary_model.json: nothing is downloaded.
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class ImageSource(Protocol):
+class RowImages(Protocol):
     """Where images come from, by row key and the shard's `image` value (FolderImages reads files, tar members
     and img2dataset downloads)."""
 
@@ -271,7 +271,7 @@ class TrainSamples:
     def __init__(
         self,
         rows: TrainRows | PackedRows,
-        images: ImageSource,
+        images: RowImages,
         transform,
         recipe: str,
         context: int,

@@ -72,7 +72,7 @@ class PackedRows:
 
 
 class PackedImages:
-    """ImageSource over a packed folder: 'NNNNN.tar#SAMPLE.jpg' -> the decoded RGB image."""
+    """RowImages over a packed folder: 'NNNNN.tar#SAMPLE.jpg' -> the decoded RGB image."""
 
     def __init__(self, folder: PackedFolder):
         self.folder = folder

@@ -10,7 +10,6 @@ import hashlib
 import json
 import math
 import os
-import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, ContextManager
@@ -23,12 +22,13 @@ from caption_debias.image_source.roots import folder_root
 from caption_debias.model.load import RUN_CONFIG, RUN_MODEL_CONFIG, LoadedModel, latest_checkpoint, load_model
 from caption_debias.model.stretch import is_split, split_frozen_head, stretch_positional_embedding
 from caption_debias.model.trim import TrimmedCLIP, can_trim
+from caption_debias.progress import say
 from caption_debias.train import checkpoint, precision
 from caption_debias.train.config import TrainConfig
 from caption_debias.train.data import (
     BatchPlan,
     FolderImages,
-    ImageSource,
+    RowImages,
     TrainRows,
     TrainSamples,
     collate,
@@ -71,12 +71,6 @@ RESUME_FREE = {
     "batch_size",  # compared as the global batch (with world size and --accum-freq)
     "accum_freq",
 }
-
-
-def say(msg: str, rank: int = 0, quiet: bool = False) -> None:
-    """A note on stderr, from rank 0 only."""
-    if rank == 0 and not quiet:
-        print(f"caption-debias: {msg}", file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -129,16 +123,15 @@ def set_up(cfg: TrainConfig, rank: int, world: int, local_rank: int) -> RunSetup
     )
     autocast, use_scaler, note = precision.autocast_for(cfg.precision, device)
     if note:
-        say(note, rank, cfg.quiet)
+        say(note, rank != 0 or cfg.quiet)
     warning = schedule_note(cfg.warmup_steps, total, cfg.lr)
     if warning:
-        say(warning, rank)  # even with --quiet: the run will not do what its options suggest
+        say(warning, rank != 0)  # even with --quiet: the run will not do what its options suggest
     scaler = torch.amp.GradScaler(device.type) if use_scaler else None
     start, counters, rng = resume(cfg, run, model, optimizer, scaler, rank, world)
     say(
         f"global batch {global_batch} = {cfg.batch_size} per process x {world} process(es) x accum-freq {cfg.accum_freq}",
-        rank,
-        cfg.quiet,
+        rank != 0 or cfg.quiet,
     )
     if rank == 0:
         resolved = {
@@ -214,13 +207,13 @@ def check_inputs(
             )
         images = FolderImages(cfg.image_root)
         if manifest.get("complete") is False:
-            say(f"{cfg.data}: incomplete prepared folder, training anyway (--allow-incomplete)", rank, cfg.quiet)
+            say(f"{cfg.data}: incomplete prepared folder, training anyway (--allow-incomplete)", rank != 0 or cfg.quiet)
     if cfg.resume is None and latest_checkpoint(run) is not None:
         raise UserError(f"{run} already has checkpoints; pass --resume latest to continue it or choose a new --out")
     meaning = run_meaning(cfg, manifest, global_batch)
     if rank == 0:
         for tmp in checkpoint.remove_stale_temporaries(run):
-            say(f"removed {tmp.name}, a checkpoint a stopped run had not finished writing", rank, cfg.quiet)
+            say(f"removed {tmp.name}, a checkpoint a stopped run had not finished writing", rank != 0 or cfg.quiet)
     if cfg.resume is not None:
         own = run / RUN_CONFIG
         if cfg.resume != "latest":
@@ -303,7 +296,6 @@ def check_resume_config(path: Path, cfg: TrainConfig, meaning: dict[str, Any], w
         say(
             f"--resume on {world} process(es), the run had {old_world}: same global batch and data order; "
             "the per-device batch (and so the PCA term's batch) changes, so the run is not bit-identical",
-            0,
             cfg.quiet,
         )
 
@@ -311,7 +303,7 @@ def check_resume_config(path: Path, cfg: TrainConfig, meaning: dict[str, Any], w
 def prepare_model(cfg: TrainConfig, rank: int) -> tuple[LoadedModel, bool]:
     """Load, stretch per recipe (never twice), freeze the head, reset the logit scale."""
     torch.manual_seed(cfg.seed)  # random-init models (tiny) start identical on every rank and resume
-    loaded = load_model(cfg.model, cfg.pretrained, tell=lambda text: say(text, rank, cfg.quiet))
+    loaded = load_model(cfg.model, cfg.pretrained, tell=lambda text: say(text, rank != 0 or cfg.quiet))
     model = loaded.model
     stretched = False
     if cfg.recipe in ("debias", "longclip"):
@@ -324,12 +316,12 @@ def prepare_model(cfg: TrainConfig, rank: int) -> tuple[LoadedModel, bool]:
         stretched = stretch_positional_embedding(model, cfg.context_length, mode="uniform")
     loaded.set_context(model.context_length)
     if stretched:
-        say(f"stretched text positions to {model.context_length} ({cfg.recipe})", rank, cfg.quiet)
+        say(f"stretched text positions to {model.context_length} ({cfg.recipe})", rank != 0 or cfg.quiet)
     return loaded, stretched
 
 
 def training_data(
-    cfg: TrainConfig, loaded: LoadedModel, images: ImageSource | None, rank: int, global_batch: int
+    cfg: TrainConfig, loaded: LoadedModel, images: RowImages | None, rank: int, global_batch: int
 ) -> tuple[TrainRows | PackedRows, BatchPlan, TrainSamples]:
     """The rows with their token ids, the batch order, and the (epoch, row) -> sample dataset."""
     assert cfg.data is not None  # TrainConfig.check
@@ -338,12 +330,15 @@ def training_data(
         rows, images = load_packed(cfg.data, loaded.tokenizer, cfg.split, cfg.group_key)
         retokenized = "sentences are re-tokenized as each sample is read"
         if cfg.image_root is not None:
-            say(f"{cfg.data} is a packed folder: its tars hold the images, --image-root is not used", rank, cfg.quiet)
+            say(
+                f"{cfg.data} is a packed folder: its tars hold the images, --image-root is not used",
+                rank != 0 or cfg.quiet,
+            )
     else:
         rows = load_rows(cfg.data, loaded.tokenizer, cfg.split, cfg.group_key, cfg.allow_incomplete)
         retokenized = "captions were re-tokenized once at load"
     if rows.retokenized:
-        say(f"the model's tokenizer differs from the shards': {retokenized}", rank, cfg.quiet)
+        say(f"the model's tokenizer differs from the shards': {retokenized}", rank != 0 or cfg.quiet)
     if rows.groups is not None and cfg.batch_size % cfg.group_size:
         raise UserError(
             f"--batch-size {cfg.batch_size} (per process) must be a multiple of --group-size {cfg.group_size}"
@@ -400,7 +395,7 @@ def resume(
         state = checkpoint.read_for_resume(cfg.resume)
     if state is None:
         if cfg.resume:
-            say(f"--resume: no checkpoint in {run} yet, starting from step 0", rank, cfg.quiet)
+            say(f"--resume: no checkpoint in {run} yet, starting from step 0", rank != 0 or cfg.quiet)
         return 0, {"skipped": 0, "fallback": 0}, None
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
@@ -409,7 +404,7 @@ def resume(
     start = int(state["step"])
     # The saved counters are the sums over ranks: rank 0 carries them on, the others count from 0.
     counters = {k: int(v) for k, v in state["counters"].items()} if rank == 0 else {"skipped": 0, "fallback": 0}
-    say(f"resuming {run} from step {start}", rank, cfg.quiet)
+    say(f"resuming {run} from step {start}", rank != 0 or cfg.quiet)
     return start, counters, checkpoint.rank_rng_state(state["rng"], rank)
 
 

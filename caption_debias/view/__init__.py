@@ -1,1 +1,1 @@
-"""`caption-debias view`: a read-only web page over prepared and curated folders (data, thumbs, app, static)."""
+"""`caption-debias view`: a read-only web page over prepared and curated folders (data, app, static; the rows and thumbnails it shows: folder_rows/)."""

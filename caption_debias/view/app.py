@@ -21,13 +21,14 @@ from urllib.parse import quote
 
 from caption_debias import storage
 from caption_debias.errors import UserError
-from caption_debias.view import cards, json_text
+from caption_debias.folder_rows import cards
+from caption_debias.folder_rows.files import Refused
+from caption_debias.folder_rows.images import ImageBytes, NoImage, source_for
+from caption_debias.folder_rows.query import parse_query
+from caption_debias.folder_rows.thumbs import ThumbCache, placeholder_svg
+from caption_debias.view import json_text
 from caption_debias.view.data import FolderChanged, Generation, ViewData
-from caption_debias.view.files import Refused
-from caption_debias.view.images import ImageSource, NoImage, source_for
-from caption_debias.view.query import parse_query
 from caption_debias.view.security import INLINE_FORMATS, allowed_hosts, wrap
-from caption_debias.view.thumbs import ThumbCache, placeholder_svg
 
 ASSETS = Path(__file__).parent / "assets"
 THUMB_THREADS = 4  # thumbnail and image requests at once (the rest wait): pages keep the other threads
@@ -60,7 +61,7 @@ def _failed(exc: Exception):
     return _error(f"internal error: {type(exc).__name__}", 500)
 
 
-def _image_response(source: ImageSource, name: str):
+def _image_response(source: ImageBytes, name: str):
     """The original file as a picture when Pillow reads it as a raster format browsers show, else a
     download of a picture browsers do not show (TIFF, ...); streamed from one open file (never read
     whole into memory). A file Pillow does not read as a picture is refused: the route serves images,
@@ -270,7 +271,7 @@ class Routes:
         return self.answer(lambda g: g.removals.pair(_number(p, "f"), _number(p, "removed")))
 
     @staticmethod
-    def _thumb_source(g: Generation, p) -> ImageSource:
+    def _thumb_source(g: Generation, p) -> ImageBytes:
         if "removed" in p:
             return g.image_source(_number(p, "f"), None, None, _number(p, "removed"))
         return g.image_source(_number(p, "f"), _number(p, "s"), _number(p, "r"), None)

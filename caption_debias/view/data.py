@@ -1,6 +1,6 @@
 """What the viewer reads, as one object: `ViewData` over the folders it was given.
 
-The parts, each in its own module:
+The parts, each in its own module of caption_debias/folder_rows/ (stats' Samples reads them too):
 
 - folders.py: opening a folder (manifest, Parquet footers, removed.jsonl), what it may read besides itself
 - index.py: the index of the narrow columns; filters, sorts and text searches as row addresses
@@ -8,10 +8,11 @@ The parts, each in its own module:
 - cards.py: rows as the page shows them (sentences by role, scores, links)
 - removed.py: removed rows, their whole captions and the kept rows they matched
 - images.py: where a row's picture comes from (the one image-source seam)
+- reading.py: `Reading`, one reading of the folders through the parts above
 
 A `Generation` is one reading of the folders: everything a request uses comes from one. When a
 folder is rewritten while view serves it (curate --overwrite removes its files, then writes
-shards, removed.jsonl and the manifest last), the next request notices (folders.stamp: four stats
+shards, removed.jsonl and the manifest last), the next request notices (folders.folder_stamp: four stats
 a folder), waits until the folder stops changing and reads it again; while it is not whole,
 requests get one FolderChanged line. `consistent` runs a request again on the new reading when
 the folder changed under it, so no answer mixes two.
@@ -25,16 +26,16 @@ from typing import Any, Callable, TypeVar
 
 from caption_debias.dataset import dataset_names
 from caption_debias.errors import UserError
+from caption_debias.folder_rows import cards
+from caption_debias.folder_rows.folders import Folder, filled_columns, folder_stamp
+from caption_debias.folder_rows.images import ImageBytes
+from caption_debias.folder_rows.query import Query
+from caption_debias.folder_rows.reading import Reading
+from caption_debias.folder_rows.rows import Address
 from caption_debias.image_source import resolve_root
-from caption_debias.view import cards, embedding_map
+from caption_debias.view import embedding_map
 from caption_debias.view.embedding_map import EmbeddingMap
-from caption_debias.view.folders import Folder, filled_columns, open_folder, stamp
-from caption_debias.view.images import ImageSource, source_for
-from caption_debias.view.index import RowIndex
 from caption_debias.view.neighbours import Neighbours
-from caption_debias.view.query import PAGE_MAX, Query
-from caption_debias.view.removed import Removals
-from caption_debias.view.rows import Address, RowStore
 from caption_debias.view.thresholds import ThresholdPreview
 
 __all__ = ["FolderChanged", "Generation", "Query", "ViewData"]
@@ -49,15 +50,12 @@ class FolderChanged(UserError):
     """A folder was rewritten while view served it and cannot be read whole yet (the app's 503)."""
 
 
-class Generation:
-    """One reading of the folders: the folders as opened, their index, rows and removals."""
+class Generation(Reading):
+    """One reading of the folders (folder_rows/reading.py) with the page's map, thresholds and neighbours."""
 
     def __init__(self, paths: list[str], names: list[str], image_root: str | None, number: int = 0):
+        super().__init__(paths, names, image_root)
         self.number = number
-        self.folders = [open_folder(i, f, image_root, n) for i, (f, n) in enumerate(zip(paths, names))]
-        self.store = RowStore(self.folders)
-        self.index = RowIndex(self.folders)
-        self.removals = Removals(self.folders, self.index, self.store)
         self.maps = {by: EmbeddingMap(self.folders, self.removals, c) for by, c in embedding_map.COLUMNS.items()}
         self.map = self.maps["image"]
         self.index.embedding_maps = self.maps
@@ -66,38 +64,7 @@ class Generation:
 
     def stale(self) -> bool:
         """Whether a folder was rewritten (or is being rewritten) since this reading."""
-        return any(stamp(f.path) != f.stamp for f in self.folders)
-
-    def close(self) -> None:
-        self.store.close()
-
-    @property
-    def total_rows(self) -> int:
-        return self.index.total_rows
-
-    def cards(self, addresses: list[Address]) -> list[dict[str, Any]]:
-        raws = self.store.rows(addresses)
-        return [cards.card(self.folders[int(f)], raw, int(s), int(r)) for (f, s, r), raw in zip(addresses, raws)]
-
-    def page(self, q: Query) -> dict[str, Any]:
-        """One page: {total (None while a text search has not reached the end), searched, offset, rows}."""
-        limit = max(1, min(q.limit, PAGE_MAX))
-        if q.plain:  # file order: no index needed, rows straight from their row groups
-            addresses = self.index.plain_addresses(q.offset, limit)
-            return {"total": self.total_rows, "offset": q.offset, "rows": self.cards(addresses)}
-        df, complete, searched = self.index.select(q, rows_wanted=q.offset + limit + 1)
-        part = df.slice(q.offset, limit)
-        out: dict[str, Any] = {"total": df.height if complete else None, "offset": q.offset}
-        if not complete:
-            out.update(at_least=df.height, searched=searched, of=self.total_rows)
-        if q.view == "removed":
-            out["rows"] = self.removals.rows(list(zip(part["_folder"], part["_removed"])))
-        else:
-            out["rows"] = self.cards(list(zip(part["_folder"], part["_shard"], part["_row"])))
-            following = df.slice(q.offset + limit, limit)
-            if following.height:
-                self.store.prefetch(list(zip(following["_folder"], following["_shard"], following["_row"])))
-        return out
+        return any(folder_stamp(f.path) != f.opened_stamp for f in self.folders)
 
     def removed_table(self):
         """Every folder's removed.jsonl table together (None when no folder has one)."""
@@ -166,17 +133,6 @@ class Generation:
             "neighbours": self.neighbours.available(),
         }
 
-    def image_source(self, folder: int, shard: int | None, row: int | None, removed: int | None) -> ImageSource:
-        """Where one row's picture comes from (view/images.py); KeyError when there is no such row."""
-        f = self.store.folder(folder)
-        if removed is not None:
-            line = self.removals.line(folder, removed)
-            return source_for(f.image_root, line["image"], None, f.images, line["key"])
-        assert shard is not None and row is not None  # a kept row is named by its shard and row
-        raw = self.store.raw_row(folder, shard, row)
-        embedded = self.store.cell(folder, shard, row, "image_bytes") if "image_bytes" in f.schema.names else None
-        return source_for(f.image_root, raw.get("image"), embedded, f.images, raw.get("key"))
-
 
 class ViewData:
     """The folders a `view` serves: index, pages, single rows, removed rows and their matches."""
@@ -197,7 +153,7 @@ class ViewData:
 
     # ---- one reading ---------------------------------------------------------------------------
     def _stamps(self) -> tuple:
-        return tuple(stamp(f.path) for f in self._generation.folders)
+        return tuple(folder_stamp(f.path) for f in self._generation.folders)
 
     def _settled(self) -> tuple | None:
         """The folders' stamps once they stay the same for SETTLE_S; None while they keep changing."""
@@ -301,5 +257,5 @@ class ViewData:
     def first_per_source(self, n: int) -> dict[str, list[Address]]:
         return self.current().index.first_per_source(n)
 
-    def image_source(self, folder: int, shard: int | None, row: int | None, removed: int | None) -> ImageSource:
+    def image_source(self, folder: int, shard: int | None, row: int | None, removed: int | None) -> ImageBytes:
         return self.consistent(lambda g: g.image_source(folder, shard, row, removed))

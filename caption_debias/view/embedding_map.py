@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from caption_debias import storage
 from caption_debias.errors import UserError
-from caption_debias.view.folders import Folder, filled_columns
+from caption_debias.folder_rows.folders import Folder, filled_columns
 
 FIT_ROWS = 100_000  # the projection is fitted on a seeded sample of this many rows, then applied to all
 MAX_POINTS = 100_000  # points sent to the page (a seeded sample); the box filter sees every row

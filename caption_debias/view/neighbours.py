@@ -16,7 +16,7 @@ import numpy as np
 
 from caption_debias import storage
 from caption_debias.errors import UserError
-from caption_debias.view.folders import Folder, filled_columns
+from caption_debias.folder_rows.folders import Folder, filled_columns
 
 COLUMNS = {"image": "image_embedding", "caption": "caption_embedding"}
 BLOCK = 65_536  # rows scored per step: 256 KB of scores, a float32 copy of 64 MB at 512 dimensions

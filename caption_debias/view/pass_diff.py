@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from caption_debias import lineage, storage
-from caption_debias.view.folders import Folder
-from caption_debias.view.index import RowIndex
+from caption_debias.folder_rows.folders import Folder
+from caption_debias.folder_rows.index import RowIndex
 
 UNRECORDED = "not in B, no removal recorded"
 

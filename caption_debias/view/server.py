@@ -8,10 +8,10 @@ import threading
 from typing import Callable
 
 from caption_debias.errors import UserError
+from caption_debias.folder_rows.thumbs import ThumbCache
 from caption_debias.view.data import ViewData
 from caption_debias.view.options import ViewOptions
 from caption_debias.view.security import allowed_hosts
-from caption_debias.view.thumbs import ThumbCache
 
 INDEX_DELAY_S = 3.0
 LOOPBACK = ("127.0.0.1", "localhost", "::1")

@@ -18,10 +18,10 @@ from typing import Any
 
 from caption_debias import storage
 from caption_debias.errors import UserError
+from caption_debias.folder_rows.files import Refused
+from caption_debias.folder_rows.thumbs import ThumbCache, placeholder_svg
 from caption_debias.view import json_text
 from caption_debias.view.data import ViewData
-from caption_debias.view.files import Refused
-from caption_debias.view.thumbs import ThumbCache, placeholder_svg
 
 BOOT = "window.CAPTION_DEBIAS_SNAPSHOT = JSON.parse(document.getElementById('snapshot').textContent);"
 

@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from caption_debias import storage
 from caption_debias.errors import UserError
-from caption_debias.view.folders import Folder, filled_columns
+from caption_debias.folder_rows.folders import Folder, filled_columns
 
 # what curate's rules read: sentence_tokens for the text signals and the grounding's length, caption for truncation
 COLUMNS = ("caption", "clip_score", "sentence_grounding", "summary_mask", "sentence_keep", "sentence_tokens")

@@ -56,7 +56,7 @@ function valueOf(card, col) {
   return typeof v === "boolean" ? Number(v) : v;
 }
 
-function queryParams(s, paged) {  // the API's form of the filters (view/query.py parse_query)
+function queryParams(s, paged) {  // the API's form of the filters (folder_rows/query.py parse_query)
   const p = new URLSearchParams({ view: s.view });
   if (paged) { p.set("offset", s.offset); p.set("limit", PAGE); }
   if (s.reason) p.set("reason", s.reason);
@@ -106,7 +106,7 @@ const snapshot = {
     if (s.reason) rows = rows.filter((c) => c.reason === s.reason);
     if (s.source) rows = rows.filter((c) => c.source === s.source);
     if (s.folder !== "") rows = rows.filter((c) => String(c.folder) === s.folder);
-    if (s.q) {  // the caption or the key holds the text (or matches the expression), any case (view/index.py's rule)
+    if (s.q) {  // the caption or the key holds the text (or matches the expression), any case (folder_rows/index.py's rule)
       let test;
       if (s.re) { const rx = new RegExp(s.q, "i"); test = (t) => rx.test(t); } else { const q = s.q.toLowerCase(); test = (t) => t.toLowerCase().includes(q); }
       rows = rows.filter((c) => test(c.caption || "") || test(String(c.key ?? "")));
@@ -747,7 +747,7 @@ function currentLasso() {  // [[x, y], ...] in map coordinates, or null
   return pts.length >= 3 && pts.every((p) => p.length === 2 && p.every(Number.isFinite)) ? pts : null;
 }
 
-function inLasso(pts, x, y) {  // the even-odd rule, as view/index.py inside_polygon
+function inLasso(pts, x, y) {  // the even-odd rule, as folder_rows/index.py inside_polygon
   let inside = false;
   for (let i = 0, j = pts.length - 1; i < pts.length; j = i++) {
     const [x0, y0] = pts[j], [x1, y1] = pts[i];

@@ -6,7 +6,7 @@ sentence on top using only position-free features (summary.sentence_features); a
 two-parameter logistic fit then maps raw scores to [0, 1]. Held-out figures come from
 k-fold cross-validation by image key (benchmarks/bench_text_summary.py).
 
-    python -m caption_debias.text.summary_train --data /work/shared/data \
+    .venv/bin/python experiments/summary_train.py --data /work/shared/data \
         --out caption_debias/assets/summary_model.json
 
 Needs numpy and scipy (developer tools, not run-time dependencies).

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -20,15 +21,23 @@ import pyarrow.compute as pc
 
 from caption_debias import storage
 from caption_debias.errors import UserError
-from caption_debias.view import sentence_signals as signals
-from caption_debias.view.folders import Folder, is_numeric
-from caption_debias.view.query import Query
-
-if TYPE_CHECKING:
-    from caption_debias.view.embedding_map import EmbeddingMap
+from caption_debias.folder_rows import sentence_signals as signals
+from caption_debias.folder_rows.folders import Folder, is_numeric
+from caption_debias.folder_rows.query import Query
 
 CACHED_SELECTIONS = 6
 CACHED_SEARCHES = 4
+
+
+class MapCoords(Protocol):
+    """Rows placed on the viewer's 2-D map (view/embedding_map.py's EmbeddingMap): the box and lasso filters' input."""
+
+    @property
+    def available(self) -> bool:
+        """Whether any row is on the map."""
+
+    def coords(self, removed: bool) -> Any:
+        """A polars frame of the row addresses with their x and y."""
 
 
 class RowIndex:
@@ -44,7 +53,7 @@ class RowIndex:
         self._selections: OrderedDict[tuple, Any] = OrderedDict()
         self._searches: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.numeric_columns = self._numeric_columns()
-        self.embedding_maps: dict[str, EmbeddingMap] = {}  # by image / caption: set by data.Generation (box, lasso)
+        self.embedding_maps: Mapping[str, MapCoords] = {}  # by image / caption: set by view's Generation (box, lasso)
 
     # ---- the index ---------------------------------------------------------------------------
     def _numeric_columns(self) -> list[str]:
@@ -63,7 +72,7 @@ class RowIndex:
         t = t.append_column("num_sentences", lengths)
         df = pl.from_arrow(t)
         have = signals.columns_for(t.column_names)
-        if have:  # the weakest detail sentence and the mask, as numbers (view/sentence_signals.py)
+        if have:  # the weakest detail sentence and the mask, as numbers (folder_rows/sentence_signals.py)
             df = signals.batch_signals(df, have)
         return df.drop("summary_mask").with_columns(
             pl.lit(f.index, pl.Int32).alias("_folder"),
@@ -233,7 +242,7 @@ class RowIndex:
             df = self._in_lasso(df, q.lasso, q.map_by)
         return df
 
-    def _map(self, by: str) -> EmbeddingMap:
+    def _map(self, by: str) -> MapCoords:
         emap = self.embedding_maps.get(by)
         if emap is None or not emap.available:
             raise UserError(f"no map: no folder here holds {by}_embedding")

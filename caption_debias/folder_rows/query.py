@@ -3,7 +3,7 @@
 `parse_query` reads the page's URL parameters into a Query and refuses what is not one (a
 negative or huge offset, a number that is not one) with a ValueError the app answers as 400.
 New filters are a field here, a parameter in `parse_query` and a clause in index.RowIndex.filters
-(the sentence signals are index columns: view/sentence_signals.py; the map's box is `box`).
+(the sentence signals are index columns: folder_rows/sentence_signals.py; the map's box is `box`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Where a row's picture comes from: the one place the viewer turns a row into image bytes.
 
-`source_for` gives an ImageSource for a row: `Embedded` (the row's `image_bytes`), `RootFile` (a
-path under a local image root, read through the file gate: view/files.py over
+`source_for` gives a row's ImageBytes: `Embedded` (the row's `image_bytes`), `RootFile` (a
+path under a local image root, read through the file gate: folder_rows/files.py over
 caption_debias/image_files.py), `Stored` (anywhere else caption_debias.image_source reads: a
 member `SHARD.tar#MEMBER`, a sample `SHARD.parquet#KEY`, a URL row's download in img2dataset's
 output under the root, any file under a root on a store such as s3://) or `NoImage` (why there is
-none, shown on the placeholder). Thumbnails (view/thumbs.py) and the original image route
+none, shown on the placeholder). Thumbnails (folder_rows/thumbs.py) and the original image route
 (view/app.py) only call a source's `cache_name`, `size` and `open`; a new kind of place to read
 from is a new source class here and a branch in `source_for`.
 """
@@ -20,12 +20,12 @@ from typing import Any, BinaryIO, Callable, Protocol
 
 from caption_debias import storage
 from caption_debias.errors import UserError
+from caption_debias.folder_rows.files import Refused, resolve_inside
 from caption_debias.image_files import MAX_FILE_BYTES, MISSING, ImageProblem, open_regular
 from caption_debias.image_source import refs
-from caption_debias.view.files import Refused, resolve_inside
 
 
-class ImageSource(Protocol):
+class ImageBytes(Protocol):
     def cache_name(self) -> str:
         """A name that changes whenever the bytes may have (the thumbnail cache's key); Refused if none."""
 
@@ -115,7 +115,7 @@ class Stored:
 
     def cache_name(self) -> str:
         try:
-            return self.images.stamp(self.image, self.key)
+            return self.images.image_version(self.image, self.key)
         except ImageProblem as why:
             raise _refused(why, self.image) from None
 
@@ -138,7 +138,7 @@ def source_for(
     embedded: bytes | None,
     images: Callable[[], Any] | None = None,
     key: str | None = None,
-) -> ImageSource:
+) -> ImageBytes:
     """The source of a row's picture: its embedded bytes first, else its image under the image root:
     a file under a local root through the file gate (RootFile), anything else through the image
     source (`images()`: the folder's ImageLookup, made on first need)."""

@@ -2,7 +2,7 @@
 (the rule every stage shares), with its faults as `Refused`.
 
 Every image the viewer sends (thumbnails and the "open the image file" route) is a path resolved
-here and opened by image_files.open_regular (view/images.py RootFile); nothing else in the viewer
+here and opened by image_files.open_regular (folder_rows/images.py RootFile); nothing else in the viewer
 opens a user path. A refusal says why in words a web page may show: never where a symlink points.
 """
 

@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from caption_debias import storage
-from caption_debias.view.folders import Folder, is_numeric
+from caption_debias.folder_rows.folders import Folder, is_numeric
 
 # display columns read for a page (those present); per-sentence score columns come from the scorers
 # (sentences come from caption + sentence_spans: half the bytes of reading both texts)

@@ -23,8 +23,8 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 
-from caption_debias.view.files import Refused
-from caption_debias.view.images import Embedded, ImageSource, RootFile
+from caption_debias.folder_rows.files import Refused
+from caption_debias.folder_rows.images import Embedded, ImageBytes, RootFile
 
 SIZE = 256  # longer side in pixels
 QUALITY = 80
@@ -63,7 +63,7 @@ def _jpeg(im) -> bytes:
     return out.getvalue()
 
 
-def _thumbnail(source: ImageSource, budget: DecodeBudget, size: int = SIZE) -> bytes:
+def _thumbnail(source: ImageBytes, budget: DecodeBudget, size: int = SIZE) -> bytes:
     """JPEG bytes of a source's picture fitted into size x size, decoded as every stage decodes it
     (image_files.thumbnail_of: 16-bit scaled, transparency on white), read from its file object (a
     file is not read into memory whole) within the budget: the header says what the decode will hold
@@ -119,8 +119,8 @@ class ThumbCache:
         except OSError:
             pass  # a read-only cache only costs speed
 
-    def for_source(self, source: ImageSource) -> bytes:
-        """The thumbnail of an image source (view/images.py); Refused when there is no picture to show.
+    def for_source(self, source: ImageBytes) -> bytes:
+        """The thumbnail of an image source (folder_rows/images.py); Refused when there is no picture to show.
         Concurrent requests for one picture share one decode."""
         name = source.cache_name()
         path = self._path(name)

@@ -4,7 +4,7 @@
 row-group layout from the footers and a curated folder's `removed.jsonl` into a small table (key,
 reason, the 200-character caption, the input it came from and what it matched; a line's whole
 text is read back by offset when shown). A packed folder is read through the folder it was packed
-from. `stamp` tells whether a folder was rewritten since it was opened (curate --overwrite).
+from. `folder_stamp` tells whether a folder was rewritten since it was opened (curate --overwrite).
 
 What else a folder may make the viewer read (`Folder.inputs`): only the inputs its manifest records,
 each with the digest of the input's manifest as curate read it; a `removed.jsonl` line naming any
@@ -50,7 +50,7 @@ class Folder:
     row_groups: list[list[int]] = field(default_factory=list)
     removed: Any = None  # polars DataFrame of removed.jsonl, or None
     inputs: dict[str, str] = field(default_factory=dict)  # input folder -> sha256 of its manifest, as recorded
-    stamp: tuple = ()  # `stamp(path)` when opened
+    opened_stamp: tuple = ()  # `folder_stamp(path)` when opened
     _images: Any = None  # the ImageLookup over image_root, made on first need (`images`)
     _images_lock: Any = field(default_factory=threading.Lock)
 
@@ -92,7 +92,7 @@ def _object_stamp(path: Any) -> tuple | None:
     return (info.get("size"), str(info.get("ETag") or info.get("LastModified") or info.get("mtime")))
 
 
-def stamp(folder: Any) -> tuple:
+def folder_stamp(folder: Any) -> tuple:
     """What changes when a folder is rewritten: the inode, size and mtime of the folder itself and its
     shards/ folder (a file added, removed or renamed in them), of its manifest and of removed.jsonl.
     Four stats a request. On a store (no folders there): the manifest and removed.jsonl, two HEADs."""
@@ -220,7 +220,7 @@ def open_folder(index: int, path: str, image_root: str | None, name: str) -> Fol
         if given is None:  # the root the packed folder records (gone: its input's, as the rule finds it)
             given = folder_root(path, None, packed[1])
         path, name = packed[0], f"{name} (packed from {Path(packed[0]).name})"
-    before = stamp(path)
+    before = folder_stamp(path)
     ds = PreparedDataset.open(path, allow_incomplete=True)
     if ds.shard_paths:
         schema = storage.read_schema(ds.shard_paths[0])
@@ -240,7 +240,7 @@ def open_folder(index: int, path: str, image_root: str | None, name: str) -> Fol
         row_groups=[_row_group_starts(shard) for shard in ds.shard_paths],
         removed=read_removed(removed_path, index) if removed_path.is_file() else None,
         inputs=_recorded_inputs(ds.manifest),
-        stamp=before,
+        opened_stamp=before,
     )
 
 

@@ -16,11 +16,11 @@ from typing import Any
 from caption_debias import storage
 from caption_debias.dataset import MANIFEST, PreparedDataset, folder_file
 from caption_debias.errors import UserError
-from caption_debias.view import cards, reasons
-from caption_debias.view.folders import REMOVED, Folder, removed_line
-from caption_debias.view.index import RowIndex
-from caption_debias.view.rows import ROW_COLUMNS, SENTENCE_COLUMNS, RowStore
-from caption_debias.view.word_diff import word_diff
+from caption_debias.folder_rows import cards, reasons
+from caption_debias.folder_rows.folders import REMOVED, Folder, removed_line
+from caption_debias.folder_rows.index import RowIndex
+from caption_debias.folder_rows.rows import ROW_COLUMNS, SENTENCE_COLUMNS, RowStore
+from caption_debias.folder_rows.word_diff import word_diff
 
 # reasons whose pair is told apart by its captions: shown as a word diff side by side
 CAPTION_REASONS = ("near_duplicate_caption", "duplicate_caption", "semantic_duplicate", "eval_overlap")

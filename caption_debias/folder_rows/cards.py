@@ -13,9 +13,9 @@ from urllib.parse import quote, urlsplit
 import pyarrow as pa
 
 from caption_debias import storage
-from caption_debias.view import sentence_signals as signals
-from caption_debias.view.folders import Folder, is_numeric
-from caption_debias.view.rows import HEAVY, SENTENCE_COLUMNS, RowStore
+from caption_debias.folder_rows import sentence_signals as signals
+from caption_debias.folder_rows.folders import Folder, is_numeric
+from caption_debias.folder_rows.rows import HEAVY, SENTENCE_COLUMNS, RowStore
 
 WEB_SCHEMES = ("http", "https")  # the only URLs a card links to: never javascript:, data:, file:
 
