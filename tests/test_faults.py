@@ -384,18 +384,17 @@ def test_unwritable_output_is_one_line(tmp_path):
 def test_permission_denied_on_the_manifest_is_one_line_naming_it(tmp_path, monkeypatch):
     import errno
 
-    from caption_debias import runner
-    from caption_debias.runner import WriteFailed
+    from caption_debias.runner import WriteFailed, writes
 
     src = _sharegpt(tmp_path / "s.json", 30)
-    real = runner.os.replace
+    real = writes.os.replace
 
     def replace(a, b):
         if str(b).endswith("manifest.json"):
             raise PermissionError(errno.EACCES, "Permission denied", str(b))
         return real(a, b)
 
-    monkeypatch.setattr(runner.os, "replace", replace)
+    monkeypatch.setattr(writes.os, "replace", replace)
     with pytest.raises(WriteFailed, match=r"manifest.json: cannot write \(Permission denied\)"):
         prepare([src], tmp_path / "out", opts(shard_rows=10))
     monkeypatch.undo()
