@@ -346,3 +346,80 @@ def ray_runtime(address: str | None, workers: int) -> Iterator[None]:
                 import ray
 
                 ray.shutdown()
+
+
+# -- the key group-by: tasks hash-partition the keys, one reducer per part keeps the repeated ones --------------
+
+
+def _split_keys(files: list[str], columns: list[str], id_column: str, parts: int) -> tuple[dict[str, Any], ...]:
+    """Map side: each column's non-null (id, key) rows of `files`, split into `parts` by a hash of the key."""
+    import polars as pl
+
+    from caption_debias import storage
+
+    try:
+        with storage.reading(files):  # a file that cannot be decoded: one line naming it
+            table = storage.scan_parquet(files).select(id_column, *columns).collect()
+    except UserError as exc:  # handed on as its line: a task that raises makes Ray print its traceback
+        return tuple({_ERROR: str(exc)} for _ in range(parts))
+    pieces: tuple[dict[str, Any], ...] = tuple({} for _ in range(parts))
+    for c in columns:
+        rows = table.select(id_column, pl.col(c).alias("key")).drop_nulls("key")
+        part = (rows["key"].hash(seed=0) % parts).alias("part")  # a fixed seed: a key's part is the same on every node
+        split = rows.with_columns(part).partition_by("part", include_key=False, as_dict=True)
+        for p in range(parts):
+            pieces[p][c] = split.get((p,), rows.clear())
+    return pieces
+
+
+def _repeated_in(columns: list[str], *pieces: dict[str, Any]) -> dict[str, Any]:
+    """Reduce side: one part of every map task's keys; the rows whose key occurs more than once."""
+    import polars as pl
+
+    failed = next((p for p in pieces if _ERROR in p), None)
+    if failed is not None:
+        return failed
+    return {c: pl.concat([p[c] for p in pieces]).filter(pl.col("key").is_duplicated()) for c in columns}
+
+
+def _groups(files: list[str], n: int) -> list[list[str]]:
+    """`files` in `n` runs of neighbours, as even as can be."""
+    size, extra = divmod(len(files), n)
+    bounds = [i * size + min(i, extra) for i in range(n + 1)]
+    return [files[bounds[i] : bounds[i + 1]] for i in range(n)]
+
+
+def ray_repeated_keys(files: list[str], columns: list[str], id_column: str = "order") -> dict[str, Any]:
+    """The local engine's `repeated_keys` on the cluster, the same frames (sorted by `id_column`).
+
+    Runs inside `ray_runtime`. Map tasks (one per run of neighbouring files, at most 4 per CPU)
+    read the key columns and hash-partition each column's keys into one part per CPU; one
+    reduce task per part keeps the rows whose key repeats. Only those rows reach the driver,
+    streamed as each part finishes: no key list, no count per key. A reducer holds one part
+    of the keys, a map task its files' key columns.
+    """
+    import polars as pl
+    import ray
+
+    from caption_debias.engines.local import repeated_keys
+
+    if not files:
+        return repeated_keys(files, columns, id_column)
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    parts = min(cpus, 64)
+    split = ray.remote(_split_keys).options(num_returns=parts, num_cpus=1)
+    maps = [split.remote(group, columns, id_column, parts) for group in _groups(files, min(len(files), 4 * cpus))]
+    if parts == 1:  # one return is a ref, not a list of them
+        maps = [[m] for m in maps]
+    reduce = ray.remote(_repeated_in).options(num_cpus=1)
+    pending = [reduce.remote(columns, *[m[p] for m in maps]) for p in range(parts)]
+    found: dict[str, list[Any]] = {c: [] for c in columns}
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        part = ray.get(done[0])
+        if _ERROR in part:
+            raise UserError(part[_ERROR])
+        for c in columns:
+            found[c].append(part[c])
+    return {c: pl.concat(frames).sort(id_column) for c, frames in found.items()}
+
