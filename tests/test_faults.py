@@ -384,18 +384,17 @@ def test_unwritable_output_is_one_line(tmp_path):
 def test_permission_denied_on_the_manifest_is_one_line_naming_it(tmp_path, monkeypatch):
     import errno
 
-    from caption_debias import runner
-    from caption_debias.runner import WriteFailed
+    from caption_debias.runner import WriteFailed, writes
 
     src = _sharegpt(tmp_path / "s.json", 30)
-    real = runner.os.replace
+    real = writes.os.replace
 
     def replace(a, b):
         if str(b).endswith("manifest.json"):
             raise PermissionError(errno.EACCES, "Permission denied", str(b))
         return real(a, b)
 
-    monkeypatch.setattr(runner.os, "replace", replace)
+    monkeypatch.setattr(writes.os, "replace", replace)
     with pytest.raises(WriteFailed, match=r"manifest.json: cannot write \(Permission denied\)"):
         prepare([src], tmp_path / "out", opts(shard_rows=10))
     monkeypatch.undo()
@@ -927,17 +926,12 @@ def test_no_code_path_unpickles_a_file():
     assert offenders == []
 
 
-def test_a_write_failure_in_a_ray_task_comes_back_as_its_one_line():
-    import pickle
-
-    import numpy as np
-
-    from caption_debias.engines.ray import _ERROR, _chunk_task
+def test_a_write_failure_in_a_ray_task_comes_back_as_its_one_line(tmp_path):
+    from caption_debias.engines.ray import _ERROR, _run_task
     from caption_debias.prepare.writer import WriteFailed
 
     def finish(task):
         raise WriteFailed(f"out/shards/part-0000{task}.parquet: cannot write (No space left on device)")
 
-    batch = {"i": np.array([0]), "task": [pickle.dumps(3)]}
-    (side,) = _chunk_task(finish)(batch)["side"]
-    assert json.loads(side) == {_ERROR: "out/shards/part-00003.parquet: cannot write (No space left on device)"}
+    side = _run_task(finish, 3, str(tmp_path))
+    assert side == {_ERROR: "out/shards/part-00003.parquet: cannot write (No space left on device)"}

@@ -214,3 +214,56 @@ def test_stats_reads_rows_below_view():
     assert "folder_rows" in graph["stats"] and "folder_rows" in graph["view"]  # the scan sees both sides
     assert "view" not in graph["stats"]
     assert graph["folder_rows"] & STAGES == set()
+
+
+# -- Ray only in engines/ ------------------------------------------------------------------------
+# One Ray path: the engines run a stage's tasks and its key group-by on Ray; a stage asks them
+# (`engines.mapper`, `engines.repeated_keys`) and never imports Ray itself.
+
+
+def ray_imports(package: Path = PACKAGE, cli: Path = ROOT / "cli") -> list[str]:
+    """Every import of ray (`import ray`, `import ray.data as rd`, `from ray import ...`, `from ray.util import x`,
+    `importlib.import_module("ray...")`, `__import__("ray")`) in a module outside caption_debias/engines/."""
+    found = []
+    for path in sorted([*package.rglob("*.py"), *cli.rglob("*.py")]):
+        if path.is_relative_to(package / "engines"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+                func = node.func
+                called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if called in ("import_module", "__import__") and isinstance(node.args[0].value, str):
+                    names = [node.args[0].value]
+            if any(n == "ray" or n.startswith("ray.") for n in names):
+                found.append(f"{path.relative_to(package.parent).as_posix()}:{node.lineno}")
+    return found
+
+
+def test_ray_is_imported_only_in_engines():
+    assert ray_imports() == []
+
+
+def test_the_ray_scan_finds_every_form_of_import(tmp_path):
+    package, cli = tmp_path / "caption_debias", tmp_path / "cli"
+    (package / "curate").mkdir(parents=True)
+    (package / "engines").mkdir()
+    cli.mkdir()
+    forms = [
+        "import ray",
+        "import ray.data as rd",
+        "from ray import remote",
+        "from ray.util.queue import Queue",
+        "import os, ray",
+        "importlib.import_module('ray.data')",
+        "__import__('ray')",
+    ]
+    (package / "curate" / "ray_engine.py").write_text("\n".join(f"def f{i}():\n    {f}" for i, f in enumerate(forms)))
+    (package / "engines" / "ray.py").write_text("import ray\n")  # the engines' own: allowed
+    (cli / "main.py").write_text("import rayon\nimport array\nfrom raylib import x\n")  # not ray
+    found = ray_imports(package, cli)
+    assert len(found) == len(forms) and all("ray_engine.py" in f for f in found)

@@ -118,20 +118,34 @@ def test_cli_engine_ray_starts_and_stops_its_own_runtime(tmp_path):
     assert bad.returncode != 0 and "unknown --engine 'spark'" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_read_ahead_keeps_order_and_raises_reader_errors_in_the_caller():
-    from caption_debias.engines.ray import _read_ahead, _windows
+@pytest.mark.slow  # a Ray runtime
+def test_ray_tasks_come_back_in_order_bounded_with_errors_as_their_line(ray_runtime):
+    from caption_debias.engines import Ready
+    from caption_debias.engines.ray import MAX_WINDOW, ray_ordered_map
 
-    assert list(_read_ahead(_windows(range(7), 3))) == [[0, 1, 2], [3, 4, 5], [6]]
+    # defined here: a function of this module would be pickled by name, and Ray's workers cannot import tests/
+    def _slow_when_even(task: int) -> dict:
+        import time
 
-    def broken():
-        yield 1
-        raise UserError("input.csv: no column 'url'")
+        time.sleep(0.05 * (task % 2 == 0))  # uneven tasks: they finish out of order
+        if task == 33:
+            raise UserError("out/part-00033.parquet: cannot write (No space left on device)")
+        return {"task": task}  # a sidecar
 
-    got = []
-    with pytest.raises(UserError, match="no column 'url'"):
-        for window in _read_ahead(_windows(broken(), 1)):
-            got.append(window)
-    assert got == [[1]]
+    pulled = []
+
+    def items(n):
+        for i in range(n):
+            pulled.append(i)
+            yield Ready({"task": i}) if i % 5 == 0 else i
+
+    got, window = [], max(1, min(2 * int(ray.cluster_resources()["CPU"]), MAX_WINDOW))
+    for side in ray_ordered_map(_slow_when_even, items(33), max_in_flight=1):
+        got.append(side["task"])
+        assert len(pulled) - len(got) <= 4 * window  # the driver holds at most four windows of tasks
+    assert got == list(range(33))
+    with pytest.raises(UserError, match=r"^out/part-00033.parquet: cannot write \(No space left on device\)$"):
+        list(ray_ordered_map(_slow_when_even, range(40), max_in_flight=1))
 
 
 def test_missing_ray_is_a_user_error(monkeypatch):

@@ -15,6 +15,7 @@ import pytest
 
 from caption_debias.errors import UserError
 from caption_debias.locking import LOCK_FILES
+from caption_debias.options import StageOptions
 from caption_debias.progress import Progress
 from caption_debias.runner import (
     CountsDoNotReconcile,
@@ -25,6 +26,7 @@ from caption_debias.runner import (
     load_sidecar,
     reconcile,
     sha256_file,
+    stage_run,
     write_json,
     write_shard,
 )
@@ -78,7 +80,9 @@ def test_a_folder_of_other_files_is_refused_and_a_file_is_not_a_folder(tmp_path)
     assert (tmp_path / "busy" / "notes.txt").exists()  # --overwrite removes only the stage's own files
     (tmp_path / "file").write_text("x")
     with pytest.raises(UserError, match="exists and is not a folder"):
-        _folder(tmp_path / "file").start({}, overwrite=False)
+        with stage_run(_folder(tmp_path / "file"), StageOptions(), []):
+            pass
+    assert (tmp_path / "file").read_text() == "x"
 
 
 def test_state_written_before_the_runner_is_read(tmp_path):
@@ -197,7 +201,7 @@ def test_summary_prints_counts_outputs_and_reasons(capsys):
 def _toy_stage(out: Path, n_tasks: int, fail_at: int | None = None, overwrite: bool = False) -> dict:
     """Task i writes shard i (rows of odd numbers kept, even ones removed) and its sidecar."""
     folder = _folder(out)
-    with folder.locked():
+    with stage_run(folder, StageOptions(), []):
         resumed = folder.start({"n": "toy"}, overwrite)
         read = written = 0
         shards = []
@@ -262,3 +266,59 @@ def test_work_names_what_makes_a_run_worth_resuming(tmp_path):
     (out / "shards/part-00000.parquet").write_bytes(b"x")
     with pytest.raises(UserError, match="different options"):
         folder.start({"rows": 10}, overwrite=False)
+
+
+# -- the one skeleton: every stage runs in stage_run ----------------------------------------------
+
+STAGE_MODULES = ("prepare/run.py", "curate/run.py", "score/run.py", "pack/run.py", "ablate/run.py")
+SKELETON_CALLS = ("locked", "runtime", "require_shared", "refuse_overlap", "check_not_a_file")
+
+
+def skeleton_calls_outside_the_runner(package: Path) -> list[str]:
+    """Calls of the skeleton's pieces (the lock, the engine's runtime, the storage and overlap checks) by a stage
+    module itself: each is stage_run's, so a stage assembling its own would drift from the others."""
+    import ast
+
+    found = []
+    for rel in STAGE_MODULES:
+        tree = ast.parse((package / rel).read_text("utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr in SKELETON_CALLS:
+                    found.append(f"{rel}:{node.lineno}: {node.func.attr}()")
+    return found
+
+
+def test_every_stage_runs_in_the_one_skeleton():
+    package = Path(__file__).resolve().parents[1] / "caption_debias"
+    assert skeleton_calls_outside_the_runner(package) == []
+    for rel in STAGE_MODULES:
+        assert "stage_run(" in (package / rel).read_text("utf-8"), rel
+
+
+def test_the_skeleton_scan_finds_a_stage_that_locks_by_itself(tmp_path):
+    for rel in STAGE_MODULES:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("with stage_run(folder, options, inputs):\n    pass\n")
+    (tmp_path / "pack/run.py").write_text("with folder.locked(), engines.runtime(options):\n    pass\n")
+    assert skeleton_calls_outside_the_runner(tmp_path) == ["pack/run.py:1: locked()", "pack/run.py:1: runtime()"]
+
+
+def test_stage_run_checks_once_refuses_overlap_and_names_an_os_error(tmp_path, monkeypatch):
+    calls = []
+    real = StageFolder.check_not_a_file
+    monkeypatch.setattr(StageFolder, "check_not_a_file", lambda self: calls.append(self.out) or real(self))
+    out = tmp_path / "out"
+    (tmp_path / "in").mkdir()
+    manifest = _toy_stage(out, 2)
+    assert manifest["read"] == 8 and calls == [out]  # once a run (it was three times: before, in locked, in start)
+    with pytest.raises(UserError, match="is inside the input"):
+        with stage_run(_folder(tmp_path / "in" / "out"), StageOptions(), [tmp_path / "in"]):
+            pass
+    assert not (tmp_path / "in" / "out").exists()  # refused before the lock made the folder
+    with pytest.raises(UserError, match="--workers"):
+        with stage_run(_folder(tmp_path / "w"), StageOptions(workers=0), []):
+            pass  # the options are validated first
+    with pytest.raises(WriteFailed, match="gone.txt: No such file or directory"):
+        with stage_run(_folder(tmp_path / "w"), StageOptions(), []):
+            open(tmp_path / "w" / "missing" / "gone.txt", "w")

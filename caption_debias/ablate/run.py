@@ -28,7 +28,7 @@ from typing import Any
 from caption_debias.ablate.options import AblateOptions
 from caption_debias.ablate.plan import Arm, EvalSet, Plan, read_plan
 from caption_debias.errors import UserError
-from caption_debias.runner import StageFolder, Task, fingerprint, write_json
+from caption_debias.runner import StageFolder, Task, fingerprint, stage_run, write_json
 
 RESULT = "ablation.json"
 REPORT = "report.html"
@@ -53,7 +53,7 @@ def unit_dir(out: Path, arm: str, seed: int) -> Path:
 
 def ablate(plan_path: str | Path, out: str | Path, options: AblateOptions) -> dict[str, Any]:
     """Run the plan into `out`; returns what ablation.json holds."""
-    from caption_debias import engines, storage
+    from caption_debias import engines
     from caption_debias.ablate.report import summarise, write_report
     from caption_debias.progress import Progress, say
     from caption_debias.runner import run_tasks
@@ -62,7 +62,6 @@ def ablate(plan_path: str | Path, out: str | Path, options: AblateOptions) -> di
     plan = read_plan(plan_path)
     out = Path(out)
     inputs = [plan.base, *(a.folder for a in plan.arms if a.folder), *(s.path for s in plan.eval_sets)]
-    storage.refuse_overlap(inputs, out)
     units = len(plan.arms) * len(plan.seeds)
     say(
         f"ablating {len(plan.arms)} arms x {len(plan.seeds)} seed(s), {plan.steps} steps each, on "
@@ -78,7 +77,7 @@ def ablate(plan_path: str | Path, out: str | Path, options: AblateOptions) -> di
         verb="ablated",
     )
     started = time.perf_counter()
-    with folder.locked(), engines.runtime(options):
+    with stage_run(folder, options, inputs):  # checked, locked, the engine's runtime up
         folder.start({"command": "ablate"}, options.overwrite)  # each unit's own fingerprint decides its reuse
         timings: dict[str, Any] = {"curate_s": {}, "units": {}}
         with Progress(

@@ -24,6 +24,8 @@ from caption_debias.curate import minhash, quality
 from caption_debias.curate.keys import KeyList
 from caption_debias.curate.options import REASONS, CurateOptions
 from caption_debias.curate.signals import band_name, embedding_width, problem_column
+from caption_debias.engines import GroupBy
+from caption_debias.engines.local import repeated_keys
 
 CODE = {r: i for i, r in enumerate(REASONS)}
 KEPT = -1
@@ -184,30 +186,6 @@ def _np(series, dtype=None, fill=None) -> np.ndarray:
     return arr.astype(dtype) if dtype is not None else arr
 
 
-SHARED_COLUMNS_PER_SCAN = 4  # key columns flagged per scan of the signal files (bounds the scan's memory)
-
-
-def local_shared_keys(table: "SignalTable", columns: list[str]) -> dict:
-    """Per column, (order, key) of every row whose value occurs in more than one row (polars).
-
-    One lazy scan flags several columns at once (`is_duplicated`, a hash pass each, run in
-    parallel); only the flagged rows' keys are kept.
-    """
-    import polars as pl
-
-    out = {}
-    for i in range(0, len(columns), SHARED_COLUMNS_PER_SCAN):
-        group = columns[i : i + SHARED_COLUMNS_PER_SCAN]
-        flagged = table.collect(
-            table.scan()
-            .select("order", *[pl.when(pl.col(c).is_duplicated()).then(pl.col(c)).alias(c) for c in group])
-            .filter(pl.any_horizontal([pl.col(c).is_not_null() for c in group]))
-        )
-        for c in group:
-            out[c] = flagged.select("order", pl.col(c).alias("key")).drop_nulls("key")
-    return out
-
-
 def _buckets(shared, alive_mask: np.ndarray, family: int):
     """(order, family, bucket) of the rows still alive that share a key with another alive row."""
     import polars as pl
@@ -289,13 +267,13 @@ def decide(
     options: CurateOptions,
     ev=None,
     images: bool = False,
-    shared_keys=local_shared_keys,
+    shared_keys: GroupBy = repeated_keys,
     embeddings=None,
     thumbs=None,
     key_lists: dict[str, KeyList] | None = None,
 ) -> Decisions:
-    """Every row's reason. `shared_keys(table, column)` finds rows with a repeated key (polars; Ray Data
-    with --engine ray); `embeddings(orders)` gives (orders that have one, float16 matrix) for SemDeDup;
+    """Every row's reason. `shared_keys(files, columns)` finds rows with a repeated key (the engines' key
+    group-by: `engines.repeated_keys(options)`, polars here, tasks on Ray); `embeddings(orders)` gives (orders that have one, float16 matrix) for SemDeDup;
     `thumbs(orders)` the thumbnails of large flat pictures whose phash matched (images.LATER);
     `key_lists` the run's one reading of its key files (read here when not given)."""
     n = table.n
@@ -544,7 +522,7 @@ def _involved(table: SignalTable, options: CurateOptions, alive_mask: np.ndarray
     parts = []
     phash = None
     bands = [band_name(b) for b in range(options.lsh()[0])]
-    shared = shared_keys(table, (["image_key"] if duplicate_images else []) + ["caption_hash", *bands])
+    shared = shared_keys(table.files, (["image_key"] if duplicate_images else []) + ["caption_hash", *bands])
     if duplicate_images:
         parts.append(_buckets(shared.pop("image_key"), alive_mask, 0))
         if images:

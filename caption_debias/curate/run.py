@@ -32,9 +32,8 @@ from caption_debias.runner import (
     SHARDS_DIR,
     StageFolder,
     Task,
-    WriteFailed,
-    os_error_text,
     run_tasks,
+    stage_run,
     write_json,
 )
 
@@ -141,11 +140,6 @@ def _decide(
     import numpy as np
 
     table = dedup.SignalTable([signals.signals_path(out, s.index) for s in inputs.shards], inputs.rows)
-    shared = dedup.local_shared_keys
-    if options.engine == "ray":
-        from caption_debias.curate.ray_engine import ray_shared_keys
-
-        shared = ray_shared_keys
     embeddings = None
     if options.semantic_duplicate_threshold is not None:
         embeddings = partial(image_embeddings, inputs)
@@ -155,7 +149,7 @@ def _decide(
         options,
         ev,
         images=options.image_root is not None,
-        shared_keys=shared,
+        shared_keys=engines.repeated_keys(options),
         embeddings=embeddings,
         thumbs=thumbs,
         key_lists=key_lists,
@@ -338,16 +332,9 @@ def curate(inputs: Sequence[str | Path], out: str | Path, options: CurateOptions
     options = options or CurateOptions()
     # the root given, else the one the inputs record: resolved once here, recorded in the manifest
     options, root = stage_root(options, inputs)
-    out_dir: Path = storage.as_path(out)
-    storage.require_shared(out_dir, options.workers, options.engine, "--out")
-    storage.refuse_overlap(inputs, out_dir)
-    folder = stage_folder(out_dir)
-    folder.check_not_a_file()
-    with folder.locked(), engines.runtime(options):
-        try:
-            return _curate(inputs, folder, options, root)
-        except OSError as exc:  # a write no writer named (a full disk's errors name no file)
-            raise WriteFailed(f"{exc.filename or out_dir}: {os_error_text(exc)}") from None
+    folder = stage_folder(storage.as_path(out))
+    with stage_run(folder, options, inputs):
+        return _curate(inputs, folder, options, root)
 
 
 def _curate(

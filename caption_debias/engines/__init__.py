@@ -5,10 +5,12 @@
             ...
 
 `options` is any stage's options object (`engine`, `workers`, `max_in_flight`, `ray_address`).
-`local.py`: this process (--workers 1) or a spawned process pool; `ray.py`: Ray Data tasks, or
+`local.py`: this process (--workers 1) or a spawned process pool; `ray.py`: Ray tasks, or
 an actor pool when the stage gives `Actors` (score: the model loaded once per actor). Both
 pass `Ready` items (tasks finished by an earlier run) through in order, and neither changes
-a byte of the output: a task's work is the same function on either.
+a byte of the output: a task's work is the same function on either. `repeated_keys(options)`:
+the key group-by (curate's duplicates), polars here or a hash-partitioned shuffle on Ray.
+Nothing outside this package imports Ray (tests/test_import_layers.py).
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, ContextManager, Iterable, Iterator
 
+from caption_debias.engines import local
 from caption_debias.engines.local import Ready, ordered_map
 
-__all__ = ["Actors", "Mapper", "Ready", "mapper", "runtime"]
+__all__ = ["Actors", "GroupBy", "Mapper", "Ready", "mapper", "repeated_keys", "runtime"]
 
 Mapper = Callable[[Callable[[Any], Any], Iterable[Any]], Iterator[Any]]  # (fn, tasks) -> results in task order
+GroupBy = Callable[[list[str], list[str]], dict[str, Any]]  # (Parquet files, key columns) -> {column: rows}
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,16 @@ def mapper(options: Any, actors: Actors | None = None) -> Mapper:
             return partial(ray_engine.ray_actor_map, workers=options.workers, setup=actors.setup, gpu=actors.gpu)
         return partial(ray_engine.ray_ordered_map, max_in_flight=options.max_in_flight * options.workers)
     return partial(ordered_map, workers=options.workers, max_in_flight=options.max_in_flight * options.workers)
+
+
+def repeated_keys(options: Any) -> GroupBy:
+    """The key group-by over Parquet files: per column, the rows whose key repeats (polars here; with
+    --engine ray, tasks that hash-partition the keys on the cluster). Both give the same frames."""
+    if options.engine == "ray":
+        from caption_debias.engines import ray as ray_engine
+
+        return ray_engine.ray_repeated_keys
+    return local.repeated_keys
 
 
 def runtime(options: Any) -> ContextManager[Any]:

@@ -46,3 +46,32 @@ def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: int, ma
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
+
+
+KEY_COLUMNS_PER_SCAN = 4  # key columns flagged per scan of the files (bounds the scan's memory)
+
+
+def repeated_keys(files: list[str], columns: list[str], id_column: str = "order") -> dict[str, Any]:
+    """Per column, the rows (`id_column` and "key", a polars DataFrame) whose value occurs in more than one
+    row of the Parquet `files` (nulls never count): the key group-by, in this process.
+
+    One lazy scan flags several columns at once (`is_duplicated`, a hash pass each, run in
+    parallel); only the flagged rows' keys are kept. The Ray twin: `engines.ray.ray_repeated_keys`.
+    """
+    import polars as pl
+
+    from caption_debias import storage
+
+    out = {}
+    for i in range(0, len(columns), KEY_COLUMNS_PER_SCAN):
+        group = columns[i : i + KEY_COLUMNS_PER_SCAN]
+        with storage.reading(files):  # a file that cannot be decoded: one line naming it
+            flagged = (
+                storage.scan_parquet(files)
+                .select(id_column, *[pl.when(pl.col(c).is_duplicated()).then(pl.col(c)).alias(c) for c in group])
+                .filter(pl.any_horizontal([pl.col(c).is_not_null() for c in group]))
+                .collect()
+            )
+        for c in group:
+            out[c] = flagged.select(id_column, pl.col(c).alias("key")).drop_nulls("key")
+    return out

@@ -1,15 +1,19 @@
-"""The Ray engine: a stage's tasks as Ray Data map_batches tasks, or in an actor pool, results in task order.
+"""The Ray engine: a stage's tasks as Ray tasks, or in an actor pool, results in task order; the key group-by.
 
 One implementation of the work: each task runs the same function as in the local engine
 (prepare's chunk, curate's signals and write steps, score's shard, pack's tar), which writes
 its output and sidecar itself; only the sidecars travel back, and the driver merges them in
 task order exactly as it does for the local engine, so the output cannot depend on the engine.
 
-- `ray_ordered_map`: tasks in windows, each window a Ray dataset with one block per task
-  (prepare's reading overlaps the work: the next window is read on a thread);
+- `ray_ordered_map`: one `ray.remote` task per stage task, a bounded number running, a new one
+  started as soon as any finishes (`ray.wait`); plain tasks, not Ray Data, by measurement
+  (docs/benchmarks.md, "Ray engine"): Ray Data built a dataset per window and a window waited
+  for its slowest task;
 - `ray_actor_map`: one Ray Data actor pool of --workers actors for the whole run, each running a
   `setup` once (score: the model loaded once per actor), each sized to fit a node of the cluster;
-- `ray_runtime`: the one runtime a run joins (--ray-address, $RAY_ADDRESS) or starts and stops.
+- `ray_runtime`: the one runtime a run joins (--ray-address, $RAY_ADDRESS) or starts and stops;
+- `ray_repeated_keys`: the local engine's `repeated_keys` (curate's duplicate keys) as a shuffle of
+  tasks: keys hash-partitioned, one reducer per part, only the rows whose key repeats sent back.
 
 On a cluster the output folder must be on a filesystem every node sees (NFS, a mounted bucket,
 an object store URL).
@@ -22,8 +26,7 @@ import logging
 import math
 import os
 import pickle
-import queue
-import threading
+from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
@@ -31,8 +34,8 @@ from caption_debias.engines.local import Ready
 from caption_debias.errors import UserError
 from caption_debias.worker_life import reap_descendants_on_death
 
-# One driver feeds about 24 workers (docs/benchmarks.md, Scale); bigger windows would only
-# cost driver memory (three windows of --shard-rows records each are held at once).
+# One driver feeds about 24 workers (docs/benchmarks.md, Scale); more tasks running at once would
+# only cost memory (at most four windows of tasks are held, running or waiting for their turn).
 MAX_WINDOW = 64
 _ERROR = "error"  # a sidecar holding only this: the task's UserError message
 
@@ -129,17 +132,6 @@ def _in_driver_folder(driver_cwd: str) -> None:
         os.chdir(driver_cwd)
 
 
-def _chunk_task(fn: Callable[[Any], dict]) -> Callable[[dict], dict]:
-    """map_batches function: unpickle each task, run `fn`, return its sidecar as JSON text."""
-    driver_cwd = os.getcwd()
-
-    def apply(batch: dict) -> dict:
-        _in_driver_folder(driver_cwd)
-        return _apply(fn, batch)
-
-    return apply
-
-
 class TaskActor:
     """An actor of the pool: `setup` once (a UserError is reported with each of its tasks), then `fn` per task."""
 
@@ -181,83 +173,58 @@ def _in_order(items: list[Any], rows: Iterator[dict]) -> Iterator[Any]:
         yield done.pop(i)
 
 
-def _run_window(fn: Callable[[Any], dict], window: list[Any]) -> Iterator[Any]:
-    import ray.data
-
-    todo = _todo(window)
-    rows: Iterator[dict] = iter(())
-    if todo:
-        ds = ray.data.from_items(todo, override_num_blocks=len(todo))  # one task per block: spread over the CPUs
-        ds = ds.map_batches(_chunk_task(fn), batch_size=1, batch_format="numpy", num_cpus=1)
-        rows = iter(ds.iter_rows())
-    yield from _in_order(window, rows)
-
-
-def _windows(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    window: list[Any] = []
-    for item in items:
-        window.append(item)
-        if len(window) >= size:
-            yield window
-            window = []
-    if window:
-        yield window
-
-
-def _read_ahead(windows: Iterator[list[Any]]) -> Iterator[list[Any]]:
-    """The next window is read on a thread while Ray processes the current one.
-
-    Without it the cluster would idle while the driver reads (the driver reads about 25 times
-    faster than one worker processes, see docs/benchmarks.md, so on a large cluster the two
-    take comparable time). Reader errors (a UserError) are raised here, in the caller's thread.
-    """
-    slots: queue.Queue = queue.Queue(maxsize=1)
-    stop = threading.Event()
-
-    def put(entry: tuple[str, Any]) -> bool:
-        while not stop.is_set():
-            try:
-                slots.put(entry, timeout=0.2)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def fill() -> None:
-        try:
-            for window in windows:
-                if not put(("window", window)):
-                    return
-            put(("end", None))
-        except BaseException as exc:  # handed to the consumer, which raises it
-            put(("error", exc))
-
-    threading.Thread(target=fill, name="prepare-read-ahead", daemon=True).start()
+def _run_task(fn: Callable[[Any], dict], task: Any, driver_cwd: str) -> dict:
+    """One Ray task: `fn(task)`, its sidecar back (a UserError as its line: a task that raises makes Ray print a traceback)."""
+    _in_driver_folder(driver_cwd)
     try:
-        while True:
-            kind, value = slots.get()
-            if kind == "end":
-                return
-            if kind == "error":
-                raise value
-            yield value
-    finally:
-        stop.set()
+        return fn(task)
+    except UserError as exc:
+        return {_ERROR: str(exc)}
 
 
 def ray_ordered_map(fn: Callable[[Any], dict], items: Iterable[Any], max_in_flight: int) -> Iterator[Any]:
-    """fn(item) per item via Ray Data tasks, results in input order (the local engine's `ordered_map`).
+    """fn(item) per item as plain Ray tasks (`ray.remote`, `ray.wait`), results in input order (the local
+    engine's `ordered_map`).
 
-    Runs inside `ray_runtime`. Tasks go to Ray in windows of 2 x cluster CPUs (at most
-    MAX_WINDOW); the driver holds at most three windows of items (in work, read ahead, being
-    read), so memory stays flat on a billion-row input.
+    Runs inside `ray_runtime`. At most a window of tasks run at once (2 x cluster CPUs, at
+    most MAX_WINDOW, at least `max_in_flight`): a new one starts as soon as any finishes, so
+    no task waits for the slowest of a window. Results wait in the object store until their
+    turn; the driver holds at most 4 windows of tasks, so memory stays flat.
     """
     import ray
 
     cpus = int(ray.cluster_resources().get("CPU", 1))
-    window_size = max(max_in_flight, min(2 * cpus, MAX_WINDOW))
-    for window in _read_ahead(_windows(items, window_size)):
-        yield from _run_window(fn, window)
+    window = max(max_in_flight, min(2 * cpus, MAX_WINDOW))
+    run = ray.remote(num_cpus=1)(_run_task)
+    fn_ref, cwd = ray.put(fn), os.getcwd()  # the function shipped once, not with every task
+    pending: deque[Any] = deque()  # Ready items and task refs, in item order
+    running: set[Any] = set()
+
+    def heads() -> Iterator[Any]:
+        while pending and (isinstance(pending[0], Ready) or pending[0] not in running):
+            head = pending.popleft()
+            side = head.value if isinstance(head, Ready) else ray.get(head)
+            if _ERROR in side:
+                raise UserError(side[_ERROR])
+            yield side
+
+    for item in items:
+        if isinstance(item, Ready):
+            pending.append(item)
+        else:
+            ref = run.remote(fn_ref, item, cwd)
+            pending.append(ref)
+            running.add(ref)
+        while len(running) >= window or (running and len(pending) >= 4 * window):
+            done, _ = ray.wait(list(running), num_returns=1)
+            running.difference_update(done)
+            yield from heads()
+        yield from heads()
+    while pending:
+        if running:
+            done, _ = ray.wait(list(running), num_returns=1)
+            running.difference_update(done)
+        yield from heads()
 
 
 def ray_actor_map(
@@ -346,3 +313,79 @@ def ray_runtime(address: str | None, workers: int) -> Iterator[None]:
                 import ray
 
                 ray.shutdown()
+
+
+# -- the key group-by: tasks hash-partition the keys, one reducer per part keeps the repeated ones --------------
+
+
+def _split_keys(files: list[str], columns: list[str], id_column: str, parts: int) -> tuple[dict[str, Any], ...]:
+    """Map side: each column's non-null (id, key) rows of `files`, split into `parts` by a hash of the key."""
+    import polars as pl
+
+    from caption_debias import storage
+
+    try:
+        with storage.reading(files):  # a file that cannot be decoded: one line naming it
+            table = storage.scan_parquet(files).select(id_column, *columns).collect()
+    except UserError as exc:  # handed on as its line: a task that raises makes Ray print its traceback
+        return tuple({_ERROR: str(exc)} for _ in range(parts))
+    pieces: tuple[dict[str, Any], ...] = tuple({} for _ in range(parts))
+    for c in columns:
+        rows = table.select(id_column, pl.col(c).alias("key")).drop_nulls("key")
+        part = (rows["key"].hash(seed=0) % parts).alias("part")  # a fixed seed: a key's part is the same on every node
+        split = rows.with_columns(part).partition_by("part", include_key=False, as_dict=True)
+        for p in range(parts):
+            pieces[p][c] = split.get((p,), rows.clear())
+    return pieces
+
+
+def _repeated_in(columns: list[str], *pieces: dict[str, Any]) -> dict[str, Any]:
+    """Reduce side: one part of every map task's keys; the rows whose key occurs more than once."""
+    import polars as pl
+
+    failed = next((p for p in pieces if _ERROR in p), None)
+    if failed is not None:
+        return failed
+    return {c: pl.concat([p[c] for p in pieces]).filter(pl.col("key").is_duplicated()) for c in columns}
+
+
+def _groups(files: list[str], n: int) -> list[list[str]]:
+    """`files` in `n` runs of neighbours, as even as can be."""
+    size, extra = divmod(len(files), n)
+    bounds = [i * size + min(i, extra) for i in range(n + 1)]
+    return [files[bounds[i] : bounds[i + 1]] for i in range(n)]
+
+
+def ray_repeated_keys(files: list[str], columns: list[str], id_column: str = "order") -> dict[str, Any]:
+    """The local engine's `repeated_keys` on the cluster, the same frames (sorted by `id_column`).
+
+    Runs inside `ray_runtime`. Map tasks (one per run of neighbouring files, at most 4 per CPU)
+    read the key columns and hash-partition each column's keys into one part per CPU; one
+    reduce task per part keeps the rows whose key repeats. Only those rows reach the driver,
+    streamed as each part finishes: no key list, no count per key. A reducer holds one part
+    of the keys, a map task its files' key columns.
+    """
+    import polars as pl
+    import ray
+
+    from caption_debias.engines.local import repeated_keys
+
+    if not files:
+        return repeated_keys(files, columns, id_column)
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    parts = min(cpus, 64)
+    split = ray.remote(_split_keys).options(num_returns=parts, num_cpus=1)
+    maps = [split.remote(group, columns, id_column, parts) for group in _groups(files, min(len(files), 4 * cpus))]
+    if parts == 1:  # one return is a ref, not a list of them
+        maps = [[m] for m in maps]
+    reduce = ray.remote(_repeated_in).options(num_cpus=1)
+    pending = [reduce.remote(columns, *[m[p] for m in maps]) for p in range(parts)]
+    found: dict[str, list[Any]] = {c: [] for c in columns}
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        part = ray.get(done[0])
+        if _ERROR in part:
+            raise UserError(part[_ERROR])
+        for c in columns:
+            found[c].append(part[c])
+    return {c: pl.concat(frames).sort(id_column) for c, frames in found.items()}

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import shlex
 import time
-from collections import Counter
 from functools import partial
 from pathlib import Path
 from typing import Any, Iterator
@@ -19,24 +18,15 @@ from caption_debias import engines, runner, storage
 from caption_debias.dataset import MANIFEST as PREPARED_MANIFEST
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
-from caption_debias.image_source import ImageCounts, Root, check_missing
+from caption_debias.image_source import Root, check_missing
 from caption_debias.image_source.stage import record, stage_root
+from caption_debias.pack import manifest as manifest_mod
 from caption_debias.pack import state
-from caption_debias.pack.images import resizer_version
+from caption_debias.pack.manifest import PackTally
 from caption_debias.pack.options import PackOptions
-from caption_debias.pack.tars import COLUMNS, OPTIONAL_COLUMNS, SAMPLE_VERSION, pack_tar, sidecar_name, tar_name
+from caption_debias.pack.tars import COLUMNS, OPTIONAL_COLUMNS, SAMPLE_VERSION, pack_tar, sidecar_name
 from caption_debias.progress import Progress, say
-from caption_debias.runner import (
-    StageFolder,
-    Summary,
-    Task,
-    WriteFailed,
-    manifest_stamp,
-    os_error_text,
-    reconcile,
-    run_tasks,
-    write_json,
-)
+from caption_debias.runner import StageFolder, Summary, Task, run_tasks, stage_run, write_json
 
 
 def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = None) -> dict[str, Any]:
@@ -47,16 +37,10 @@ def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = No
     options, root = stage_root(options, [prepared])
     started = time.monotonic()
     ds = PreparedDataset.open(prepared)
-    out_dir: Path = storage.as_path(out)
-    storage.require_shared(out_dir, options.workers, options.engine, "--out")
-    storage.refuse_overlap([ds.folder], out_dir)
-    folder = state.stage_folder(out_dir)
+    folder = state.stage_folder(storage.as_path(out))
     assert root is not None  # PackOptions.check requires an image root
-    with folder.locked(), engines.runtime(options):
-        try:
-            return _pack(ds, str(prepared), folder, options, started, root)
-        except OSError as exc:  # a write no writer named (a full disk's errors name no file)
-            raise WriteFailed(f"{exc.filename or out_dir}: {os_error_text(exc)}") from None
+    with stage_run(folder, options, [ds.folder]):
+        return _pack(ds, str(prepared), folder, options, started, root)
 
 
 def _chunks(ds: PreparedDataset, options: PackOptions) -> Iterator[list[dict[str, Any]]]:
@@ -91,88 +75,39 @@ def _pack(
     shaping = {"input_manifest_sha256": input_digest, **options.output_shaping()}
     folder.start(shaping, options.overwrite)
     say(f"packing {ds.rows:,} rows of {given} into tars of {options.samples_per_shard:,} samples", options.quiet)
-    tars: list[dict[str, Any]] = []
-    reasons: Counter = Counter()
-    read: Counter[str] = Counter()
-    counts = [ImageCounts()]
+    tally = PackTally()
     total = None if options.split else ds.rows
     progress = Progress(
         "pack", "rows", total, quiet=options.quiet, interval=options.log_interval, heartbeat=True,
-        extra=lambda: f"{len(tars)} tars",
+        extra=lambda: f"{len(tally.tars)} tars",
     )  # fmt: skip
     with folder.partial_lines(state.REMOVED) as removed:  # removed.jsonl appears whole or not at all
 
         def on_side(task: Task, side: dict[str, Any]) -> None:
-            read["rows"] += side["rows"]
-            if side.get("images"):  # a sidecar of an older run has none
-                counts[0] = counts[0].merge(ImageCounts.from_dict(side["images"]))
-            for entry in side["removed"]:
-                reasons[entry["reason"]] += 1
-                removed.write(entry)
-            tars.append({k: side[k] for k in ("path", "samples", "rows", "sha256", "bytes")})
-            progress.each(read["rows"])  # a line per tar written
+            tally.add(side)
+            removed.write_all(side["removed"])
+            progress.each(tally.read)  # a line per tar written
 
         fn = partial(pack_tar, options=options)
         reused = run_tasks(folder, _tasks(ds, options, out, shaping), fn, engines.mapper(options), on_side, progress)
-        if not tars:
+        if not tally.tars:
             raise UserError(f"{given}: no rows to pack" + (f" in split {options.split!r}" if options.split else ""))
-    check_missing("pack", counts[0], root, options.max_missing_images)
-    folder.prune({state.TAR_GLOB: [t["path"] for t in tars]}, len(tars), sidecar_dirs=[state.STATE_DIR])
-    write_json({t["path"]: t["samples"] for t in tars}, out / state.SIZES)
-    written = sum(t["samples"] for t in tars)
-    reconcile("pack", read=read["rows"], written=written, removed=sum(reasons.values()))
-    manifest = _manifest(ds, given, options, tars, read["rows"], reasons, input_digest, started)
-    manifest["images"] = record(root, counts[0], options.max_missing_images)
+    check_missing("pack", tally.images, root, options.max_missing_images)
+    folder.prune({state.TAR_GLOB: [t["path"] for t in tally.tars]}, len(tally.tars), sidecar_dirs=[state.STATE_DIR])
+    write_json(tally.sizes(), out / state.SIZES)
+    manifest = manifest_mod.build(
+        tally=tally,
+        ds=ds,
+        given=given,
+        options=options,
+        input_digest=input_digest,
+        elapsed_s=time.monotonic() - started,
+    )
+    manifest["images"] = record(root, tally.images, options.max_missing_images)
     write_json(manifest, out / state.MANIFEST)
     if not options.quiet:
         _summary(manifest, out, reused)
     return manifest
-
-
-def _manifest(
-    ds: PreparedDataset,
-    given: str,
-    options: PackOptions,
-    tars: list[dict[str, Any]],
-    read: int,
-    reasons: Counter,
-    input_digest: str,
-    started: float,
-) -> dict[str, Any]:
-    written = sum(t["samples"] for t in tars)
-    return {
-        "kind": state.KIND,
-        "format": "webdataset",
-        "complete": True,
-        "counts": {
-            "read": read,
-            "written": written,
-            "removed": read - written,
-            "removed_by_reason": {r: reasons[r] for r in sorted(reasons, key=lambda r: (-reasons[r], r))},
-        },
-        "tars": tars,
-        "train_data": train_data_pattern(len(tars)),
-        "input": {"path": given, "manifest_sha256": input_digest, "rows": ds.rows},
-        "image": {
-            "format": "jpg",
-            "image_size": options.image_size,
-            "resize_mode": options.resize_mode,
-            "encode_quality": options.encode_quality,
-            "resizer": resizer_version(),
-        },
-        "sample": {"names": "NNNNN + row position in the tar's chunk", "members": ["jpg", "json", "txt"]},
-        "options": options.to_dict(),
-        # What made the token ids in KEY.json (train checks it against the model's tokenizer).
-        "tokenizer": ds.manifest.get("tokenizer"),
-        "segmenter": ds.manifest.get("segmenter"),
-        "summary": ds.manifest.get("summary"),
-        **manifest_stamp(time.monotonic() - started),
-    }
-
-
-def train_data_pattern(n_tars: int) -> str:
-    """The brace pattern open_clip_train's --train-data expands to every tar (relative to the folder)."""
-    return f"{{{tar_name(0)[:-4]}..{tar_name(n_tars - 1)[:-4]}}}.tar"
 
 
 # fsspec's reader in a `pipe:` for a store webdataset has no handler for (the toolkit's own dependency)

@@ -25,10 +25,9 @@ from caption_debias.prepare.stream import InputCounts, chunks, reason_group, res
 from caption_debias.runner import (
     StageFolder,
     Task,
-    WriteFailed,
-    os_error_text,
     run_tasks,
     shard_name,
+    stage_run,
     write_json,
     write_shard,
 )
@@ -110,17 +109,10 @@ def prepare(inputs: Sequence[str | Path], output: str | Path, options: PrepareOp
     if options.image_root is not None:  # recorded resolved (image_source.roots): the later stages default to it
         options = dataclasses.replace(options, image_root=resolve_root(options.image_root).resolved)
     started = time.monotonic()
-    out = storage.as_path(output)
-    storage.require_shared(out, options.workers, options.engine, "--out")
-    storage.refuse_overlap(inputs, out)
     resolved = _resolve_inputs(inputs, options.format)
-    folder = state.stage_folder(out)
-    folder.check_not_a_file()
-    with folder.locked(), engines.runtime(options):
-        try:
-            return _prepare_locked(resolved, folder, options, started)
-        except OSError as exc:  # writes not made through the runner's writers (which name their file themselves)
-            raise WriteFailed(f"{exc.filename or out}: {os_error_text(exc)}") from None
+    folder = state.stage_folder(storage.as_path(output))
+    with stage_run(folder, options, inputs):
+        return _prepare_locked(resolved, folder, options, started)
 
 
 class _Merged:

@@ -21,7 +21,7 @@ from caption_debias.dataset import MANIFEST
 from caption_debias.errors import UserError
 from caption_debias.image_source import ImageCounts, carries_images, check_missing, no_root_line
 from caption_debias.image_source.stage import record
-from caption_debias.input_folders import Inputs, Tally, open_inputs
+from caption_debias.input_folders import Inputs, InputShard, Tally, open_inputs
 from caption_debias.model.describe import describe
 from caption_debias.model.imports import import_open_clip
 from caption_debias.model.names import warn_random_weights
@@ -33,6 +33,7 @@ from caption_debias.runner import (
     Task,
     load_sidecar,
     run_tasks,
+    stage_run,
     write_json,
     write_shard,
 )
@@ -193,6 +194,22 @@ def _shard_params(
     )
 
 
+class ScoreTally(Tally):
+    """The input tally (rows per folder, removals, shards) plus what score's sidecars add: images and context."""
+
+    def __init__(self, inputs: Inputs) -> None:
+        super().__init__(inputs)
+        self.images = ImageCounts()
+        self.context: Counter[str] = Counter()
+
+    def add(self, shard: InputShard, side: dict[str, Any]) -> None:
+        super().add(shard, side)
+        for key in ("captions_over_context", "sentences_over_context", "sentences"):
+            self.context[key] += side[key]
+        if side.get("images"):  # a sidecar of an older run has none
+            self.images = self.images.merge(ImageCounts.from_dict(side["images"]))
+
+
 def _tasks(inputs: Inputs, out: Path, params: shard.ShardParams) -> Iterator[Task]:
     for s in inputs.shards:
         fp = shard.fingerprint(s, params)
@@ -211,19 +228,15 @@ def score_folder(
     options = options or ScoreOptions()
     if isinstance(inputs, (str, Path)):
         inputs = [inputs]
-    options.validate()
-    out = storage.as_path(out)
-    storage.require_shared(out, options.workers, options.engine, "--out")
-    storage.refuse_overlap(inputs, out)
     folder = StageFolder(
-        out,
+        storage.as_path(out),
         "score",
         state_dir=STATE_DIR,
         owned=(MANIFEST, REMOVED, SHARDS_DIR),
         subdirs=(SHARDS_DIR, shard.WRITE_DIR),
         verb="scored",
     )
-    with folder.locked(), engines.runtime(options):
+    with stage_run(folder, options, inputs):
         return _score(inputs, folder, options)
 
 
@@ -267,23 +280,18 @@ def _score(given: Sequence[str | Path], folder: StageFolder, options: ScoreOptio
         phases=True,  # an in-process shard's rows move batch by batch: encoding images, then texts
         heartbeat=True,  # worker processes report per shard: a line every interval all the same
     )
-    context: Counter[str] = Counter()
-    tally, counts = Tally(inputs), [ImageCounts()]
+    tally = ScoreTally(inputs)
     with progress, folder.partial_lines(REMOVED) as removed:
 
         def on_side(task: Task, side: dict[str, Any]) -> None:
             tally.add(task.work, side)
-            for key in ("captions_over_context", "sentences_over_context", "sentences"):
-                context[key] += side[key]
             removed.write_all(side["removed"])
-            if side.get("images"):  # a sidecar of an older run has none
-                counts[0] = counts[0].merge(ImageCounts.from_dict(side["images"]))
             progress.update(tally.read, extra=f"{len(tally.shards)} shards")
 
         fn = partial(shard.score_shard, params=params)
         reused = run_tasks(folder, _tasks(inputs, out, params), fn, mapper, on_side, progress)
     if roots:  # the first root tried names the run's (several inputs: the first input's)
-        check_missing("score", counts[0], next(iter(roots.values())), options.max_missing_images)
+        check_missing("score", tally.images, next(iter(roots.values())), options.max_missing_images)
     folder.prune(
         {f"{SHARDS_DIR}/part-*.parquet": [s["path"] for s in tally.shards]},
         n_tasks=len(inputs.shards),
@@ -294,10 +302,10 @@ def _score(given: Sequence[str | Path], folder: StageFolder, options: ScoreOptio
         options=options,
         model=sm.identity,
         reference=ref_info,
-        context=context,
+        context=tally.context,
         elapsed_s=time.monotonic() - started,
     )
-    manifest["images"] = record(shared_root, counts[0], options.max_missing_images)
+    manifest["images"] = record(shared_root, tally.images, options.max_missing_images)
     if roots and shared_root is None:  # inputs read under different roots: each input entry names its own
         manifest["images"]["opened"] = True
     write_json(manifest, out / MANIFEST)
