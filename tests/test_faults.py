@@ -748,6 +748,7 @@ def test_prepared_folder_rows_outside_the_image_root_are_skipped_with_a_count(tm
     manifest = json.loads((folder / "manifest.json").read_text())  # as the tool that made it would list it
     manifest["shards"][0]["sha256"] = sha256_file(shard)
     (folder / "manifest.json").write_text(json.dumps(manifest))
+    (tmp_path / "root").mkdir()  # a typed root is checked up front (image_source.roots); its rows are what is tested
     data = load_benchmark("prepared", folder, image_root=tmp_path / "root")
     assert data.n_images == 9 and data.info["skipped_outside_image_root"] == 3
     assert all(p.resolve().is_relative_to((tmp_path / "root").resolve()) for p in data.images)

@@ -109,10 +109,9 @@ def prepare(inputs: Sequence[str | Path], output: str | Path, options: PrepareOp
     if options.image_root is not None:  # recorded resolved (image_source.roots): the later stages default to it
         options = dataclasses.replace(options, image_root=resolve_root(options.image_root).resolved)
     started = time.monotonic()
-    resolved = _resolve_inputs(inputs, options.format)
     folder = state.stage_folder(storage.as_path(output))
-    with stage_run(folder, options, inputs):
-        return _prepare_locked(resolved, folder, options, started)
+    with stage_run(folder, options, inputs):  # an input inside the output is refused before it is read
+        return _prepare_locked(_resolve_inputs(inputs, options.format), folder, options, started)
 
 
 class _Merged:
