@@ -307,6 +307,21 @@ class HostileRoot:
 Rows = list[tuple[str, "str | None", str]]  # (image, expected reason: None for `good`, "other"; a piece of the detail)
 
 
+def every_world(wds, pq_out, loose, packed, urls, base: Path) -> list[tuple[Path, list[str], list[str] | None]]:
+    """(root, the rows' images, their keys or None) for each world the image readers must agree on: tars, parquet
+    samples, loose files, a packed folder, URL rows' downloads in tars and in parquet, and a hostile root."""
+    hostile = hostile_root(base)
+    return [
+        (wds.root, list(wds.refs.values()), None),
+        (pq_out.root, list(pq_out.refs.values()), None),
+        (loose.root, list(loose.refs.values()), None),
+        (packed.root, list(packed.refs.values()), None),
+        (wds.root, urls.urls, urls.keys),
+        (pq_out.root, urls.urls, urls.keys),
+        (hostile.root, [image for image, _ in hostile.rows], None),
+    ]
+
+
 def hostile_root(base: Path, with_fifo: bool = True) -> HostileRoot:
     """One root holding every hostile tar and parquet file at once; rows name good and bad members of each."""
     root = base / "hostile"

@@ -8,7 +8,7 @@ import pickle
 import random
 
 import pytest
-from image_worlds import hostile_root
+from image_worlds import every_world
 
 from caption_debias.image_files import ImageProblem
 from caption_debias.image_source import ImageSource
@@ -26,15 +26,7 @@ def results(read, images, keys=None) -> list:
 
 
 def test_lookup_reads_what_the_row_by_row_reference_reads_in_every_world(wds, pq_out, loose, packed, urls, tmp_path):
-    hostile = hostile_root(tmp_path)
-    worlds = [
-        (wds.root, list(wds.refs.values()), None),
-        (pq_out.root, list(pq_out.refs.values()), None),
-        (loose.root, list(loose.refs.values()), None),
-        (packed.root, list(packed.refs.values()), None),
-        (wds.root, urls.urls, urls.keys),
-        (hostile.root, [image for image, _ in hostile.rows], None),
-    ]
+    worlds = every_world(wds, pq_out, loose, packed, urls, tmp_path)
     for root, images, keys in worlds:
         order = list(range(len(images)))
         random.Random(3).shuffle(order)  # rows drawn in any order, as train draws them

@@ -17,6 +17,7 @@ from image_worlds import (
     GONE,
     N_PICTURES,
     by_key,
+    every_world,
     hostile_root,
     pixels,
     plain,
@@ -193,16 +194,7 @@ def test_a_stream_left_early_or_failing_stops_its_reader_thread(wds):
 
 
 def test_batched_stream_equals_the_row_by_row_reference_in_every_world(wds, pq_out, loose, packed, urls, tmp_path):
-    hostile = hostile_root(tmp_path)
-    worlds = [
-        (wds.root, list(wds.refs.values()), None),
-        (pq_out.root, list(pq_out.refs.values()), None),
-        (loose.root, list(loose.refs.values()), None),
-        (packed.root, list(packed.refs.values()), None),
-        (wds.root, urls.urls, urls.keys),
-        (pq_out.root, urls.urls, urls.keys),
-        (hostile.root, [image for image, _ in hostile.rows], None),
-    ]
+    worlds = every_world(wds, pq_out, loose, packed, urls, tmp_path)
     for root, images, keys in worlds:
         batched = ImageSource(root).map(images, raw, keys=keys)
         expected = reference(ImageSource(root), images, keys)

@@ -3,7 +3,6 @@ counts, removals, same bytes for any --workers and engine, resume, lock, CLI err
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
 import json
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 from cli_process import run_cli
 from PIL import Image, ImageDraw
+from train_fixtures import wds_args
 
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
@@ -175,18 +175,7 @@ def test_open_clip_train_pipeline_reads_the_tars(world):
     assert get_dataset_size(pattern) == (22, 4)  # from sizes.json: no --train-num-samples needed
     preprocess = open_clip.image_transform(32, is_train=False)
     tokenizer = open_clip.get_tokenizer("ViT-B-32")
-    args = argparse.Namespace(
-        train_data=pattern,
-        val_data=pattern,
-        train_num_samples=None,
-        val_num_samples=None,
-        dataset_resampled=False,
-        train_data_upsampling_factors=None,
-        seed=0,
-        workers=0,
-        world_size=1,
-        batch_size=5,
-    )
+    args = wds_args(pattern, val_data=pattern)
     # Evaluation pipeline: every sample once, in tar order.
     val = get_wds_dataset(args, preprocess, is_train=False, tokenizer=tokenizer)
     images_seen, texts = zip(*val.dataloader)
@@ -229,18 +218,7 @@ def test_the_printed_line_for_an_s3_out_trains_through_open_clip_train(world, ca
         assert flags["--train-data"] == f"pipe:aws s3 cp {url}/{{00000..00003}}.tar -", line
         assert flags["--train-num-samples"] == "22", line
         tokenizer = open_clip.get_tokenizer("ViT-B-32")
-        args = argparse.Namespace(
-            train_data=flags["--train-data"],
-            val_data=None,
-            train_num_samples=int(flags["--train-num-samples"]),
-            val_num_samples=None,
-            dataset_resampled=False,
-            train_data_upsampling_factors=None,
-            seed=0,
-            workers=0,
-            world_size=1,
-            batch_size=5,
-        )
+        args = wds_args(flags["--train-data"], train_num_samples=int(flags["--train-num-samples"]))
         train = get_wds_dataset(args, open_clip.image_transform(32, is_train=True), True, epoch=0, tokenizer=tokenizer)
         batches = list(train.dataloader)
         tar_gets = server.gets(".tar")

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 from curate_fixtures import caption, scene
 from score_fixtures import read_rows, with_scores
+from train_fixtures import wds_args
 
 from caption_debias import augment
 from caption_debias.train.data import TokenTable, load_rows
@@ -167,25 +168,13 @@ def test_packed_text_webdataset_reads_holds_no_masked_sentence(curated_packed):
 
 
 def test_open_clip_train_reads_no_masked_sentence_from_the_pack(curated_packed):
-    import argparse
 
     import open_clip
     from open_clip_train.data import get_wds_dataset
 
     rows = curated_packed["rows"]
     tokenizer = open_clip.get_tokenizer("ViT-B-32")
-    args = argparse.Namespace(
-        train_data=curated_packed["pattern"],
-        val_data=curated_packed["pattern"],
-        train_num_samples=None,
-        val_num_samples=None,
-        dataset_resampled=False,
-        train_data_upsampling_factors=None,
-        seed=0,
-        workers=0,
-        world_size=1,
-        batch_size=4,
-    )
+    args = wds_args(curated_packed["pattern"], val_data=curated_packed["pattern"], batch_size=4)
     val = get_wds_dataset(args, open_clip.image_transform(32, is_train=False), is_train=False, tokenizer=tokenizer)
     seen = [t.tolist() for _, texts in val.dataloader for t in texts]
     kept = [augment.kept_caption(c, s, k) for c, s, k in zip(rows["caption"], rows["sentences"], rows["sentence_keep"])]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from train_fixtures import MISSING, tiny_config, train_set
+from train_fixtures import MISSING, checkpoint, crash_at_step, tiny_config, train_set
 
 from caption_debias.errors import UserError
 
@@ -35,17 +35,7 @@ def test_resume_reproduces_uninterrupted_run_exactly(prepared, tmp_path, monkeyp
 
     data, _, good = prepared
     straight = loop.train(tiny_config(data, good, tmp_path / "a", max_steps=4))
-    real_lr_at = loop.lr_at
-
-    def crash_at_step_2(step, *a):
-        if step == 2:
-            raise KeyboardInterrupt
-        return real_lr_at(step, *a)
-
-    monkeypatch.setattr(loop, "lr_at", crash_at_step_2)
-    with pytest.raises(KeyboardInterrupt):
-        loop.train(tiny_config(data, good, tmp_path / "b", max_steps=4))
-    monkeypatch.setattr(loop, "lr_at", real_lr_at)
+    crash_at_step(monkeypatch, loop, 2, lambda: loop.train(tiny_config(data, good, tmp_path / "b", max_steps=4)))
     assert [d["step"] for d in _lines(tmp_path / "b")] == [1, 2]
     with pytest.raises(UserError, match="--resume"):
         loop.train(tiny_config(data, good, tmp_path / "b", max_steps=4))
@@ -53,8 +43,7 @@ def test_resume_reproduces_uninterrupted_run_exactly(prepared, tmp_path, monkeyp
         loop.train(tiny_config(data, good, tmp_path / "b", max_steps=4, resume="latest", lr=0.5))
     resumed = loop.train(tiny_config(data, good, tmp_path / "b", max_steps=4, resume="latest"))
     assert _lines(resumed) == _lines(straight)
-    a = torch.load(straight / "checkpoints" / "step_00000004.pt", weights_only=True)
-    b = torch.load(resumed / "checkpoints" / "step_00000004.pt", weights_only=True)
+    a, b = checkpoint(straight, 4), checkpoint(resumed, 4)
     assert a["model"].keys() == b["model"].keys()
     for k in a["model"]:
         assert torch.equal(a["model"][k], b["model"][k]), k

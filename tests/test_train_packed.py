@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from train_fixtures import make_prepared, tiny_config
+from train_fixtures import checkpoint, crash_at_step, make_prepared, tiny_config
 
 from caption_debias.augment import DebiasOptions
 from caption_debias.pack.options import PackOptions
@@ -56,21 +56,10 @@ def test_resume_on_tars_reproduces_the_uninterrupted_run(packed, tmp_path, monke
 
     _, _, out = packed
     straight = loop.train(_cfg(out, tmp_path / "a", max_steps=4))
-    real_lr_at = loop.lr_at
-
-    def crash_at_step_2(step, *a):
-        if step == 2:
-            raise KeyboardInterrupt
-        return real_lr_at(step, *a)
-
-    monkeypatch.setattr(loop, "lr_at", crash_at_step_2)
-    with pytest.raises(KeyboardInterrupt):
-        loop.train(_cfg(out, tmp_path / "b", max_steps=4))
-    monkeypatch.setattr(loop, "lr_at", real_lr_at)
+    crash_at_step(monkeypatch, loop, 2, lambda: loop.train(_cfg(out, tmp_path / "b", max_steps=4)))
     resumed = loop.train(_cfg(out, tmp_path / "b", max_steps=4, resume="latest", workers=1))
     assert _lines(resumed) == _lines(straight)
-    a = torch.load(straight / "checkpoints" / "step_00000004.pt", weights_only=True)
-    b = torch.load(resumed / "checkpoints" / "step_00000004.pt", weights_only=True)
+    a, b = checkpoint(straight, 4), checkpoint(resumed, 4)
     for k in a["model"]:
         assert torch.equal(a["model"][k], b["model"][k]), k
     assert a["counters"] == b["counters"] and a["counters"]["fallback"] > 0

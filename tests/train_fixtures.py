@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 from pathlib import Path
@@ -80,3 +81,44 @@ def tiny_config(data: Path, images: Path | None, out: Path | None, **options: An
         precision="fp32",
     )
     return TrainConfig(**{**base, **options})
+
+
+def wds_args(train_data: Any, val_data: Any = None, train_num_samples: int | None = None, batch_size: int = 5):
+    """open_clip_train's data arguments as its own `get_wds_dataset` reads them: one process, no loader workers."""
+    return argparse.Namespace(
+        train_data=train_data,
+        val_data=val_data,
+        train_num_samples=train_num_samples,
+        val_num_samples=None,
+        dataset_resampled=False,
+        train_data_upsampling_factors=None,
+        seed=0,
+        workers=0,
+        world_size=1,
+        batch_size=batch_size,
+    )
+
+
+def crash_at_step(monkeypatch, loop: Any, step: int, train_once: Any) -> None:
+    """Run `train_once()` stopped by a KeyboardInterrupt as step `step` asks for its learning rate (as a killed
+    run stops between steps); the schedule is restored afterwards."""
+    import pytest
+
+    real_lr_at = loop.lr_at
+
+    def crash(at: int, *args: Any) -> Any:
+        if at == step:
+            raise KeyboardInterrupt
+        return real_lr_at(at, *args)
+
+    monkeypatch.setattr(loop, "lr_at", crash)
+    with pytest.raises(KeyboardInterrupt):
+        train_once()
+    monkeypatch.setattr(loop, "lr_at", real_lr_at)
+
+
+def checkpoint(run: Path, step: int) -> dict[str, Any]:
+    """A run's checkpoint of one step, read as train reads it (weights only)."""
+    import torch
+
+    return torch.load(run / "checkpoints" / f"step_{step:08d}.pt", weights_only=True)
