@@ -336,40 +336,38 @@ HEADER = [
 
 
 def terminal_table(summary: dict[str, Any]) -> str:
-    """The recall table per alpha, as text (rich renders it; plain text when captured)."""
+    """The recall table per alpha, then the grounding and planted-fault tables, as text (rich renders them;
+    plain text when captured)."""
     from rich.console import Console
-    from rich.table import Table
 
     buf = io.StringIO()
     console = Console(file=buf, width=170, color_system=None)
-    for alpha in summary["plan"]["eval"]["alphas"]:
-        seeds = len(summary["plan"]["train"]["seeds"])
+    alphas = summary["plan"]["eval"]["alphas"]
+    seeds = len(summary["plan"]["train"]["seeds"])
+    for alpha in alphas:
         title = f"recall@1 (%) and the delta against `{summary['reference']}`, {seeds} seed(s)"
-        table = Table(
-            title=title + (f", WiSE-FT alpha {alpha:g}" if len(summary["plan"]["eval"]["alphas"]) > 1 else "")
-        )
-        for name in HEADER:
-            table.add_column(name, justify="left" if name in ("arm", "captions", "effect") else "right")
-        for row in _rows(summary, alpha):
-            table.add_row(*row)
-        console.print(table)
-    grounding = _grounding_rows(summary)
-    if grounding:
-        table = Table(title="grounding AUROC on the planted world (swapped-in sentences against clean ones)")
-        for name in GROUNDING_HEADER:
-            table.add_column(name, justify="left" if name == "arm" else "right")
-        for row in grounding:
-            table.add_row(*row)
-        console.print(table)
-    faults = _fault_rows(summary)
-    if faults:
-        table = Table(title="planted faults: rows the arm does not train on")
-        for name in FAULT_HEADER:
-            table.add_column(name, justify="left" if name == "arm" else "right")
-        for row in faults:
-            table.add_row(*row)
-        console.print(table)
+        title += f", WiSE-FT alpha {alpha:g}" if len(alphas) > 1 else ""
+        _print_table(console, title, HEADER, _rows(summary, alpha), ("arm", "captions", "effect"))
+    grounding_title = "grounding AUROC on the planted world (swapped-in sentences against clean ones)"
+    _print_table(console, grounding_title, GROUNDING_HEADER, _grounding_rows(summary), ("arm",))
+    _print_table(
+        console, "planted faults: rows the arm does not train on", FAULT_HEADER, _fault_rows(summary), ("arm",)
+    )
     return buf.getvalue()
+
+
+def _print_table(console: Any, title: str, header: list[str], rows: list[Any], left: tuple[str, ...]) -> None:
+    """One rich table (nothing when it has no rows); the columns named in `left` left-aligned."""
+    from rich.table import Table
+
+    if not rows:
+        return
+    table = Table(title=title)
+    for name in header:
+        table.add_column(name, justify="left" if name in left else "right")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
 
 
 FAULT_HEADER = [
