@@ -6,11 +6,10 @@ import json
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
-from train_fixtures import MISSING, checkpoint, crash_at_step, tiny_config, train_set
+from train_fixtures import MISSING, checkpoint, crash_at_step, metric_lines, tiny_config, train_set
 
 from caption_debias.errors import UserError
 
@@ -20,15 +19,6 @@ def prepared(tmp_path_factory):
     return train_set(tmp_path_factory.mktemp("train"))
 
 
-def _lines(run: Path) -> list[dict]:
-    out = []
-    for line in (run / "metrics.jsonl").read_text().splitlines():
-        d = json.loads(line)
-        d.pop("images_per_s")  # wall-clock, the only field allowed to differ
-        out.append(d)
-    return out
-
-
 @pytest.mark.slow  # over 30 s on 2 shared cores
 def test_resume_reproduces_uninterrupted_run_exactly(prepared, tmp_path, monkeypatch):
     from caption_debias.train import loop
@@ -36,13 +26,13 @@ def test_resume_reproduces_uninterrupted_run_exactly(prepared, tmp_path, monkeyp
     data, _, good = prepared
     straight = loop.train(tiny_config(data, good, tmp_path / "a", max_steps=4))
     crash_at_step(monkeypatch, loop, 2, lambda: loop.train(tiny_config(data, good, tmp_path / "b", max_steps=4)))
-    assert [d["step"] for d in _lines(tmp_path / "b")] == [1, 2]
+    assert [d["step"] for d in metric_lines(tmp_path / "b")] == [1, 2]
     with pytest.raises(UserError, match="--resume"):
         loop.train(tiny_config(data, good, tmp_path / "b", max_steps=4))
     with pytest.raises(UserError, match="changed options"):
         loop.train(tiny_config(data, good, tmp_path / "b", max_steps=4, resume="latest", lr=0.5))
     resumed = loop.train(tiny_config(data, good, tmp_path / "b", max_steps=4, resume="latest"))
-    assert _lines(resumed) == _lines(straight)
+    assert metric_lines(resumed) == metric_lines(straight)
     a, b = checkpoint(straight, 4), checkpoint(resumed, 4)
     assert a["model"].keys() == b["model"].keys()
     for k in a["model"]:
@@ -64,7 +54,7 @@ def test_missing_image_skipped_and_counted_or_strict(prepared, tmp_path, capfd):
 
     data, images, _ = prepared
     run = train(tiny_config(data, images, tmp_path / "s", recipe="short", max_steps=3, checkpoint_every=10))
-    last = _lines(run)[-1]
+    last = metric_lines(run)[-1]
     assert last["skipped_images"] == 1 and last["loss_short"] is None
     assert f"img{MISSING:04d}.png" in capfd.readouterr().err
     with pytest.raises(UserError, match=f"img{MISSING:04d}.png.*--strict"):
@@ -165,7 +155,7 @@ def test_ddp_two_processes_match_one(prepared, tmp_path):
     env = {**__import__("os").environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    one, two = _lines(single), _lines(tmp_path / "two")
+    one, two = metric_lines(single), metric_lines(tmp_path / "two")
     assert [d["step"] for d in two] == [1, 2]
     for a, b in zip(one, two):
         assert b["loss"] == pytest.approx(a["loss"], rel=1e-4, abs=1e-5)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from train_fixtures import checkpoint, crash_at_step, make_prepared, tiny_config
+from train_fixtures import checkpoint, crash_at_step, make_prepared, metric_lines, tiny_config
 
 from caption_debias.augment import DebiasOptions
 from caption_debias.pack.options import PackOptions
@@ -29,22 +28,13 @@ def _cfg(data, out, **kw) -> TrainConfig:
     return tiny_config(data, None, out, **kw)
 
 
-def _lines(run: Path) -> list[dict]:
-    out = []
-    for line in (run / "metrics.jsonl").read_text().splitlines():
-        d = json.loads(line)
-        d.pop("images_per_s")  # wall-clock, the only field allowed to differ
-        out.append(d)
-    return out
-
-
 @pytest.mark.parametrize("recipe", ["debias", "longclip", "clip", "short"])
 def test_every_recipe_trains_two_steps_on_the_tars(packed, tmp_path, recipe):
     from caption_debias.train.loop import train
 
     _, _, out = packed
     run = train(_cfg(out, tmp_path / recipe, recipe=recipe, max_steps=2, workers=1 if recipe == "clip" else 0))
-    lines = _lines(run)
+    lines = metric_lines(run)
     assert [d["step"] for d in lines] == [1, 2] and all(np.isfinite(d["loss"]) for d in lines)
     assert lines[-1]["skipped_images"] == 0
     assert (lines[-1]["loss_short"] is None) == (recipe in ("clip", "short"))
@@ -58,7 +48,7 @@ def test_resume_on_tars_reproduces_the_uninterrupted_run(packed, tmp_path, monke
     straight = loop.train(_cfg(out, tmp_path / "a", max_steps=4))
     crash_at_step(monkeypatch, loop, 2, lambda: loop.train(_cfg(out, tmp_path / "b", max_steps=4)))
     resumed = loop.train(_cfg(out, tmp_path / "b", max_steps=4, resume="latest", workers=1))
-    assert _lines(resumed) == _lines(straight)
+    assert metric_lines(resumed) == metric_lines(straight)
     a, b = checkpoint(straight, 4), checkpoint(resumed, 4)
     for k in a["model"]:
         assert torch.equal(a["model"][k], b["model"][k]), k

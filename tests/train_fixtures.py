@@ -122,3 +122,13 @@ def checkpoint(run: Path, step: int) -> dict[str, Any]:
     import torch
 
     return torch.load(run / "checkpoints" / f"step_{step:08d}.pt", weights_only=True)
+
+
+def metric_lines(run: Path) -> list[dict]:
+    """A run's metrics.jsonl lines without the one wall-clock field (images_per_s), so two runs compare."""
+    out = []
+    for line in (run / "metrics.jsonl").read_text().splitlines():
+        d = json.loads(line)
+        d.pop("images_per_s")
+        out.append(d)
+    return out
