@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 import shlex
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from cli_process import run_cli
+from folder_factory import write_folder
 
 from caption_debias.errors import UserError
 from caption_debias.export.captions import export_captions
 from caption_debias.export.urls import write_url_list
-from caption_debias.schema import shard_arrow_schema
-from caption_debias.shard_digests import sha256_file
 from caption_debias.text.tokenize import get_tokenizer
 
 ROWS = [
@@ -57,23 +55,7 @@ def write_prepared(folder, rows=ROWS):
                 "meta": "{}",
             }
         )
-    folder.mkdir()
-    pq.write_table(pa.Table.from_pylist(table_rows, schema=shard_arrow_schema()), folder / "shard-00000.parquet")
-    manifest = {
-        "schema_version": 1,
-        "complete": True,
-        "counts": {"read": len(rows), "written": len(rows), "rejected": 0},
-        "inputs": [],
-        "shards": [
-            {"path": "shard-00000.parquet", "rows": len(rows), "sha256": sha256_file(folder / "shard-00000.parquet")}
-        ],
-        "options": {},
-        "tokenizer": {},
-        "segmenter": {},
-        "toolkit_version": "test",
-    }
-    (folder / "manifest.json").write_text(json.dumps(manifest))
-    return folder
+    return write_folder(folder, table_rows)
 
 
 @pytest.fixture

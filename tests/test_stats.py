@@ -7,16 +7,13 @@ import json
 import re
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from cli_process import run_cli
+from folder_factory import write_folder
 
 from caption_debias import html_report
 from caption_debias.dataset import PreparedDataset
 from caption_debias.errors import UserError
-from caption_debias.schema import shard_arrow_schema
-from caption_debias.shard_digests import sha256_file
 from caption_debias.stats.compute import StatsOptions, compute_stats
 
 # (sentences, tokens per sentence without start/end, summary mask, source, split)
@@ -49,7 +46,6 @@ ROWS_B = [
 
 def write_prepared(folder: Path, rows, rejects_by_reason: dict[str, int], shard_rows: int = 4) -> Path:
     """A prepared folder written directly with pyarrow in the shard schema, plus its manifest."""
-    folder.mkdir(parents=True)
     records = []
     for i, (sentences, lengths, mask, source, split) in enumerate(rows):
         caption = " ".join(sentences)
@@ -73,31 +69,7 @@ def write_prepared(folder: Path, rows, rejects_by_reason: dict[str, int], shard_
                 "meta": "{}",
             }
         )
-    shards = []
-    for n, lo in enumerate(range(0, len(records), shard_rows)):
-        chunk = records[lo : lo + shard_rows]
-        path = folder / f"shard-{n:05d}.parquet"
-        pq.write_table(pa.Table.from_pylist(chunk, schema=shard_arrow_schema()), path, compression="zstd")
-        shards.append({"path": path.name, "rows": len(chunk), "sha256": sha256_file(path)})
-    rejected = sum(rejects_by_reason.values())
-    manifest = {
-        "schema_version": 1,
-        "complete": True,
-        "counts": {
-            "read": len(records) + rejected,
-            "written": len(records),
-            "rejected": rejected,
-            "rejects_by_reason": rejects_by_reason,
-        },
-        "inputs": [],
-        "shards": shards,
-        "options": {},
-        "tokenizer": {},
-        "segmenter": {},
-        "toolkit_version": "test",
-    }
-    (folder / "manifest.json").write_text(json.dumps(manifest))
-    return folder
+    return write_folder(folder, records, rejects_by_reason, shard_rows)
 
 
 @pytest.fixture
