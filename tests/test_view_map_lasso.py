@@ -65,6 +65,8 @@ def test_a_lasso_selects_the_rows_inside_it(folder):
     parsed = [tuple(float(v) for v in p.split(",")) for p in lasso.split(";")]
     inside = Path(parsed).contains_points(np.column_stack([coords["x"].to_numpy(), coords["y"].to_numpy()]))
     index = data.current().index.index()
+    by_address = {f"{f}:{s}:{r}": k for f, s, r, k in index.select("_folder", "_shard", "_row", "key").iter_rows()}
+    assert points["key"] == [by_address[i] for i in points["id"]]  # the hover's label: each point's own key
     rows = coords.filter(inside).join(
         index.select("_folder", "_shard", "_row", "key"), on=["_folder", "_shard", "_row"]
     )
@@ -108,6 +110,8 @@ def test_the_page_draws_a_lasso_and_previews_a_point_on_hover(folder, browser, t
             my = float(page.locator("#map-canvas").evaluate("() => MAP.view.py(MAP.data.y[0])"))
             page.mouse.move(box["x"] + mx, box["y"] + my)
             sync_api.expect(page.locator("#map-tip img")).to_be_visible()
+            first_key = page.locator("#map-canvas").evaluate("() => MAP.data.key[0]")
+            sync_api.expect(page.locator("#map-tip div")).to_have_text(first_key)  # the row's key, not its address
             shot(page, "map-lasso")
 
 

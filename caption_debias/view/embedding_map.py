@@ -304,12 +304,24 @@ def _labels(points, index, removed):
     """Per point: source and reason (kept rows: "kept"), as polars columns aligned with `points`."""
     import polars as pl
 
-    kept_info = index.select("_folder", "_shard", "_row", pl.col("source").cast(pl.String).alias("source"))
+    kept_info = index.select(
+        "_folder", "_shard", "_row", pl.col("source").cast(pl.String).alias("source"), pl.col("key").cast(pl.String)
+    )
     out = points.join(kept_info, on=["_folder", "_shard", "_row"], how="left", maintain_order="left")
     if removed is not None:
-        info = removed.select("_folder", "_removed", pl.col("source").alias("_rsource"), pl.col("reason"))
+        info = removed.select(
+            "_folder",
+            "_removed",
+            pl.col("source").alias("_rsource"),
+            pl.col("key").cast(pl.String).alias("_rkey"),
+            pl.col("reason"),
+        )
         out = out.join(info, on=["_folder", "_removed"], how="left", maintain_order="left")
-        out = out.with_columns(pl.coalesce("source", "_rsource").alias("source"), pl.col("reason").fill_null(KEPT))
+        out = out.with_columns(
+            pl.coalesce("source", "_rsource").alias("source"),
+            pl.coalesce("key", "_rkey").alias("key"),
+            pl.col("reason").fill_null(KEPT),
+        )
     else:
         out = out.with_columns(pl.lit(KEPT).alias("reason"))
     return out
@@ -323,7 +335,8 @@ def _codes(series) -> tuple[list[int], list[str]]:
 
 
 def page_map(emap: EmbeddingMap, index, removed, reasons_order: list[str]) -> dict[str, Any]:
-    """What the page draws: coordinates, card ids, and source and reason codes of every point."""
+    """What the page draws: coordinates, card ids and keys (the hover's label), and source and reason codes of every
+    point."""
     points = _labels(emap.points(), index, removed)
     sources, source_names = _codes(points["source"])
     reason_names = [KEPT] + [r for r in reasons_order if r in set(points["reason"].to_list())]
@@ -336,6 +349,7 @@ def page_map(emap: EmbeddingMap, index, removed, reasons_order: list[str]) -> di
         "x": xs.tolist(),
         "y": ys.tolist(),
         "id": points["id"].to_list(),
+        "key": points["key"].to_list(),
         "source": sources,
         "sources": source_names,
         "reason": [code[r] for r in points["reason"].to_list()],
