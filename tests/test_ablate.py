@@ -367,15 +367,20 @@ def test_the_sharegpt4v_example_plan_names_only_known_options():
         assert "no such" in line, line
 
 
-def test_engine_ray_is_refused_in_one_line(tmp_path):
-    """Arms on Ray have not been run against the local engine here: the CLI says so in one line, before
-    the plan is read, rather than claim it."""
-    from cli_process import run_cli
+@pytest.mark.slow  # two small ablations, one of them on Ray
+def test_arms_as_ray_tasks_give_the_local_results(world, tmp_path, ray_runtime):
+    """--engine ray: each arm x seed unit a Ray task; every unit's result byte for byte the local engine's."""
+    import caption_debias as cd
 
-    res = run_cli("ablate", str(tmp_path / "plan.toml"), "--out", str(tmp_path / "out"), "--engine", "ray")
-    assert res.returncode != 0
-    assert res.stderr.strip().count("\n") == 0 and "--engine ray" in res.stderr and "--workers" in res.stderr
-    assert not (tmp_path / "out").exists()
+    small = plan_dict(world, [0], [1.0])
+    del small["arms"]["neardup"]
+    plan = write_plan(world / "plan-ray.toml", small)
+    local = cd.ablate(plan, tmp_path / "local")
+    on_ray = cd.ablate(plan, tmp_path / "ray", engine="ray", workers=2)
+    assert on_ray.counts == local.counts
+    for arm in ("baseline", "dropmis"):
+        got = (tmp_path / "ray" / "arms" / arm / "seed-0" / "result.json").read_bytes()
+        assert got == (tmp_path / "local" / "arms" / arm / "seed-0" / "result.json").read_bytes(), arm
 
 
 def test_an_arms_files_are_relative_to_the_plan(world, tmp_path):
