@@ -19,6 +19,14 @@ needs_chromium = pytest.mark.skipif(
 SHOTS = os.environ.get("CAPTION_DEBIAS_VIEW_SCREENSHOTS")
 
 
+def playwright_or_skip() -> Any:
+    """Playwright's sync API for a browser test module, the module skipped where the web app's packages
+    (starlette, uvicorn) or Playwright are not installed."""
+    pytest.importorskip("starlette")
+    pytest.importorskip("uvicorn")
+    return pytest.importorskip("playwright.sync_api")
+
+
 def shot(page, name: str, full: bool = False) -> None:
     """Save the page as SHOTS/view-NAME.png when screenshots were asked for."""
     if SHOTS:

@@ -11,12 +11,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from browser_support import needs_chromium, playwright_or_skip, shot
 
-pytest.importorskip("starlette")
-pytest.importorskip("uvicorn")
-sync_api = pytest.importorskip("playwright.sync_api")
+sync_api = playwright_or_skip()
 
-from browser_support import needs_chromium, shot  # noqa: E402
 from view_fixtures import Server, curated_world, mtimes, scored_copy  # noqa: E402
 
 pytestmark = needs_chromium

@@ -17,13 +17,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from browser_support import needs_chromium, playwright_or_skip, shot
 from cli_process import run_cli
 
-pytest.importorskip("starlette")
-pytest.importorskip("uvicorn")
-sync_api = pytest.importorskip("playwright.sync_api")
+sync_api = playwright_or_skip()
 
-from browser_support import needs_chromium, shot  # noqa: E402
 from curate_fixtures import hostile_keys_world  # noqa: E402
 from view_fixtures import Server, curated_world, embedding_folder, planted_world  # noqa: E402
 

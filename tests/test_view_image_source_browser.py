@@ -9,12 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from browser_support import CHROMIUM, SHOTS, needs_chromium, playwright_or_skip
 
-pytest.importorskip("starlette")
-pytest.importorskip("uvicorn")
-sync_api = pytest.importorskip("playwright.sync_api")
+sync_api = playwright_or_skip()
 
-from browser_support import CHROMIUM, SHOTS, needs_chromium  # noqa: E402
 from image_worlds import built, i2d_world, url_world  # noqa: E402
 from view_fixtures import Server  # noqa: E402
 

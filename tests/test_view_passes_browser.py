@@ -8,13 +8,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from browser_support import needs_chromium, playwright_or_skip, shot, watched_page
 from cli_process import run_cli
 
-pytest.importorskip("starlette")
-pytest.importorskip("uvicorn")
-sync_api = pytest.importorskip("playwright.sync_api")
+sync_api = playwright_or_skip()
 
-from browser_support import needs_chromium, shot, watched_page  # noqa: E402
 from view_fixtures import Server, curated_world, scored_copy  # noqa: E402
 
 pytestmark = needs_chromium

@@ -8,12 +8,10 @@ nothing: a script that ran would set the title to "pwned"."""
 from __future__ import annotations
 
 import pytest
+from browser_support import needs_chromium, playwright_or_skip
 
-pytest.importorskip("starlette")
-pytest.importorskip("uvicorn")
-sync_api = pytest.importorskip("playwright.sync_api")
+sync_api = playwright_or_skip()
 
-from browser_support import needs_chromium  # noqa: E402
 from view_fixtures import PWNED, Server, hostile_folder  # noqa: E402
 
 pytestmark = needs_chromium
