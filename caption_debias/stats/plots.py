@@ -152,12 +152,9 @@ def tokens_per_caption(groups: Groups) -> bytes:
             fontweight="bold",
             bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1.5},
         )
-    ax.set_title("Tokens per caption")
-    ax.set_xlabel(f"CLIP tokens with start and end (last bin: {MAX_TOKENS}+)")
-    ax.set_ylabel("captions")
-    ax.set_xlim(0, None)
-    legend_outside(ax)
-    return _png(fig)
+    return _caption_histogram(
+        fig, ax, "Tokens per caption", f"CLIP tokens with start and end (last bin: {MAX_TOKENS}+)"
+    )
 
 
 def first_sentence_tokens(groups: Groups) -> bytes:
@@ -165,8 +162,13 @@ def first_sentence_tokens(groups: Groups) -> bytes:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.2, 3.6))
     _step_hist(ax, groups, "first_sentence_tokens", 120)
-    ax.set_title("First-sentence length")
-    ax.set_xlabel("CLIP tokens without start and end (last bin: 120+)")
+    return _caption_histogram(fig, ax, "First-sentence length", "CLIP tokens without start and end (last bin: 120+)")
+
+
+def _caption_histogram(fig, ax, title: str, xlabel: str) -> bytes:
+    """A histogram of captions finished as every token histogram here is: titles, x from 0, the legend outside."""
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("captions")
     ax.set_xlim(0, None)
     legend_outside(ax)
