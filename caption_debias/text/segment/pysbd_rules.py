@@ -81,10 +81,41 @@ def has_unsafe_char(text: str) -> bool:
 
 
 # --- list items: pysbd numbers them across the whole text ---------------------------------
-# "1) item", "a) item", "iv) item", "(x)" (pysbd splits list items even without a period),
-# tested from each ")" (regex's variable-width lookbehind) so that the search jumps from
-# parenthesis to parenthesis; tests/test_text_segment.py holds the plain definition.
-LIST_MARKER_CLOSE = regex.compile(r"\)(?<=(?:^|\s)[\p{L}\p{N}]{1,3}\)|\((?:[a-z]|[ivx]{2,4})\))")
+@lru_cache(maxsize=1)
+def _paren_item_rules() -> tuple[re.Pattern, re.Pattern, frozenset[str], frozenset[str]]:
+    """pysbd's searches for list items before a ")" ("a) item (b) item", "iv) item", "1) item
+    2) item"), as its ListItemReplacer runs them (case-sensitive), and the letters and roman
+    numerals it keeps of what the first one finds."""
+    from pysbd.lists_item_replacer import ListItemReplacer as li
+
+    return (
+        re.compile(li.ALPHABETICAL_LIST_WITH_PARENS),
+        re.compile(li.NUMBERED_LIST_PARENS_REGEX),
+        frozenset(li.LATIN_NUMERALS),
+        frozenset(li.ROMAN_NUMERALS),
+    )
+
+
+# A ")" after a lower-case letter or a digit: where any of those items ends (the search
+# jumps from parenthesis to parenthesis).
+_ITEM_CLOSE = re.compile(r"\)(?<=[a-z\d]\))")
+
+
+def has_paren_list(text: str) -> bool:
+    """Whether pysbd's list rules for parentheses may act. They change the text only when
+    two items of a kind are neighbours (in the alphabet, the roman numerals or the numbers:
+    ListItemReplacer.iterate_alphabet_array, scan_lists), so fewer than two letters, two
+    roman numerals and two numbers found is no list ("(would be)", "c. AD)"): the caption
+    is scanned like any other. Two or more send it to pysbd whole, neighbours or not."""
+    if ")" not in text or _ITEM_CLOSE.search(text) is None:
+        return False
+    letters, numbers, latin, roman = _paren_item_rules()
+    found = letters.findall(text)
+    if sum(x in latin for x in found) >= 2 or sum(x in roman for x in found) >= 2:
+        return True
+    return len(numbers.findall(text)) >= 2
+
+
 # "1. item", "iv. item": the period of a whitespace-delimited such token, followed by
 # whitespace (re's \s and \S are str.isspace here); starts with the period so that the
 # search jumps from period to period (tests/test_text_segment.py holds the plain definition).
@@ -108,11 +139,7 @@ def has_letter_list(text: str) -> bool:
 
 
 def has_list_items(text: str) -> bool:
-    return (
-        (")" in text and LIST_MARKER_CLOSE.search(text) is not None)
-        or LIST_ITEM_PERIOD.search(text) is not None
-        or has_letter_list(text)
-    )
+    return has_paren_list(text) or LIST_ITEM_PERIOD.search(text) is not None or has_letter_list(text)
 
 
 # --- "TOKEN. Capital": when pysbd always splits ----------------------------------------------
