@@ -82,18 +82,32 @@ def has_unsafe_char(text: str) -> bool:
 
 # --- list items: pysbd numbers them across the whole text ---------------------------------
 @lru_cache(maxsize=1)
-def _paren_item_rules() -> tuple[re.Pattern, re.Pattern, frozenset[str], frozenset[str]]:
+def _list_rules() -> tuple[re.Pattern, re.Pattern, tuple[str, ...], tuple[str, ...]]:
     """pysbd's searches for list items before a ")" ("a) item (b) item", "iv) item", "1) item
-    2) item"), as its ListItemReplacer runs them (case-sensitive), and the letters and roman
-    numerals it keeps of what the first one finds."""
+    2) item"), as its ListItemReplacer runs them (case-sensitive), and the two orders its
+    lettered items are kept and compared in (the alphabet, the roman numerals)."""
     from pysbd.lists_item_replacer import ListItemReplacer as li
 
     return (
         re.compile(li.ALPHABETICAL_LIST_WITH_PARENS),
         re.compile(li.NUMBERED_LIST_PARENS_REGEX),
-        frozenset(li.LATIN_NUMERALS),
-        frozenset(li.ROMAN_NUMERALS),
+        tuple(li.LATIN_NUMERALS),
+        tuple(li.ROMAN_NUMERALS),
     )
+
+
+def _neighbours(items: list[str]) -> bool:
+    """Whether two of pysbd's lettered items (of a whole text) are neighbours in one of its
+    orders. ListItemReplacer.iterate_alphabet_array changes a text only when two items it
+    compares are (each with the next, and the last with the first), and the items of any
+    stretch of a text that starts at a space are a run of the text's own, so without
+    neighbours neither the text nor any such stretch of it is changed."""
+    _, _, latin, roman = _list_rules()
+    for order in (latin, roman):
+        found = {order.index(x) for x in items if x in order}  # index: its first place, as pysbd's
+        if any(i + 1 in found for i in found):
+            return True
+    return False
 
 
 # A ")" after a lower-case letter or a digit: where any of those items ends (the search
@@ -102,18 +116,14 @@ _ITEM_CLOSE = re.compile(r"\)(?<=[a-z\d]\))")
 
 
 def has_paren_list(text: str) -> bool:
-    """Whether pysbd's list rules for parentheses may act. They change the text only when
-    two items of a kind are neighbours (in the alphabet, the roman numerals or the numbers:
-    ListItemReplacer.iterate_alphabet_array, scan_lists), so fewer than two letters, two
-    roman numerals and two numbers found is no list ("(would be)", "c. AD)"): the caption
-    is scanned like any other. Two or more send it to pysbd whole, neighbours or not."""
+    """Whether pysbd's list rules for parentheses may act: two lettered items that are
+    neighbours (_neighbours), or two numbered ones ("1) ... 2)"; neighbours or not). One
+    item ("(would be)", "c. AD)") or several that are not neighbours is no list: the caption
+    is scanned like any other."""
     if ")" not in text or _ITEM_CLOSE.search(text) is None:
         return False
-    letters, numbers, latin, roman = _paren_item_rules()
-    found = letters.findall(text)
-    if sum(x in latin for x in found) >= 2 or sum(x in roman for x in found) >= 2:
-        return True
-    return len(numbers.findall(text)) >= 2
+    letters, numbers, _, _ = _list_rules()
+    return _neighbours(letters.findall(text)) or len(numbers.findall(text)) >= 2
 
 
 # "1. item", "iv. item": the period of a whitespace-delimited such token, followed by
@@ -126,16 +136,19 @@ LIST_ITEM_PERIOD = re.compile(
 # pysbd's lettered lists ("a. item b. item"): its findall of ALPHABETICAL_LIST_WITH_PERIODS,
 # a lower-case letter after whitespace (or at the start) and before a period, whatever
 # follows the period ("e.g." counts). Items change the text only when two of them are
-# neighbours in the alphabet (or in its roman numerals), so one such letter, or any number
-# of capitals ("V. On", "M. Young"), is no list: each is a doubt like any other. The
-# pattern matches the period after the letter, so that the search jumps from period to period.
+# neighbours (_neighbours), so one such letter, letters apart ("c. AD ... c. BC", "e.g.
+# ... i.e."), or any number of capitals ("V. On", "M. Young") is no list: each is a doubt
+# like any other. The pattern matches the period after the letter, so that the search
+# jumps from period to period.
 LETTER_ITEM = re.compile(r"\.(?<=(?<!\S)[a-z]\.)")
 
 
 def has_letter_list(text: str) -> bool:
-    """Whether pysbd's lettered-list rule may act: two or more lower-case letter items."""
+    """Whether pysbd's lettered-list rule may act: two lower-case letter items that are neighbours."""
     found = LETTER_ITEM.search(text)
-    return found is not None and LETTER_ITEM.search(text, found.end()) is not None
+    if found is None or LETTER_ITEM.search(text, found.end()) is None:
+        return False
+    return _neighbours([text[m.start() - 1] for m in LETTER_ITEM.finditer(text)])
 
 
 def has_list_items(text: str) -> bool:
