@@ -16,10 +16,13 @@ counters (time.process_time) around its steps:
   rest        prepare() CPU not in the steps above: segmenter, tokenizer and ftfy set-up on
               first use, sidecars, manifest
 
-Interpreter start before the first import is the process CPU less all of the above.
---bytecode as in bench_prepare_rate.py.
+Interpreter start before the first import is the process CPU less all of the above. Then
+the fast segmenter's counts: captions sent to pysbd whole, stretches asked, distinct texts
+pysbd split (its answers cache). --bytecode as in bench_prepare_rate.py; other code with
+PYTHONPATH (e.g. a `git archive` of another revision).
 
     .venv/bin/python benchmarks/bench_prepare_breakdown.py --rows 20000 --mix shuffled --bytecode cached
+    PYTHONPATH=/tmp/base .venv/bin/python benchmarks/bench_prepare_breakdown.py ...   # code from `git archive REV`
 """
 
 from __future__ import annotations
@@ -78,7 +81,11 @@ acc["prepare() total"] = T() - t
 acc["read"] -= acc.get("fingerprint", 0.0)  # fingerprints are taken while the stream is read
 own = resource.getrusage(resource.RUSAGE_SELF)
 acc["process total"] = own.ru_utime + own.ru_stime
-print(json.dumps(acc))
+from caption_debias.text.segment import get_segmenter
+seg = get_segmenter("fast")
+counts = {"captions sent to pysbd whole": seg.delegated, "stretches asked of pysbd": seg.pysbd_stretches,
+          "distinct texts pysbd split": len(seg._pysbd._cache)}
+print(json.dumps([acc, counts]))
 """
 
 
@@ -107,7 +114,7 @@ def main() -> None:
                 text=True,
                 check=True,
             )
-    acc = json.loads(done.stdout.strip().splitlines()[-1])
+    acc, counts = json.loads(done.stdout.strip().splitlines()[-1])
     steps = ["imports", "read", "fingerprint", "split", "tokenize", "score", "to_table", "write"]
     acc["rest"] = acc["prepare() total"] - sum(acc.get(k, 0.0) for k in steps[1:])
     acc["interpreter start"] = acc["process total"] - acc["imports"] - acc["prepare() total"]
@@ -117,6 +124,7 @@ def main() -> None:
     for k in [*order, "process total"]:
         v = acc.get(k, 0.0)
         print(f"{k:24s} {v:7.3f} {v / args.rows * 1e6:11.1f}")
+    print(", ".join(f"{k}: {v:,}" for k, v in counts.items()))
 
 
 if __name__ == "__main__":
