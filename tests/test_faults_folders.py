@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from cli_process import run_cli
-from PIL import Image
+from pictures import picture, write
 
 from caption_debias.errors import UserError
 from caption_debias.prepare.options import PrepareOptions
@@ -60,9 +60,8 @@ def make_folder(root: Path, name: str, n: int, word: str, shard_rows: int = 4) -
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("folders")
-    (root / "img").mkdir()
     for i in range(4):
-        Image.new("RGB", (48, 40), (40 * i, 90, 200 - 30 * i)).save(root / "img" / f"{i}.png")
+        write(picture((48, 40), (40 * i, 90, 200 - 30 * i)), root / "img" / f"{i}.png")
     make_folder(root, "victim", 4, SECRET)
     make_folder(root, "mine", 8, "a quiet town")
     return root

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from cli_process import run_cli
+from pictures import noise, picture, write
 
 from caption_debias.prepare.options import PrepareOptions
 from caption_debias.prepare.run import prepare
@@ -78,17 +79,21 @@ os.fsync = _slow_fsync
 """
 
 
+def prepared_with_images(root: Path, rows: int, shard_rows: int, pictures: list) -> Path:
+    """`root`: a ShareGPT4V file of `rows` rows, prepared/ in shards of `shard_rows`, and images/img/{i}.jpg
+    of `pictures` (the rows use four)."""
+    src = sharegpt(root / "s.json", rows)
+    for i, im in enumerate(pictures):
+        write(im, root / "images" / "img" / f"{i}.jpg")
+    prepare([src], root / "prepared", opts(shard_rows=shard_rows))
+    return root
+
+
 @pytest.fixture(scope="module")
 def kill_inputs(tmp_path_factory):
     """A ShareGPT4V file, a prepared folder of many small shards and its images."""
-    from PIL import Image
-
-    root = tmp_path_factory.mktemp("kill")
-    src = sharegpt(root / "s.json", 80)
-    (root / "images" / "img").mkdir(parents=True)
-    for i in range(4):
-        Image.new("RGB", (40 + i, 30), (60 * i, 90, 200)).save(root / "images" / "img" / f"{i}.jpg")
-    prepare([src], root / "prepared", opts(shard_rows=2))
+    pictures = [picture((40 + i, 30), (60 * i, 90, 200)) for i in range(4)]
+    root = prepared_with_images(tmp_path_factory.mktemp("kill"), 80, 2, pictures)
     inject = root / "inject"
     inject.mkdir()
     (inject / "sitecustomize.py").write_text(SLOW_WORKERS)
@@ -430,15 +435,8 @@ def mount_small(tmp_path):
 
 @pytest.fixture(scope="module")
 def big_images(tmp_path_factory):
-    from PIL import Image
-
-    root = tmp_path_factory.mktemp("disk")
-    src = sharegpt(root / "s.json", 200)
-    (root / "images" / "img").mkdir(parents=True)
-    for i in range(4):
-        Image.effect_noise((400, 300), 60 + i).convert("RGB").save(root / "images" / "img" / f"{i}.jpg")
-    prepare([src], root / "prepared", opts(shard_rows=50))
-    return root
+    """Pictures of noise (large JPEGs: a small disk fills at several points of a run)."""
+    return prepared_with_images(tmp_path_factory.mktemp("disk"), 200, 50, [noise((400, 300), i) for i in range(4)])
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from input_fixtures import write_dci
+from pictures import picture, write
 
 from caption_debias.errors import UserError
 from caption_debias.prepare.options import PrepareOptions
@@ -369,8 +370,6 @@ class _NoLogger:
 def test_img2dataset_real_output_folder(tmp_path, monkeypatch):
     import sys
 
-    from PIL import Image
-
     monkeypatch.setenv("NO_ALBUMENTATIONS_UPDATE", "1")  # no network check at import
     from img2dataset import download
 
@@ -384,7 +383,7 @@ def test_img2dataset_real_output_folder(tmp_path, monkeypatch):
     urls = []
     for i in range(3):
         p = tmp_path / f"src{i}.png"
-        Image.new("RGB", (32, 24), (40 * i, 100, 200)).save(p)
+        write(picture((32, 24), (40 * i, 100, 200)), p)
         urls.append(p.as_uri())
     urls.insert(2, (tmp_path / "missing.png").as_uri())
     table = tmp_path / "urls.parquet"
