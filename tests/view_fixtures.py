@@ -298,8 +298,8 @@ def embedding_folder(src: Path, out: Path, rows: int, dim: int, rng, shard_rows:
     `dim`-d float16 image embeddings around 12 random centres (random data: the map's cost, not its
     meaning), written as real Parquet shards of the shard schema with a manifest readers accept."""
     import numpy as np
+    from folder_factory import write_manifest, write_shards
 
-    from caption_debias import shard_digests
     from caption_debias.dataset import PreparedDataset
     from caption_debias.schema import shard_arrow_schema
 
@@ -314,39 +314,28 @@ def embedding_folder(src: Path, out: Path, rows: int, dim: int, rng, shard_rows:
     )
     centres = rng.standard_normal((12, dim)).astype(np.float32)
     sources = np.array(["sharegpt4v", "coco", "docci"])
+
+    def tables():
+        for lo in range(0, rows, shard_rows):
+            count = min(shard_rows, rows - lo)
+            table = pool.take(pa.array(rng.integers(0, pool.num_rows, count)))
+            table = table.set_column(
+                schema.get_field_index("key"), "key", pa.array([f"bench/{i}" for i in range(lo, lo + count)])
+            )
+            table = table.set_column(
+                schema.get_field_index("source"), "source", pa.array(sources[rng.integers(0, 3, count)])
+            )
+            x = centres[rng.integers(0, len(centres), count)]
+            x = x + rng.standard_normal((count, dim)).astype(np.float32) * 0.7
+            x /= np.linalg.norm(x, axis=1, keepdims=True)
+            offsets = pa.array(np.arange(0, (count + 1) * dim, dim, dtype=np.int32))
+            emb = pa.ListArray.from_arrays(offsets, pa.array(x.astype(np.float16).ravel()))
+            yield table.set_column(schema.get_field_index("image_embedding"), schema.field("image_embedding"), emb)
+
     shutil.rmtree(out, ignore_errors=True)
     (out / "shards").mkdir(parents=True)
-    shards = []
-    for n, lo in enumerate(range(0, rows, shard_rows)):
-        count = min(shard_rows, rows - lo)
-        table = pool.take(pa.array(rng.integers(0, pool.num_rows, count)))
-        table = table.set_column(
-            schema.get_field_index("key"), "key", pa.array([f"bench/{i}" for i in range(lo, lo + count)])
-        )
-        table = table.set_column(
-            schema.get_field_index("source"), "source", pa.array(sources[rng.integers(0, 3, count)])
-        )
-        x = centres[rng.integers(0, len(centres), count)] + rng.standard_normal((count, dim)).astype(np.float32) * 0.7
-        x /= np.linalg.norm(x, axis=1, keepdims=True)
-        offsets = pa.array(np.arange(0, (count + 1) * dim, dim, dtype=np.int32))
-        emb = pa.ListArray.from_arrays(offsets, pa.array(x.astype(np.float16).ravel()))
-        table = table.set_column(schema.get_field_index("image_embedding"), schema.field("image_embedding"), emb)
-        path = out / "shards" / f"part-{n:05d}.parquet"
-        pq.write_table(table, path, compression="zstd", row_group_size=8192)
-        shards.append({"path": f"shards/{path.name}", "rows": count, "sha256": shard_digests.sha256_file(path)})
-    manifest = {
-        "schema_version": 1,
-        "complete": True,
-        "counts": {"read": rows, "written": rows, "rejected": 0, "rejects_by_reason": {}},
-        "inputs": [],
-        "shards": shards,
-        "options": {},
-        "tokenizer": {},
-        "segmenter": {},
-        "toolkit_version": "synthetic embeddings",
-    }
-    (out / "manifest.json").write_text(json.dumps(manifest))
-    return out
+    shards = write_shards(out, tables(), "shards/part-{:05d}.parquet", row_group_size=8192)
+    return write_manifest(out, shards, {}, "synthetic embeddings")
 
 
 def app_client(folders, image_root=None, **app_kw):
