@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from cli_process import run_cli
+from input_fixtures import sharegpt_element
 from pictures import picture, write
 
 from caption_debias.errors import UserError
@@ -39,14 +40,7 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
 
 
 def element(i: int, text: str) -> dict:
-    return {
-        "id": f"s{i}",
-        "image": f"img/{i % 4}.png",
-        "conversations": [
-            {"from": "human", "value": "<image>\nWhat is this photo about?"},
-            {"from": "gpt", "value": text},
-        ],
-    }
+    return sharegpt_element(i, f"img/{i % 4}.png", text)
 
 
 def make_folder(root: Path, name: str, n: int, word: str, shard_rows: int = 4) -> Path:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from cli_process import run_cli
+from input_fixtures import sharegpt_element
 from pictures import noise, picture, write
 
 from caption_debias.prepare.options import PrepareOptions
@@ -37,15 +38,7 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
 
 def element(i: int, caption: str | None = None, **fields) -> dict:
     text = caption if caption is not None else f"Photo {i} shows a harbour at dusk. Boats are moored.\n\nHills rise."
-    return {
-        "id": f"s{i}",
-        "image": f"img/{i % 4}.jpg",
-        "conversations": [
-            {"from": "human", "value": "<image>\nWhat is this photo about?"},
-            {"from": "gpt", "value": text},
-        ],
-        **fields,
-    }
+    return sharegpt_element(i, f"img/{i % 4}.jpg", text, **fields)
 
 
 def sharegpt(path: Path, n: int) -> Path:

@@ -10,6 +10,7 @@ import ast
 import json
 import subprocess
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -37,14 +38,18 @@ def _opens_images(tree: ast.AST) -> list[int]:
     return lines
 
 
-def test_image_open_is_called_only_in_image_files():
+def _outside_image_files(find: Callable[[ast.AST], list[int]]) -> list[str]:
+    """`path:line` of each line `find` reports in caption_debias/ and cli/, image_files.py aside."""
     found = []
     for folder in ("caption_debias", "cli"):
         for path in sorted((ROOT / folder).rglob("*.py")):
-            if path == ROOT / "caption_debias" / "image_files.py":
-                continue
-            for line in _opens_images(ast.parse(path.read_text("utf-8"))):
-                found.append(f"{path.relative_to(ROOT)}:{line}")
+            if path != ROOT / "caption_debias" / "image_files.py":
+                found += [f"{path.relative_to(ROOT)}:{line}" for line in find(ast.parse(path.read_text("utf-8")))]
+    return found
+
+
+def test_image_open_is_called_only_in_image_files():
+    found = _outside_image_files(_opens_images)
     assert found == [], "Image.open outside caption_debias/image_files.py: " + ", ".join(found)
     # the check finds what it looks for
     assert _opens_images(ast.parse("from PIL import Image\nImage.open(p)\nimport PIL\nPIL.Image.open(p)")) == [2, 4]
@@ -69,13 +74,7 @@ def _decodes_images(tree: ast.AST) -> list[int]:
 
 def test_draft_and_decode_are_called_only_in_image_files():
     """curate's hashes and score's inputs are decoded by image_files (issue 39, item 6)."""
-    found = []
-    for folder in ("caption_debias", "cli"):
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            if path == ROOT / "caption_debias" / "image_files.py":
-                continue
-            for line in _decodes_images(ast.parse(path.read_text("utf-8"))):
-                found.append(f"{path.relative_to(ROOT)}:{line}")
+    found = _outside_image_files(_decodes_images)
     assert found == [], "Pillow draft or decode outside caption_debias/image_files.py: " + ", ".join(found)
     planted = "im.draft('L', (1, 1))\nim.decodermaxblock = 9\nim.load()\nimage_files.draft(im, 8)\njson.load(f)"
     assert _decodes_images(ast.parse(planted)) == [1, 2, 3]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from input_fixtures import write_dci
+from input_fixtures import write_dci, write_urban1k
 from pictures import picture, write
 
 from caption_debias.errors import UserError
@@ -317,13 +317,7 @@ def test_docci(tmp_path):
 
 
 def test_urban1k(tmp_path):
-    root = tmp_path / "Urban1k"
-    (root / "image").mkdir(parents=True)
-    (root / "caption").mkdir()
-    for i in (1, 2, 10):
-        (root / "image" / f"{i}.jpg").write_bytes(b"jpg")
-        (root / "caption" / f"{i}.txt").write_text(f"Street {i}. Cars park.\n")
-    (root / "caption" / "11.txt").write_text("No image for this one.")
+    root = write_urban1k(tmp_path / "Urban1k")
     assert detect(tmp_path) == "urban1k" and detect(root) == "urban1k"
     records, rejects = read_all("urban1k", tmp_path)
     assert [(r.source_id, r.image, r.caption) for r in records] == [
