@@ -2,7 +2,9 @@
 and the library as of another git revision.
 
 Scripts import it as `_common` (their own folder is first on sys.path when run as
-`.venv/bin/python benchmarks/NAME.py`). The code they time is whatever `caption_debias`
+`.venv/bin/python benchmarks/NAME.py`); importing it also makes the tests' fixture modules
+(tests/folder_factory.py, train_fixtures.py, ...) importable, so a benchmark builds its inputs
+with the same factories as the tests. The code they time is whatever `caption_debias`
 resolves to: this checkout when installed editable, or another one put first with
 PYTHONPATH (how to time an older revision with the same script).
 """
@@ -23,6 +25,8 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # a checkout that is not installed; PYTHONPATH and installs come first
+if str(ROOT / "tests") not in sys.path:
+    sys.path.append(str(ROOT / "tests"))  # the tests' factories (folder_factory, train_fixtures, ...) build inputs
 # The calibration data (docs/benchmarks.md says what it holds).
 DATA = Path(os.environ.get("CAPTION_DEBIAS_DATA", "/work/shared/data"))
 # The long-caption files and fields: ImageInWords IIW-400 (human `IIW`, model `IIW-P5B`) and CM-3600 (`IIW-P5B`).

@@ -9,22 +9,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+import _common  # noqa: F401  (the tests' fixture modules importable)
 import torch
+from eval_fixtures import make_images
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from eval_fixtures import make_images  # noqa: E402
-
-from caption_debias.evaluate.benchmarks import RetrievalData  # noqa: E402
-from caption_debias.evaluate.metrics import retrieval_recall  # noqa: E402
-from caption_debias.evaluate.probe import FILLER_COUNTS, ORDER_VARIANTS, POSITION_VARIANTS, attention_by_position  # noqa: E402
-from caption_debias.evaluate.retrieval import encode_images, encode_texts, run_retrieval  # noqa: E402
-from caption_debias.evaluate.variants import make_variant  # noqa: E402
-from caption_debias.model.load import load_model  # noqa: E402
+from caption_debias.evaluate.benchmarks import RetrievalData
+from caption_debias.evaluate.metrics import retrieval_recall
+from caption_debias.evaluate.probe import FILLER_COUNTS, ORDER_VARIANTS, POSITION_VARIANTS, attention_by_position
+from caption_debias.evaluate.retrieval import encode_images, encode_texts, run_retrieval
+from caption_debias.evaluate.variants import make_variant
+from caption_debias.model.load import load_model
 
 
 def best(fn, repeats):

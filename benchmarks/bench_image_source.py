@@ -33,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))  # image_worlds: the counting moto server
+import _common  # noqa: E402, F401  (image_worlds importable: the counting moto server)
 
 
 def make_world(folder: Path, n: int, per_tar: int) -> tuple[list[str], list[str]]:

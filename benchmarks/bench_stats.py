@@ -103,9 +103,7 @@ def build_pool(work: Path, size: int, data: Path):
 def build_big(work: Path, rows: int, data: Path) -> Path:
     import numpy as np
     import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from caption_debias import shard_digests
+    from folder_factory import write_manifest, write_shards
 
     pool = build_pool(work, 5_000, data)
     out = work / "big"
@@ -113,28 +111,16 @@ def build_big(work: Path, rows: int, data: Path) -> Path:
     (out / "shards").mkdir(parents=True)
     rng = np.random.default_rng(0)
     sources = np.array(["sharegpt4v", "coco", "docci"])
-    shards = []
-    for n, lo in enumerate(range(0, rows, SHARD_ROWS)):
-        count = min(SHARD_ROWS, rows - lo)
-        table = pool.take(rng.integers(0, len(pool), count))
-        table = table.set_column(0, "key", pa.array([f"bench/{i}" for i in range(lo, lo + count)]))
-        table = table.set_column(1, "source", pa.array(sources[rng.integers(0, 3, count)]))
-        path = out / "shards" / f"{n:05d}.parquet"
-        pq.write_table(table, path, compression="zstd", row_group_size=8192, use_dictionary=False)
-        shards.append({"path": f"shards/{path.name}", "rows": count, "sha256": shard_digests.sha256_file(path)})
-    manifest = {
-        "schema_version": 1,
-        "complete": True,
-        "counts": {"read": rows, "written": rows, "rejected": 0, "rejects_by_reason": {}},
-        "inputs": [],
-        "shards": shards,
-        "options": {},
-        "tokenizer": {},
-        "segmenter": {},
-        "toolkit_version": "benchmark",
-    }
-    (out / "manifest.json").write_text(json.dumps(manifest))
-    return out
+
+    def tables():
+        for lo in range(0, rows, SHARD_ROWS):
+            count = min(SHARD_ROWS, rows - lo)
+            table = pool.take(rng.integers(0, len(pool), count))
+            table = table.set_column(0, "key", pa.array([f"bench/{i}" for i in range(lo, lo + count)]))
+            yield table.set_column(1, "source", pa.array(sources[rng.integers(0, 3, count)]))
+
+    shards = write_shards(out, tables(), "shards/{:05d}.parquet", row_group_size=8192, use_dictionary=False)
+    return write_manifest(out, shards, {}, "benchmark")
 
 
 def run_child(mode: str, folder: Path, report: Path) -> dict:

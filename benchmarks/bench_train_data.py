@@ -144,19 +144,10 @@ def rate_packed(packed: Path, preprocess, passes: int) -> tuple[float, int]:
 
 def rate_open_clip_train(packed: Path, preprocess, tokenizer, passes: int) -> tuple[float, int]:
     from open_clip_train.data import get_wds_dataset
+    from train_fixtures import wds_args  # the tests' builder: one set of open_clip_train's data arguments
 
     manifest = json.loads((packed / "manifest.json").read_text())
-    args = argparse.Namespace(
-        train_data=str(packed / manifest["train_data"]),
-        val_data=None,
-        train_num_samples=None,
-        dataset_resampled=False,
-        train_data_upsampling_factors=None,
-        seed=0,
-        workers=0,
-        world_size=1,
-        batch_size=BATCH,
-    )
+    args = wds_args(str(packed / manifest["train_data"]), batch_size=BATCH)
     t0, c0, seen = time.perf_counter(), time.process_time(), 0
     for epoch in range(passes):
         for image, _text in get_wds_dataset(args, preprocess, True, epoch=epoch, tokenizer=tokenizer).dataloader:

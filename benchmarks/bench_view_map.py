@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 
 CHILD = r"""
 import json, sys, time
@@ -71,8 +70,6 @@ def run_child(mode: str, folder: Path) -> dict:
 
 def build(work: Path, rows: int, dim: int) -> Path:
     import numpy as np
-
-    sys.path.insert(0, str(ROOT / "tests"))
     from curate_fixtures import make_world
     from view_fixtures import embedding_folder
 

@@ -17,9 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+import _common  # noqa: F401  (train_fixtures and view_fixtures importable)
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
 def main(rows: int, dim: int, work: Path) -> None:

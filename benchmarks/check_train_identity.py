@@ -22,10 +22,10 @@ import tempfile
 from contextlib import nullcontext
 from pathlib import Path
 
+import _common  # noqa: F401  (train_fixtures importable)
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
 
 BASE = dict(max_steps=3)  # over train_fixtures.tiny_config: a few fp32 CPU steps of `tiny`
 # name -> (options over BASE, images: "good" or "missing", CPU GradScaler instead of none)

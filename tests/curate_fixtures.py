@@ -7,6 +7,8 @@ import random
 import shutil
 from pathlib import Path
 
+from pictures import not_a_picture, scene, truncated, write
+
 NOUNS = "harbour boat lamp bridge tree window bicycle market tower garden river cat dog kite bench fence road cloud hill statue".split()
 ADJS = "red small wooden old bright narrow tall quiet rusty green striped round dusty empty crowded pale".split()
 VERBS = "stands rests leans hangs sits floats waits glows".split()
@@ -39,22 +41,6 @@ def caption(rng: random.Random, sentences: int = 8) -> str:
     return " ".join(out)
 
 
-def scene(seed: int, size: tuple[int, int] = (96, 80)):
-    """A synthetic picture: shapes in random colours (distinct seeds give far-apart perceptual hashes)."""
-    from PIL import Image, ImageDraw, ImageFilter
-
-    r = random.Random(seed)
-    w, h = size
-    im = Image.new("RGB", (w * 4, h * 4), tuple(r.randrange(256) for _ in range(3)))
-    d = ImageDraw.Draw(im)
-    for _ in range(10):
-        x, y, s = r.randrange(w * 4), r.randrange(h * 4), r.randrange(40, 200)
-        d.ellipse((x, y, x + s, y + s), fill=tuple(r.randrange(256) for _ in range(3)))
-        x, y = r.randrange(w * 4), r.randrange(h * 4)
-        d.rectangle((x, y, x + s, y + s // 2), fill=tuple(r.randrange(256) for _ in range(3)))
-    return im.filter(ImageFilter.GaussianBlur(3)).resize((w, h))
-
-
 def make_world(root: Path, n_clean: int = 12) -> dict:
     """Writes root/images/{sam,coco}/..., root/table.jsonl, an Urban1k-layout eval set, prepares it.
 
@@ -77,23 +63,23 @@ def make_world(root: Path, n_clean: int = 12) -> dict:
     clean_caps = []
     for i in range(n_clean):
         folder = "sam" if i % 2 == 0 else "coco"
-        scene(100 + i).save(images / folder / f"c{i}.jpg", quality=90)
+        write(scene(100 + i), images / folder / f"c{i}.jpg", quality=90)
         clean_caps.append(caption(rng))
         add(f"c{i}", f"{folder}/c{i}.jpg", clean_caps[-1])
     # image faults
     add("missing", "sam/gone.jpg", caption(rng), "image_missing")
     data = (images / "sam" / "c0.jpg").read_bytes()
-    scene(300).save(images / "sam" / "full.jpg", quality=90)
-    (images / "sam" / "cut.jpg").write_bytes((images / "sam" / "full.jpg").read_bytes()[: len(data) // 2])
+    full = write(scene(300), images / "sam" / "full.jpg", quality=90)
+    truncated(images / "sam" / "cut.jpg", full.read_bytes(), len(data) // 2)
     add("truncated_file", "sam/cut.jpg", caption(rng), "image_unreadable")
-    (images / "coco" / "notimage.jpg").write_text("<html>not found</html>", "utf-8")
+    not_a_picture(images / "coco" / "notimage.jpg")
     add("not_an_image", "coco/notimage.jpg", caption(rng), "image_unreadable")
-    scene(301, (20, 40)).save(images / "coco" / "tiny.jpg")
+    write(scene(301, (20, 40)), images / "coco" / "tiny.jpg")
     add("tiny", "coco/tiny.jpg", caption(rng), "image_too_small")
     # duplicate images: a byte copy and a resized, re-encoded copy of earlier images
     shutil.copyfile(images / "sam" / "c2.jpg", images / "coco" / "copy_of_c2.jpg")
     add("byte_copy", "coco/copy_of_c2.jpg", caption(rng), "duplicate_image")
-    scene(103).resize((72, 60)).save(images / "sam" / "small_c3.png")
+    write(scene(103).resize((72, 60)), images / "sam" / "small_c3.png")
     add("resized_copy", "sam/small_c3.png", caption(rng), "duplicate_image")
     # duplicate and near-duplicate captions on new images
     for j, (key, text, reason) in enumerate(
@@ -112,7 +98,7 @@ def make_world(root: Path, n_clean: int = 12) -> dict:
             ("dangling", "A red kite flies over the", "truncated_caption"),
         ]
     ):
-        scene(400 + j).save(images / "sam" / f"n{j}.jpg", quality=90)
+        write(scene(400 + j), images / "sam" / f"n{j}.jpg", quality=90)
         add(key, f"sam/n{j}.jpg", text, reason)
     # eval set (Urban1k layout) whose image 1 is a training image and caption 2 a training caption
     ev = root / "Urban1k"
@@ -120,14 +106,14 @@ def make_world(root: Path, n_clean: int = 12) -> dict:
     (ev / "caption").mkdir(parents=True, exist_ok=True)
     eval_caps = [caption(rng), caption(rng), caption(rng)]
     for k in range(3):
-        scene(500 + k).save(ev / "image" / f"{k + 1}.jpg", quality=90)
+        write(scene(500 + k), ev / "image" / f"{k + 1}.jpg", quality=90)
         (ev / "caption" / f"{k + 1}.txt").write_text(eval_caps[k], "utf-8")
     shutil.copyfile(ev / "image" / "1.jpg", images / "coco" / "leaked.jpg")
     add("eval_image", "coco/leaked.jpg", caption(rng), "eval_overlap")
-    scene(600).save(images / "coco" / "e2.jpg", quality=90)
+    write(scene(600), images / "coco" / "e2.jpg", quality=90)
     add("eval_caption", "coco/e2.jpg", _change_words(eval_caps[1], rng, 1), "eval_overlap")
     # a single-sentence caption without a final period is not truncated (COCO style)
-    scene(601).save(images / "coco" / "plain.jpg", quality=90)
+    write(scene(601), images / "coco" / "plain.jpg", quality=90)
     add("coco_style", "coco/plain.jpg", "A man riding a wave on top of a surfboard")
     table = root / "table.jsonl"
     table.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
@@ -175,7 +161,7 @@ def hostile_keys_world(root: Path) -> dict:
     images.mkdir(parents=True, exist_ok=True)
     rows = []
     for i, ident in enumerate(HOSTILE_IDS):
-        scene(700 + i).save(images / f"h{i}.jpg", quality=90)
+        write(scene(700 + i), images / f"h{i}.jpg", quality=90)
         rows.append({"key": ident, "image": f"h{i}.jpg", "caption": caption(rng)})
     table = root / "table.jsonl"
     table.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")

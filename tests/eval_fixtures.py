@@ -14,18 +14,16 @@ RGB = {**synth_world.COLOURS, "black": (20, 20, 20)}  # the synthetic world's pa
 
 def make_images(root: Path, n: int, seed: int = 0, size: int = 64) -> list[tuple[str, list[str]]]:
     """n PNG images under root/img/ and, for each, a caption as sentences (4 or 5 of them)."""
-    from PIL import Image, ImageDraw
+    from pictures import picture, write
 
     rng = random.Random(seed)
     (root / "img").mkdir(parents=True, exist_ok=True)
     out = []
     for i in range(n):
         bg, fg = rng.sample(COLOURS, 2)
-        im = Image.new("RGB", (size, size), RGB[bg])
         x, y = rng.randrange(0, size // 2), rng.randrange(0, size // 2)
-        ImageDraw.Draw(im).rectangle([x, y, x + size // 3, y + size // 3], fill=RGB[fg])
         rel = f"img/{i:03d}.png"
-        im.save(root / rel)
+        write(picture((size, size), RGB[bg], ("rectangle", (x, y, x + size // 3, y + size // 3), RGB[fg])), root / rel)
         sents = [
             f"The image shows a {fg} square on a {bg} background.",
             f"The square sits {x} pixels from the left.",

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import struct
 import subprocess
 import sys
-import zlib
 from pathlib import Path
 
-import numpy as np
 import pytest
-from curate_fixtures import scene
 
 
 def cli(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
@@ -64,69 +60,3 @@ def edit_images(folder: Path, images: dict[int, str]) -> None:
         if name in entry:
             entry[name] = value
     manifest_path.write_text(json.dumps(manifest), "utf-8")
-
-
-def picture_file(kind: str, folder: Path):
-    """(file name, the reference picture): what Pillow's own conversion makes of the file."""
-    from PIL import Image, ImageOps
-
-    base = scene(7, (72, 48))
-    path = folder / f"{kind}.png"
-    if kind == "rgb16":
-        wide = np.asarray(base).astype(np.uint16) * 256 + 3 * np.arange(72, dtype=np.uint16)[None, :, None]
-        path.write_bytes(_png16(wide))
-        return path.name, Image.fromarray((wide >> 8).astype(np.uint8), "RGB")
-    if kind == "grey16":
-        wide = np.asarray(base.convert("L")).astype(np.uint16) * 256 + 100
-        Image.fromarray(wide).save(path)  # mode I;16
-        return path.name, Image.fromarray((wide >> 8).astype(np.uint8), "L")
-    if kind == "palette_transparent":
-        pal = base.quantize(16)
-        pal.save(path, transparency=int(np.asarray(pal)[0, 0]))
-        with Image.open(path) as im:
-            return path.name, _over_white(im)
-    if kind == "cmyk":
-        path = path.with_suffix(".jpg")
-        base.convert("CMYK").save(path, quality=95)
-        with Image.open(path) as im:
-            return path.name, im.convert("RGB")
-    if kind in ("la", "rgba"):
-        im = base.convert("L" if kind == "la" else "RGB")
-        im.putalpha(_alpha(im.size))
-        im.save(path)
-        with Image.open(path) as back:
-            return path.name, _over_white(back)
-    if kind == "exif_rotated":
-        path = path.with_suffix(".jpg")
-        exif = Image.Exif()
-        exif[0x0112] = 6  # rotate 90 degrees clockwise to display
-        base.save(path, quality=95, exif=exif.tobytes())
-        with Image.open(path) as im:
-            return path.name, ImageOps.exif_transpose(im).convert("RGB")
-    raise AssertionError(kind)
-
-
-def _png16(rgb16: np.ndarray) -> bytes:
-    """A 16-bit-per-channel RGB PNG (Pillow cannot write one), written with zlib by the spec."""
-    h, w, _ = rgb16.shape
-    raw = b"".join(b"\x00" + row.astype(">u2").tobytes() for row in rgb16)
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    ihdr = struct.pack(">IIBBBBB", w, h, 16, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
-
-
-def _over_white(im):
-    from PIL import Image
-
-    rgba = im.convert("RGBA")
-    return Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba).convert("RGB")
-
-
-def _alpha(size) -> "object":
-    from PIL import Image
-
-    w, h = size
-    return Image.fromarray(np.tile(np.linspace(0, 255, w, dtype=np.uint8), (h, 1)), "L")

@@ -1,11 +1,14 @@
 """Prepared folders written by hand: shard-schema rows as Parquet shards plus the manifest that lists them (with each
-shard's sha256), for tests that need exact token ids or counts that `prepare` would not produce."""
+shard's sha256), for tests and benchmarks that need exact token ids, counts or sizes that `prepare` would not produce.
+
+`write_folder` takes rows as dicts; `write_shards` + `write_manifest` take Arrow tables one at a time (a large
+generated folder never held whole)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -21,14 +24,36 @@ def write_folder(
     one when 0) and manifest.json; `rejects_by_reason` counted as read and rejected."""
     folder.mkdir(parents=True)
     size = shard_rows or max(1, len(records))
+    tables = (
+        pa.Table.from_pylist(records[lo : lo + size], schema=shard_arrow_schema())
+        for lo in range(0, len(records), size)
+    )
+    return write_manifest(folder, write_shards(folder, tables), rejects_by_reason)
+
+
+def write_shards(
+    folder: Path, tables: Iterable[pa.Table], name: str = "shard-{:05d}.parquet", **parquet: Any
+) -> list[dict[str, Any]]:
+    """Each table as the zstd Parquet file `name.format(n)` under `folder` (`parquet`: pq.write_table's options);
+    the manifest's entries for them."""
     shards = []
-    for n, lo in enumerate(range(0, len(records), size)):
-        chunk = records[lo : lo + size]
-        path = folder / f"shard-{n:05d}.parquet"
-        pq.write_table(pa.Table.from_pylist(chunk, schema=shard_arrow_schema()), path, compression="zstd")
-        shards.append({"path": path.name, "rows": len(chunk), "sha256": sha256_file(path)})
+    for n, table in enumerate(tables):
+        path = folder / name.format(n)
+        pq.write_table(table, path, compression="zstd", **parquet)
+        shards.append({"path": name.format(n), "rows": table.num_rows, "sha256": sha256_file(path)})
+    return shards
+
+
+def write_manifest(
+    folder: Path,
+    shards: list[dict[str, Any]],
+    rejects_by_reason: dict[str, int] | None = None,
+    toolkit_version: str = "test",
+) -> Path:
+    """manifest.json of a complete folder over `shards`; `rejects_by_reason` counted as read and rejected."""
+    written = sum(s["rows"] for s in shards)
     rejected = sum((rejects_by_reason or {}).values())
-    counts: dict[str, Any] = {"read": len(records) + rejected, "written": len(records), "rejected": rejected}
+    counts: dict[str, Any] = {"read": written + rejected, "written": written, "rejected": rejected}
     if rejects_by_reason is not None:
         counts["rejects_by_reason"] = rejects_by_reason
     manifest = {
@@ -40,7 +65,7 @@ def write_folder(
         "options": {},
         "tokenizer": {},
         "segmenter": {},
-        "toolkit_version": "test",
+        "toolkit_version": toolkit_version,
     }
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder

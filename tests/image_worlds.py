@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from curate_fixtures import caption, scene
+from curate_fixtures import caption
+from pictures import encoded, scene, write
 
 N_PICTURES = 12
 PER_SHARD = 4  # img2dataset --number_sample_per_shard: 13 URLs -> 4 shards
@@ -134,7 +135,7 @@ def url_world(base: Path, n: int = N_PICTURES) -> UrlWorld:
     rows, sources = [], {}
     for i in range(n):
         path = src / f"p{i:02d}.png"
-        scene(1000 + i, (72 + 8 * (i % 3), 56 + 4 * (i % 4))).save(path)
+        write(scene(1000 + i, (72 + 8 * (i % 3), 56 + 4 * (i % 4))), path)
         sources[f"p{i:02d}"] = path
         rows.append({"key": f"p{i:02d}", "image": path.as_uri(), "caption": caption(rng, 4)})
     rows.insert(n // 2, {"key": GONE, "image": (src / "gone.png").as_uri(), "caption": caption(rng, 3)})
@@ -261,9 +262,7 @@ def packed_world(base: Path, loose: LooseWorld, per_tar: int = 5) -> PackedWorld
 
 
 def _jpeg(seed: int) -> bytes:
-    buf = io.BytesIO()
-    scene(seed, (40, 32)).save(buf, "JPEG", quality=90)
-    return buf.getvalue()
+    return encoded(scene(seed, (40, 32)), "JPEG", quality=90)
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes = b"", **attrs: Any) -> None:

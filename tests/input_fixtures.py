@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 
 def write_dci(root: Path) -> None:
@@ -30,6 +31,31 @@ def write_dci(root: Path) -> None:
         (root / "annotations" / name).write_text(json.dumps(data))
     (root / "annotations" / "3-data.json").write_text("{broken")
     (root / "splits.json").write_text(json.dumps({"train": ["1-data.json"], "valid": [], "test": ["2-data.json"]}))
+
+
+def write_urban1k(root: Path) -> Path:
+    """An Urban1k layout (image/N.jpg, caption/N.txt) of three pairs and a caption without its image; the images
+    are placeholders (the readers list them, nothing decodes them)."""
+    (root / "image").mkdir(parents=True)
+    (root / "caption").mkdir()
+    for i in (1, 2, 10):
+        (root / "image" / f"{i}.jpg").write_bytes(b"jpg")
+        (root / "caption" / f"{i}.txt").write_text(f"Street {i}. Cars park.\n")
+    (root / "caption" / "11.txt").write_text("No image for this one.")
+    return root
+
+
+def sharegpt_element(i: int, image: str, text: str, **fields: Any) -> dict:
+    """ShareGPT4V element `s{i}`: a question about `image` and `text` as the answer."""
+    return {
+        "id": f"s{i}",
+        "image": image,
+        "conversations": [
+            {"from": "human", "value": "<image>\nWhat is this photo about?"},
+            {"from": "gpt", "value": text},
+        ],
+        **fields,
+    }
 
 
 def write_sharegpt(path: Path, n: int, bad_every: int = 0) -> list[dict]:

@@ -67,7 +67,8 @@ def tiny_scored(root: Path, n: int, copies: dict[int, int], seed: int = 0) -> di
 
     import open_clip
     import torch
-    from curate_fixtures import caption, scene
+    from curate_fixtures import caption
+    from pictures import scene, write
 
     from caption_debias.model.load import register_shipped_configs
     from caption_debias.prepare.options import PrepareOptions
@@ -83,7 +84,7 @@ def tiny_scored(root: Path, n: int, copies: dict[int, int], seed: int = 0) -> di
         if i in copies:
             shutil.copyfile(images / f"{copies[i]:03d}.png", images / name)
         else:
-            scene(1000 * seed + i).save(images / name)
+            write(scene(1000 * seed + i), images / name)
         rows.append({"key": f"r{i:03d}", "image": name, "caption": caption(rng, rng.randrange(3, 6))})
     (root / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
     prepare([root / "rows.jsonl"], root / "prepared", PrepareOptions(format="table", shard_rows=16, quiet=True))

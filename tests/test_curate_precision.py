@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from curate_fixtures import caption
+from pictures import picture, write
 
 from caption_debias.curate import dedup, images
 from caption_debias.curate.options import CurateOptions
@@ -17,14 +18,9 @@ from caption_debias.curate.run import curate
 
 def icon(colour, side: int):
     """A flat picture: a light page, a dark bar and one small mark whose colour tells two icons apart."""
-    from PIL import Image, ImageDraw
-
     s = side / 64
-    im = Image.new("RGB", (side, side), (240, 240, 240))
-    d = ImageDraw.Draw(im)
-    d.rectangle((8 * s, 8 * s, 56 * s, 11 * s), fill=(30, 30, 30))
-    d.ellipse((40 * s, 36 * s, 50 * s, 46 * s), fill=colour)
-    return im
+    bar, mark = (8 * s, 8 * s, 56 * s, 11 * s), (40 * s, 36 * s, 50 * s, 46 * s)
+    return picture((side, side), (240, 240, 240), ("rectangle", bar, (30, 30, 30)), ("ellipse", mark, colour))
 
 
 def _removed(out: Path) -> dict[str, dict]:
@@ -37,12 +33,12 @@ def test_flat_or_small_pictures_at_phash_distance_zero_are_kept_and_a_true_copy_
     from caption_debias.prepare.run import prepare
 
     root = tmp_path / "img"
-    root.mkdir()
     red, blue = icon((220, 40, 40), side), icon((40, 80, 230), side)
     ext = "jpg" if fmt == "JPEG" else "png"
-    red.save(root / f"red.{ext}", fmt, **({"quality": 95} if fmt == "JPEG" else {}))
-    blue.save(root / f"blue.{ext}", fmt, **({"quality": 95} if fmt == "JPEG" else {}))
-    red.resize((side * 3 // 4, side * 3 // 4)).save(root / "red_copy.jpg", "JPEG", quality=80)  # re-drawn copy
+    params = {"quality": 95} if fmt == "JPEG" else {}
+    write(red, root / f"red.{ext}", **params)
+    write(blue, root / f"blue.{ext}", **params)
+    write(red.resize((side * 3 // 4, side * 3 // 4)), root / "red_copy.jpg", quality=80)  # re-drawn copy
     facts = {n: images.image_facts(root / n) for n in (f"red.{ext}", f"blue.{ext}", "red_copy.jpg")}
     assert images.hamming(facts[f"red.{ext}"].phash, facts[f"blue.{ext}"].phash) <= 4  # the phash alone: one picture
     assert all(f.thumb is not None for f in facts.values())
@@ -76,9 +72,8 @@ def test_duplicate_image_distance_flag(tmp_path):
     a, b = icon((220, 40, 40), 300), icon((200, 60, 40), 300)
     assert img.thumbs_match(img.thumb_of(a), img.thumb_of(b))  # close colours: one picture by both signals
     root = tmp_path / "img"
-    root.mkdir()
-    a.save(root / "a.png")
-    b.save(root / "b.png")
+    write(a, root / "a.png")
+    write(b, root / "b.png")
     rng = random.Random(1)
     rows = [{"key": k, "image": f"{k}.png", "caption": caption(rng, 4)} for k in ("a", "b")]
     (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")

@@ -16,7 +16,8 @@ import jsonschema
 import numpy as np
 import pyarrow as pa
 import pytest
-from curate_fixtures import caption, scene
+from curate_fixtures import caption
+from pictures import not_a_picture, scene, write
 from score_fixtures import read_rows, unit_rows, with_scores
 
 from caption_debias.curate import semdedup, writer
@@ -350,7 +351,7 @@ def test_score_model_scores_then_curates_and_counts_reconcile(tmp_path):
     rng = random.Random(4)
     rows = []
     for i in range(8):
-        scene(700 + i).save(root / f"{i}.png")
+        write(scene(700 + i), root / f"{i}.png")
         rows.append({"key": f"k{i}", "image": f"{i}.png", "caption": caption(rng, 3)})
     rows.append({"key": "gone", "image": "gone.png", "caption": caption(rng, 3)})
     (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
@@ -394,9 +395,9 @@ def test_score_model_progress_coverage_and_summary_count_the_rows_scoring_remove
     rng = random.Random(6)
     rows = []
     for i in range(6):
-        scene(800 + i).save(root / "pics" / f"{i}.png")
+        write(scene(800 + i), root / "pics" / f"{i}.png")
         rows.append({"key": f"k{i}", "image": f"pics/{i}.png", "caption": caption(rng, 3)})
-    (root / "pics" / "junk.png").write_bytes(b"not a picture")
+    not_a_picture(root / "pics" / "junk.png", "not a picture")
     rows.append({"key": "junk", "image": "pics/junk.png", "caption": caption(rng, 3)})
     rows.append({"key": "gone", "image": "pics/gone.png", "caption": caption(rng, 3)})
     (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from curate_fixtures import caption, scene
+from curate_fixtures import caption
+from pictures import noise, not_a_picture, scene, truncated, write
 
 from caption_debias.curate import dedup, images, minhash, quality
 from caption_debias.curate.options import CurateOptions
@@ -114,11 +115,11 @@ def test_shingle_hashes_match_the_shingle_sets_and_minhash_estimates_jaccard():
 
 def test_image_facts_draft_decoding_and_faults(tmp_path):
     im = scene(5, (1024, 768))
-    im.save(tmp_path / "a.jpg", quality=90)
-    im.resize((512, 384)).save(tmp_path / "b.jpg", quality=60)
-    im.save(tmp_path / "c.png")
-    (tmp_path / "cut.jpg").write_bytes((tmp_path / "a.jpg").read_bytes()[:5000])
-    (tmp_path / "text.jpg").write_text("hello")
+    write(im, tmp_path / "a.jpg", quality=90)
+    write(im.resize((512, 384)), tmp_path / "b.jpg", quality=60)
+    write(im, tmp_path / "c.png")
+    truncated(tmp_path / "cut.jpg", (tmp_path / "a.jpg").read_bytes(), 5000)
+    not_a_picture(tmp_path / "text.jpg", "hello")
     a, b, c = (images.image_facts(tmp_path / n) for n in ("a.jpg", "b.jpg", "c.png"))
     assert (a.status, a.width, a.height) == (images.OK, 1024, 768)  # the header size, not the draft's
     assert images.hamming(a.phash, b.phash) <= 4 and images.hamming(a.phash, c.phash) <= 4
@@ -140,15 +141,14 @@ def test_image_facts_finds_a_file_cut_anywhere(tmp_path, progressive):
     # larger than Pillow's 64 KiB read block, so a cut lands before, in and after the first block
     from PIL import Image
 
-    noise = np.random.default_rng(0).integers(0, 256, (600, 800, 3), dtype=np.uint8)
-    im = Image.blend(scene(7, (800, 600)), Image.fromarray(noise), 0.3)
-    im.save(tmp_path / "full.jpg", quality=95, progressive=progressive)
+    im = Image.blend(scene(7, (800, 600)), noise((800, 600), 0), 0.3)
+    write(im, tmp_path / "full.jpg", quality=95, progressive=progressive)
     data = (tmp_path / "full.jpg").read_bytes()
     assert len(data) > 3 * 65536
     whole = images.image_facts(tmp_path / "full.jpg")
     assert whole.status == images.OK and (whole.width, whole.height) == (800, 600)
     for cut in (300, 65535, 65537, len(data) // 2, len(data) - 5000, len(data) - 2, len(data) - 1):
-        (tmp_path / "cut.jpg").write_bytes(data[:cut])
+        truncated(tmp_path / "cut.jpg", data, cut)
         facts = images.image_facts(tmp_path / "cut.jpg")
         assert facts.status == images.UNREADABLE, cut
         assert facts.error

@@ -4,15 +4,14 @@ import json
 from pathlib import Path
 
 import pytest
-from PIL import Image
+from pictures import picture, write
 
 from caption_debias.errors import UserError
 from caption_debias.evaluate.benchmarks import load_benchmark
 
 
 def _img(path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    Image.new("RGB", (8, 8), (10, 20, 30)).save(path)
+    write(picture((8, 8), (10, 20, 30)), path)
 
 
 def test_urban1k_orders_numerically_and_pairs_by_stem(tmp_path):

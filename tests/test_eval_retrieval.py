@@ -6,6 +6,7 @@ import pytest
 import torch
 from cli_process import run_cli
 from eval_fixtures import make_images, write_prepared
+from pictures import picture, write
 from PIL import Image
 
 from caption_debias.errors import UserError
@@ -96,8 +97,7 @@ def test_zeroshot_matches_an_independent_classifier(tmp_path):
     colours = {"red_thing": (220, 30, 30), "green_thing": (30, 200, 40), "blue_thing": (30, 40, 220)}
     for name, rgb in colours.items():
         for i in range(3):
-            (tmp_path / name).mkdir(exist_ok=True)
-            Image.new("RGB", (64, 64), tuple(max(0, c - 20 * i) for c in rgb)).save(tmp_path / name / f"{i}.png")
+            write(picture((64, 64), tuple(max(0, c - 20 * i) for c in rgb)), tmp_path / name / f"{i}.png")
     torch.manual_seed(2)
     loaded = load_model("tiny")
     got = zeroshot(loaded, tmp_path, "simple")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from cli_process import run_cli
+from input_fixtures import sharegpt_element
 
 from caption_debias.dataset import PreparedDataset
 from caption_debias.prepare.options import PrepareOptions
@@ -43,14 +44,8 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
 
 
 def element(i: int) -> dict:
-    return {
-        "id": f"s{i}",
-        "image": f"sam/images/sa_{i}.jpg",
-        "conversations": [
-            {"from": "human", "value": "<image>\nWhat is this photo about?"},
-            {"from": "gpt", "value": f"Photo {i} shows a harbour {{at}} [dusk]. Boats are moored.\n\nHills rise."},
-        ],
-    }
+    text = f"Photo {i} shows a harbour {{at}} [dusk]. Boats are moored.\n\nHills rise."
+    return sharegpt_element(i, f"sam/images/sa_{i}.jpg", text)
 
 
 # Each fault breaks element 20 of 200 (10% into the array); `marker` is where it starts.

@@ -16,9 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from curate_fixtures import caption, scene
+from curate_fixtures import caption
 from fault_fixtures import cli, edit_images, peak_kib
 from image_worlds import _jpeg, built, links_tar, parquet_bombs
+from pictures import scene, write
 
 MIB = 1 << 20
 
@@ -147,7 +148,7 @@ def folder(bombs, tmp_path_factory) -> dict:
     base = tmp_path_factory.mktemp("containers-folder")
     (root / "img").mkdir(exist_ok=True)
     for i in range(GOOD):
-        scene(200 + i).save(root / "img" / f"g{i}.png")
+        write(scene(200 + i), root / "img" / f"g{i}.png")
     hostile = [(image, why) for image, why, _ in rows if why is not None]
     rng = random.Random(5)
     n = GOOD + len(hostile)

@@ -19,7 +19,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from cli_process import run_cli
-from PIL import Image
+from input_fixtures import sharegpt_element
+from pictures import picture, write
 
 from caption_debias.errors import UserError
 from caption_debias.prepare.options import PrepareOptions
@@ -39,14 +40,7 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
 
 
 def element(i: int, text: str) -> dict:
-    return {
-        "id": f"s{i}",
-        "image": f"img/{i % 4}.png",
-        "conversations": [
-            {"from": "human", "value": "<image>\nWhat is this photo about?"},
-            {"from": "gpt", "value": text},
-        ],
-    }
+    return sharegpt_element(i, f"img/{i % 4}.png", text)
 
 
 def make_folder(root: Path, name: str, n: int, word: str, shard_rows: int = 4) -> Path:
@@ -60,9 +54,8 @@ def make_folder(root: Path, name: str, n: int, word: str, shard_rows: int = 4) -
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("folders")
-    (root / "img").mkdir()
     for i in range(4):
-        Image.new("RGB", (48, 40), (40 * i, 90, 200 - 30 * i)).save(root / "img" / f"{i}.png")
+        write(picture((48, 40), (40 * i, 90, 200 - 30 * i)), root / "img" / f"{i}.png")
     make_folder(root, "victim", 4, SECRET)
     make_folder(root, "mine", 8, "a quiet town")
     return root

@@ -14,14 +14,13 @@ import io
 import json
 import os
 import random
-import struct
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
-from curate_fixtures import caption, scene
-from fault_fixtures import cli, edit_images, peak_kib, picture_file
+from curate_fixtures import caption
+from fault_fixtures import cli, edit_images, peak_kib
+from pictures import encoded, picture, picture_file, png_header, scene, write
 
 GOOD = 6
 BIG = 1024**3  # the sparse '.jpg': 1 GiB of holes, no disk used
@@ -47,12 +46,10 @@ def world(tmp_path_factory) -> dict:
 
     root = tmp_path_factory.mktemp("hostile")
     images, outside = root / "images", root / "outside"
-    (images / "img").mkdir(parents=True)
-    (images / "sub").mkdir()
-    outside.mkdir()
+    (images / "sub").mkdir(parents=True)
     for i in range(GOOD):
-        scene(100 + i).save(images / "img" / f"c{i}.png")
-    scene(999).save(outside / "secret.png")
+        write(scene(100 + i), images / "img" / f"c{i}.png")
+    write(scene(999), outside / "secret.png")
     os.mkfifo(images / "fifo.png")
     os.symlink("/dev/zero", images / "zero.jpg")
     os.symlink("../../outside/secret.png", images / "sub" / "out.png")
@@ -321,12 +318,11 @@ def test_train_and_pack_decode_to_pillows_own_conversion(tmp_path, kind):
     assert got.mode == "RGB" and np.array_equal(np.asarray(got), np.asarray(reference.convert("RGB")))
     options = PackOptions(image_root=str(tmp_path), image_size=40)
     packed = ImageReader(tmp_path, options).resized(name)
-    lossless = io.BytesIO()
-    reference.save(lossless, "PNG")  # the resizer given the reference picture, without loss
+    lossless = encoded(reference, "PNG")  # the resizer given the reference picture, without loss
     resizer = _resizer_class()(
         40, options.resize_mode, False, encode_format="jpg", encode_quality=options.encode_quality
     )
-    assert packed.jpg == resizer(io.BytesIO(lossless.getvalue()))[0]
+    assert packed.jpg == resizer(io.BytesIO(lossless))[0]
     assert (packed.original_width, packed.original_height) == reference.size
 
 
@@ -335,23 +331,13 @@ def test_curate_hashes_high_bit_depth_as_its_8_bit_picture(tmp_path, kind):
     from caption_debias.curate.images import OK, image_facts
 
     name, reference = picture_file(kind, tmp_path)
-    reference.save(tmp_path / "eight.png")
+    write(reference, tmp_path / "eight.png")
     wide, eight = image_facts(tmp_path / name), image_facts(tmp_path / "eight.png")
     assert wide.status == eight.status == OK
     assert wide.phash == eight.phash and (wide.width, wide.height) == (eight.width, eight.height)
 
 
 # -- one pixel rule for curate and pack ---------------------------------------------------------
-
-
-def _png_header_only(width: int, height: int) -> bytes:
-    """A PNG whose header claims width x height (no pixel data: a rule on size must refuse it unread)."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b"")
 
 
 def _both_stages(folder: Path, name: str) -> tuple[str | None, str | None]:
@@ -375,8 +361,8 @@ def test_curate_and_pack_share_one_pixel_rule(tmp_path):
     from caption_debias.image_files import MAX_PIXELS
 
     side = int(MAX_PIXELS**0.5) + 1
-    (tmp_path / "bomb.png").write_bytes(_png_header_only(side, side))
-    (tmp_path / "large.png").write_bytes(_png_header_only(10000, 10000))
+    (tmp_path / "bomb.png").write_bytes(png_header(side, side))
+    (tmp_path / "large.png").write_bytes(png_header(10000, 10000))
     for error in _both_stages(tmp_path, "bomb.png"):
         assert f"more than the maximum {MAX_PIXELS:,}" in error
     for error in _both_stages(tmp_path, "large.png"):  # no pixel data: a decode error, not the size rule
@@ -384,10 +370,9 @@ def test_curate_and_pack_share_one_pixel_rule(tmp_path):
 
 
 def test_a_10000_square_png_is_kept_by_curate_and_packed_by_pack(tmp_path):
-    from PIL import Image, ImageDraw
-
-    large = Image.new("L", (10000, 10000), 40)
-    ImageDraw.Draw(large).rectangle((2000, 3000, 7000, 6000), fill=220)
-    large.save(tmp_path / "large.png", compress_level=1)
-    del large
+    write(
+        picture((10000, 10000), 40, ("rectangle", (2000, 3000, 7000, 6000), 220), mode="L"),
+        tmp_path / "large.png",
+        compress_level=1,
+    )
     assert _both_stages(tmp_path, "large.png") == (None, None)

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 from cli_process import run_cli
+from input_fixtures import sharegpt_element
+from pictures import noise, picture, write
 
 from caption_debias.prepare.options import PrepareOptions
 from caption_debias.prepare.run import prepare
@@ -36,15 +38,7 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
 
 def element(i: int, caption: str | None = None, **fields) -> dict:
     text = caption if caption is not None else f"Photo {i} shows a harbour at dusk. Boats are moored.\n\nHills rise."
-    return {
-        "id": f"s{i}",
-        "image": f"img/{i % 4}.jpg",
-        "conversations": [
-            {"from": "human", "value": "<image>\nWhat is this photo about?"},
-            {"from": "gpt", "value": text},
-        ],
-        **fields,
-    }
+    return sharegpt_element(i, f"img/{i % 4}.jpg", text, **fields)
 
 
 def sharegpt(path: Path, n: int) -> Path:
@@ -78,17 +72,21 @@ os.fsync = _slow_fsync
 """
 
 
+def prepared_with_images(root: Path, rows: int, shard_rows: int, pictures: list) -> Path:
+    """`root`: a ShareGPT4V file of `rows` rows, prepared/ in shards of `shard_rows`, and images/img/{i}.jpg
+    of `pictures` (the rows use four)."""
+    src = sharegpt(root / "s.json", rows)
+    for i, im in enumerate(pictures):
+        write(im, root / "images" / "img" / f"{i}.jpg")
+    prepare([src], root / "prepared", opts(shard_rows=shard_rows))
+    return root
+
+
 @pytest.fixture(scope="module")
 def kill_inputs(tmp_path_factory):
     """A ShareGPT4V file, a prepared folder of many small shards and its images."""
-    from PIL import Image
-
-    root = tmp_path_factory.mktemp("kill")
-    src = sharegpt(root / "s.json", 80)
-    (root / "images" / "img").mkdir(parents=True)
-    for i in range(4):
-        Image.new("RGB", (40 + i, 30), (60 * i, 90, 200)).save(root / "images" / "img" / f"{i}.jpg")
-    prepare([src], root / "prepared", opts(shard_rows=2))
+    pictures = [picture((40 + i, 30), (60 * i, 90, 200)) for i in range(4)]
+    root = prepared_with_images(tmp_path_factory.mktemp("kill"), 80, 2, pictures)
     inject = root / "inject"
     inject.mkdir()
     (inject / "sitecustomize.py").write_text(SLOW_WORKERS)
@@ -430,15 +428,8 @@ def mount_small(tmp_path):
 
 @pytest.fixture(scope="module")
 def big_images(tmp_path_factory):
-    from PIL import Image
-
-    root = tmp_path_factory.mktemp("disk")
-    src = sharegpt(root / "s.json", 200)
-    (root / "images" / "img").mkdir(parents=True)
-    for i in range(4):
-        Image.effect_noise((400, 300), 60 + i).convert("RGB").save(root / "images" / "img" / f"{i}.jpg")
-    prepare([src], root / "prepared", opts(shard_rows=50))
-    return root
+    """Pictures of noise (large JPEGs: a small disk fills at several points of a run)."""
+    return prepared_with_images(tmp_path_factory.mktemp("disk"), 200, 50, [noise((400, 300), i) for i in range(4)])
 
 
 @pytest.mark.slow

@@ -7,14 +7,15 @@ curate run as a command on a prepared folder."""
 from __future__ import annotations
 
 import ast
-import io
 import json
 import subprocess
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pytest
 from cli_process import run_cli
+from pictures import eight_bit, encoded, grey16_png, picture, picture_file, scene
 
 from caption_debias import image_files
 
@@ -37,14 +38,18 @@ def _opens_images(tree: ast.AST) -> list[int]:
     return lines
 
 
-def test_image_open_is_called_only_in_image_files():
+def _outside_image_files(find: Callable[[ast.AST], list[int]]) -> list[str]:
+    """`path:line` of each line `find` reports in caption_debias/ and cli/, image_files.py aside."""
     found = []
     for folder in ("caption_debias", "cli"):
         for path in sorted((ROOT / folder).rglob("*.py")):
-            if path == ROOT / "caption_debias" / "image_files.py":
-                continue
-            for line in _opens_images(ast.parse(path.read_text("utf-8"))):
-                found.append(f"{path.relative_to(ROOT)}:{line}")
+            if path != ROOT / "caption_debias" / "image_files.py":
+                found += [f"{path.relative_to(ROOT)}:{line}" for line in find(ast.parse(path.read_text("utf-8")))]
+    return found
+
+
+def test_image_open_is_called_only_in_image_files():
+    found = _outside_image_files(_opens_images)
     assert found == [], "Image.open outside caption_debias/image_files.py: " + ", ".join(found)
     # the check finds what it looks for
     assert _opens_images(ast.parse("from PIL import Image\nImage.open(p)\nimport PIL\nPIL.Image.open(p)")) == [2, 4]
@@ -69,13 +74,7 @@ def _decodes_images(tree: ast.AST) -> list[int]:
 
 def test_draft_and_decode_are_called_only_in_image_files():
     """curate's hashes and score's inputs are decoded by image_files (issue 39, item 6)."""
-    found = []
-    for folder in ("caption_debias", "cli"):
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            if path == ROOT / "caption_debias" / "image_files.py":
-                continue
-            for line in _decodes_images(ast.parse(path.read_text("utf-8"))):
-                found.append(f"{path.relative_to(ROOT)}:{line}")
+    found = _outside_image_files(_decodes_images)
     assert found == [], "Pillow draft or decode outside caption_debias/image_files.py: " + ", ".join(found)
     planted = "im.draft('L', (1, 1))\nim.decodermaxblock = 9\nim.load()\nimage_files.draft(im, 8)\njson.load(f)"
     assert _decodes_images(ast.parse(planted)) == [1, 2, 3]
@@ -92,25 +91,14 @@ def test_curate_reads_images_only_through_the_image_source():
     assert found == [], "an image thread pool outside image_source: " + ", ".join(found)
 
 
-def _png16(grey: np.ndarray) -> bytes:
-    from PIL import Image
-
-    out = io.BytesIO()
-    Image.fromarray(grey.astype(np.uint16)).save(out, "PNG")  # mode I;16: a real 16-bit grey PNG
-    assert out.getvalue()[24] == 16  # IHDR bit depth
-    return out.getvalue()
-
-
 def _scene_grey(seed: int, size=(96, 80)) -> np.ndarray:
-    from curate_fixtures import scene
-
     return np.asarray(scene(seed, size).convert("L")).astype(np.uint16)
 
 
 def test_view_thumbnail_of_a_16_bit_grey_png_is_grey_not_white(tmp_path):
     from caption_debias.folder_rows.thumbs import ThumbCache
 
-    (tmp_path / "g.png").write_bytes(_png16(np.full((60, 80), 78 * 256 + 100)))
+    (tmp_path / "g.png").write_bytes(grey16_png(np.full((60, 80), 78 * 256 + 100)))
     jpeg = ThumbCache(tmp_path / "cache").for_file(tmp_path, "g.png")
     thumb = image_files.decode_8bit(jpeg)
     assert thumb.size == (80, 60) and abs(float(np.asarray(thumb).mean()) - 78) < 2  # was 255: clipped white
@@ -119,30 +107,23 @@ def test_view_thumbnail_of_a_16_bit_grey_png_is_grey_not_white(tmp_path):
 
 @pytest.mark.parametrize("kind", ["rgb16", "grey16", "palette_transparent", "cmyk", "la", "rgba", "exif_rotated"])
 def test_view_thumbnails_show_the_picture_the_training_stages_decode(tmp_path, kind):
-    from fault_fixtures import picture_file
-
     from caption_debias.folder_rows.thumbs import QUALITY, ThumbCache
 
     name, reference = picture_file(kind, tmp_path)  # smaller than a thumbnail: shown at its own size
     jpeg = ThumbCache(tmp_path / "cache").for_file(tmp_path, name)
     mode = image_files.decode_8bit((tmp_path / name).read_bytes()).mode
-    expect = io.BytesIO()
-    reference.convert(mode).save(expect, "JPEG", quality=QUALITY, optimize=True)
-    assert jpeg == expect.getvalue(), kind  # the JPEG of exactly the reference picture
+    expect = encoded(reference.convert(mode), "JPEG", quality=QUALITY, optimize=True)
+    assert jpeg == expect, kind  # the JPEG of exactly the reference picture
 
 
 def test_decode_thumbnail_reduces_before_converting(tmp_path):
     """A large RGBA PNG: the thumbnail equals the full conversion's thumbnail, made at the small size."""
-    from PIL import Image
-
-    rgba = Image.new("RGBA", (3000, 2000), (200, 30, 30, 128))
-    rgba.paste((20, 20, 220, 255), (0, 0, 1500, 2000))
-    data = io.BytesIO()
-    rgba.save(data, "PNG")
-    im = image_files.open_image(data.getvalue())
+    rgba = picture((3000, 2000), (200, 30, 30, 128), ("rectangle", (0, 0, 1499, 1999), (20, 20, 220, 255)), mode="RGBA")
+    data = encoded(rgba, "PNG")
+    im = image_files.open_image(data)
     assert image_files.decoded_bytes(im) == 2 * 3000 * 2000 * 4
-    thumb = image_files.decode_thumbnail(data.getvalue(), 256)
-    full = image_files.decode_8bit(data.getvalue())
+    thumb = image_files.decode_thumbnail(data, 256)
+    full = image_files.decode_8bit(data)
     full.thumbnail((256, 256))
     assert thumb.mode == "RGB" and thumb.size == full.size == (256, 171)
     assert np.abs(np.asarray(thumb, np.int16) - np.asarray(full, np.int16)).max() <= 2
@@ -180,12 +161,9 @@ def _removed(folder: Path) -> dict[str, dict]:
 def test_curate_tells_16_bit_greys_of_different_brightness_apart_and_finds_their_8_bit_copy(tmp_path):
     """Two 16-bit pictures of one scene, one half as bright (one perceptual hash), and an 8-bit copy
     of the bright one: the copy is the duplicate; the darker picture is not (its thumbnail is darker)."""
-    from PIL import Image
-
     grey = _scene_grey(11) * 256 + 100
-    eight = io.BytesIO()
-    Image.fromarray((grey >> 8).astype(np.uint8), "L").save(eight, "PNG")
-    root = _prepare(tmp_path, {"bright.png": _png16(grey), "dark.png": _png16(grey // 2), "copy.png": eight.getvalue()})
+    eight = encoded(eight_bit(grey, "L"), "PNG")
+    root = _prepare(tmp_path, {"bright.png": grey16_png(grey), "dark.png": grey16_png(grey // 2), "copy.png": eight})
     proc = _curate(tmp_path, root)
     assert proc.returncode == 0, proc.stderr
     removed = _removed(tmp_path / "curated")
@@ -197,15 +175,10 @@ def test_curate_tells_16_bit_greys_of_different_brightness_apart_and_finds_their
 def test_curate_prints_no_decompression_bomb_warning(tmp_path):
     """Two flat 9,500 x 9,500 greys (past Pillow's warning at 89.5 megapixels, within MAX_PIXELS) whose
     hashes match: their colour thumbnails are decoded a second time, through the one gate, silently."""
-    from PIL import Image
-
-    files = {}
-    for name, level in (("a.png", 40), ("b.png", 200)):
-        im = Image.new("L", (9500, 9500), level)
-        out = io.BytesIO()
-        im.save(out, "PNG", compress_level=1)
-        files[name] = out.getvalue()
-        del im
+    files = {
+        name: encoded(picture((9500, 9500), level, mode="L"), "PNG", compress_level=1)
+        for name, level in (("a.png", 40), ("b.png", 200))
+    }
     root = _prepare(tmp_path, files)
     proc = _curate(tmp_path, root)
     assert proc.returncode == 0, proc.stderr

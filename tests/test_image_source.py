@@ -23,6 +23,7 @@ from image_worlds import (
     plain,
     raw,
 )
+from pictures import not_a_picture
 
 from caption_debias.errors import UserError
 from caption_debias.image_files import MISSING, UNREADABLE, ImageProblem
@@ -238,7 +239,7 @@ def test_hostile_tars_and_parquet_files_give_each_row_its_reason(tmp_path):
 
 
 def test_a_decode_failure_is_the_rows_reason(wds, tmp_path):
-    (tmp_path / "not.jpg").write_bytes(b"not an image")
+    not_a_picture(tmp_path / "not.jpg", "not an image")
     got = ImageSource(tmp_path).map(["not.jpg"], pixels)[0]
     assert got.reason == UNREADABLE and "not an image Pillow can identify" in got.detail
 

@@ -10,7 +10,8 @@ import random
 
 import pytest
 from cli_process import run_cli
-from curate_fixtures import caption, scene
+from curate_fixtures import caption
+from pictures import scene, write
 
 import caption_debias as cd
 from caption_debias.errors import UserError
@@ -32,7 +33,7 @@ def quarter_missing(tmp_path_factory):
     rows = []
     for i in range(4):
         if i:
-            scene(900 + i).save(images / f"m{i}.jpg", quality=90)
+            write(scene(900 + i), images / f"m{i}.jpg", quality=90)
         rows.append({"key": f"m{i}", "image": f"m{i}.jpg", "caption": caption(rng)})
     table = root / "t.jsonl"
     table.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 from cli_process import run_cli
-from PIL import Image, ImageDraw
+from pictures import encoded, not_a_picture, picture, tint, truncated, write
+from PIL import Image
 from train_fixtures import wds_args
 
 from caption_debias.dataset import PreparedDataset
@@ -31,9 +32,8 @@ PER_TAR = 8
 
 
 def _picture(i: int, size: tuple[int, int], mode: str = "RGB") -> Image.Image:
-    im = Image.new("RGB", size, (i * 37 % 256, i * 91 % 256, i * 53 % 256))
-    ImageDraw.Draw(im).ellipse((size[0] // 5, size[1] // 5, size[0] // 2 + i % 7, size[1] // 2), fill=(250, 20, 90))
-    return im.convert(mode)
+    w, h = size
+    return picture(size, tint(i), ("ellipse", (w // 5, h // 5, w // 2 + i % 7, h // 2), (250, 20, 90))).convert(mode)
 
 
 def make_world(root: Path) -> tuple[Path, Path]:
@@ -49,22 +49,19 @@ def make_world(root: Path) -> tuple[Path, Path]:
         size = [(64, 64), (200, 120), (90, 300), (30, 20)][i % 4]
         name = f"sub/p{i:02d}.png" if i % 3 else f"j{i:02d}.jpg"
         mode = "L" if i == 4 else "RGBA" if i == 7 else "RGB"
-        _picture(i, size, mode).save(images / name)
+        write(_picture(i, size, mode), images / name)
         rows.append((name, i))
-    bundle = io.BytesIO()
-    _picture(50, (80, 60)).save(bundle, "JPEG")
+    bundle = encoded(_picture(50, (80, 60)), "JPEG")
     with tarfile.open(images / "bundle.tar", "w") as tar:
         for member in ("000000001.jpg", "000000002.jpg"):
             info = tarfile.TarInfo(member)
-            info.size = len(bundle.getvalue())
-            tar.addfile(info, io.BytesIO(bundle.getvalue()))
+            info.size = len(bundle)
+            tar.addfile(info, io.BytesIO(bundle))
     rows += [("bundle.tar#000000001.jpg", 20), ("bundle.tar#000000002.jpg", 21)]
     rows.append(("nowhere.png", 22))  # image_missing
-    (images / "junk.png").write_bytes(b"this is not an image")
+    not_a_picture(images / "junk.png", "this is not an image")
     rows.append(("junk.png", 23))  # image_unreadable
-    cut = io.BytesIO()
-    _picture(24, (120, 90)).save(cut, "JPEG")
-    (images / "cut.jpg").write_bytes(cut.getvalue()[: len(cut.getvalue()) // 2])
+    truncated(images / "cut.jpg", encoded(_picture(24, (120, 90)), "JPEG"))
     rows.append(("cut.jpg", 24))  # image_unreadable (truncated)
     rows.append(("bundle.tar#000000009.jpg", 25))  # image_missing (no such member)
     table = []

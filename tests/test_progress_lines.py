@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from pictures import picture, write
 from train_fixtures import make_prepared
 
 from caption_debias import progress as shared
@@ -591,15 +592,12 @@ def test_export_says_what_it_loads_and_writes(tmp_path):
 
 
 def test_zero_shot_images_count_in_the_active_progress(tmp_path, capsys):
-    from PIL import Image
-
     from caption_debias.evaluate.zeroshot import zeroshot
     from caption_debias.model.load import load_model
 
     for c, colour in (("cat", (200, 10, 10)), ("dog", (10, 10, 200))):
-        (tmp_path / c).mkdir()
         for i in range(3):
-            Image.new("RGB", (32, 32), colour).save(tmp_path / c / f"{i}.png")
+            write(picture((32, 32), colour), tmp_path / c / f"{i}.png")
     loaded = load_model("tiny")
     capsys.readouterr()
     with Progress("eval", "encodings", interval=0.0) as progress:

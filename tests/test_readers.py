@@ -10,7 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from input_fixtures import write_dci
+from input_fixtures import write_dci, write_urban1k
+from pictures import picture, write
 
 from caption_debias.errors import UserError
 from caption_debias.prepare.options import PrepareOptions
@@ -316,13 +317,7 @@ def test_docci(tmp_path):
 
 
 def test_urban1k(tmp_path):
-    root = tmp_path / "Urban1k"
-    (root / "image").mkdir(parents=True)
-    (root / "caption").mkdir()
-    for i in (1, 2, 10):
-        (root / "image" / f"{i}.jpg").write_bytes(b"jpg")
-        (root / "caption" / f"{i}.txt").write_text(f"Street {i}. Cars park.\n")
-    (root / "caption" / "11.txt").write_text("No image for this one.")
+    root = write_urban1k(tmp_path / "Urban1k")
     assert detect(tmp_path) == "urban1k" and detect(root) == "urban1k"
     records, rejects = read_all("urban1k", tmp_path)
     assert [(r.source_id, r.image, r.caption) for r in records] == [
@@ -369,8 +364,6 @@ class _NoLogger:
 def test_img2dataset_real_output_folder(tmp_path, monkeypatch):
     import sys
 
-    from PIL import Image
-
     monkeypatch.setenv("NO_ALBUMENTATIONS_UPDATE", "1")  # no network check at import
     from img2dataset import download
 
@@ -384,7 +377,7 @@ def test_img2dataset_real_output_folder(tmp_path, monkeypatch):
     urls = []
     for i in range(3):
         p = tmp_path / f"src{i}.png"
-        Image.new("RGB", (32, 24), (40 * i, 100, 200)).save(p)
+        write(picture((32, 24), (40 * i, 100, 200)), p)
         urls.append(p.as_uri())
     urls.insert(2, (tmp_path / "missing.png").as_uri())
     table = tmp_path / "urls.parquet"

@@ -17,6 +17,7 @@ import pytest
 pytest.importorskip("open_clip")
 
 
+from pictures import noise, write
 from score_fixtures import ROWS, SHARD_ROWS, score_opts
 
 from caption_debias.dataset import PreparedDataset
@@ -435,9 +436,7 @@ def test_draft_decoding_of_a_jpeg(tmp_path):
     from caption_debias.score.encode import OK, decode_image
 
     _, _, preprocess = open_clip.create_model_and_transforms("ViT-B-32")  # 224 px input, random init
-    rng = np.random.default_rng(0)
-    base = rng.integers(0, 256, (12, 16, 3), np.uint8)
-    Image.fromarray(base).resize((800, 600), Image.BICUBIC).save(tmp_path / "a.jpg", quality=90)
+    write(noise((16, 12), 0).resize((800, 600), Image.BICUBIC), tmp_path / "a.jpg", quality=90)
     status, exact, _ = decode_image("a.jpg", None, tmp_path, preprocess)
     assert status == OK and torch.equal(exact, preprocess(Image.open(tmp_path / "a.jpg").convert("RGB")))
     status, draft, _ = decode_image("a.jpg", None, tmp_path, preprocess, draft_side=224)

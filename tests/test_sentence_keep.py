@@ -9,7 +9,8 @@ import random
 import numpy as np
 import pyarrow as pa
 import pytest
-from curate_fixtures import caption, scene
+from curate_fixtures import caption
+from pictures import scene, write
 from score_fixtures import read_rows, with_scores
 from train_fixtures import wds_args
 
@@ -29,7 +30,7 @@ def masked(tmp_path_factory):
     rng = random.Random(11)
     rows = []
     for i in range(N):
-        scene(900 + i, (40, 32)).save(root / "img" / f"{i}.png")
+        write(scene(900 + i, (40, 32)), root / "img" / f"{i}.png")
         rows.append({"key": f"m{i}", "image": f"img/{i}.png", "caption": caption(rng, rng.randrange(3, 7))})
     (root / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
     prepare([root / "t.jsonl"], root / "prepared", PrepareOptions(format="table", quiet=True, shard_rows=5))

@@ -159,16 +159,10 @@ def test_prepare_reads_remote_inputs_like_local_ones(tmp_path, bucket):
 
 def test_prepare_reads_remote_folder_formats(tmp_path, bucket):
     """Folder layouts (DCI, Urban1k) listed and read through fsspec: the same rows and rejects."""
-    from input_fixtures import write_dci
+    from input_fixtures import write_dci, write_urban1k
 
     write_dci(tmp_path / "dci")
-    urban = tmp_path / "Urban1k"
-    (urban / "image").mkdir(parents=True)
-    (urban / "caption").mkdir()
-    for i in (1, 2, 10):
-        (urban / "image" / f"{i}.jpg").write_bytes(b"jpg")
-        (urban / "caption" / f"{i}.txt").write_text(f"Street {i}. Cars park.\n")
-    (urban / "caption" / "11.txt").write_text("No image for this one.")
+    write_urban1k(tmp_path / "Urban1k")
     for name in ("dci", "Urban1k"):
         MEM.put(str(tmp_path / name), storage.as_path(f"{bucket}/{name}").path, recursive=True)
         remote = prepare([f"{bucket}/{name}"], f"{bucket}/out-{name}", PrepareOptions(quiet=True))

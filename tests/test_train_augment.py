@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pictures import picture, write
 
 from caption_debias.augment import EOT, PAD, SOT, DebiasOptions, debias_text, layout, long_text, one_sentence_text
 from caption_debias.errors import UserError
@@ -108,12 +109,10 @@ def test_folder_images_reads_files_and_webdataset_members(tmp_path):
     import pickle
     import tarfile
 
-    from PIL import Image
-
     from caption_debias.train.data import FolderImages
 
-    Image.new("RGB", (8, 8), (255, 0, 0)).save(tmp_path / "a.png")
-    Image.new("RGB", (8, 8), (0, 255, 0)).save(tmp_path / "000000001.png")
+    write(picture((8, 8), (255, 0, 0)), tmp_path / "a.png")
+    write(picture((8, 8), (0, 255, 0)), tmp_path / "000000001.png")
     with tarfile.open(tmp_path / "00000.tar", "w") as tar:
         tar.add(tmp_path / "000000001.png", arcname="000000001.png")
     src = pickle.loads(pickle.dumps(FolderImages(tmp_path)))

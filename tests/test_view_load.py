@@ -23,6 +23,7 @@ import pytest
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
+from pictures import grey16_png, picture, write  # noqa: E402
 from view_fixtures import curated_world, many_rows_folder  # noqa: E402
 
 CLI = [sys.executable, "-c", "from caption_debias.cli.main import main; main()"]
@@ -191,18 +192,19 @@ def test_a_folder_rewritten_by_curate_overwrite_while_served_is_read_again(tmp_p
 def _huge_pngs(images: Path) -> list[str]:
     """100-megapixel PNGs of a few hundred KB (mostly flat): RGB, RGBA and 16-bit grey."""
     import numpy as np
-    from PIL import Image, ImageDraw
 
     names = []
     for mode, fill, name in (("RGB", (40, 90, 160), "rgb.png"), ("RGBA", (200, 60, 60, 140), "rgba.png")):
-        im = Image.new(mode, (10000, 10000), fill)
-        ImageDraw.Draw(im).ellipse((2000, 2000, 8000, 8000), fill=(250, 250, 120) + ((255,) if mode == "RGBA" else ()))
-        im.save(images / name, compress_level=9)
+        disc = (250, 250, 120) + ((255,) if mode == "RGBA" else ())
+        write(
+            picture((10000, 10000), fill, ("ellipse", (2000, 2000, 8000, 8000), disc), mode=mode),
+            images / name,
+            compress_level=9,
+        )
         names.append(name)
-        del im
     grey = np.full((10000, 10000), 20000, np.uint16)
     grey[3000:7000, 3000:7000] = 50000
-    Image.fromarray(grey).save(images / "grey16.png", compress_level=9)
+    (images / "grey16.png").write_bytes(grey16_png(grey, compress_level=9))
     del grey
     return names + ["grey16.png"]
 

@@ -14,7 +14,7 @@ SHAPES = ["circle", "square", "triangle", "star"]
 
 def make_prepared(root: Path, n: int = 24, groups: int = 0, missing: tuple[int, ...] = ()) -> tuple[Path, Path]:
     """Returns (prepared folder, image root). Captions: a summary sentence + 2..4 detail sentences."""
-    from PIL import Image, ImageDraw
+    from pictures import picture, tint, write
 
     from caption_debias.prepare.options import PrepareOptions
     from caption_debias.prepare.run import prepare
@@ -26,9 +26,8 @@ def make_prepared(root: Path, n: int = 24, groups: int = 0, missing: tuple[int, 
         color, shape = COLORS[i % len(COLORS)], SHAPES[(i // len(COLORS)) % len(SHAPES)]
         name = f"img{i:04d}.png"
         if i not in missing:
-            im = Image.new("RGB", (64, 64), (i * 37 % 256, i * 91 % 256, i * 53 % 256))
-            ImageDraw.Draw(im).ellipse((8 + i % 16, 8, 40 + i % 16, 40), fill=(255 - i * 7 % 256, 20, 90))
-            im.save(images / name)
+            disc = ("ellipse", (8 + i % 16, 8, 40 + i % 16, 40), (255 - i * 7 % 256, 20, 90))
+            write(picture((64, 64), tint(i), disc), images / name)
         details = [
             f"The {shape} sits near the left edge.",
             f"Its border is thin and {COLORS[(i + 3) % 8]}.",

@@ -61,7 +61,7 @@ def scored_copy(curated: Path, images: Path, out: Path) -> Path:
 
 def escaping_folder(root: Path) -> dict:
     """A prepared folder whose image paths climb out (../), are absolute, or are symlinks pointing out."""
-    from curate_fixtures import scene
+    from pictures import scene, write
 
     from caption_debias.prepare.options import PrepareOptions
     from caption_debias.prepare.run import prepare
@@ -69,8 +69,8 @@ def escaping_folder(root: Path) -> dict:
     images = root / "images"
     images.mkdir(parents=True)
     secret = root / "secret.jpg"
-    scene(1).save(secret)
-    scene(2).save(images / "inside.jpg")
+    write(scene(1), secret)
+    write(scene(2), images / "inside.jpg")
     (images / "link_out.jpg").symlink_to(secret)
     rows = [
         {"key": "inside", "image": "inside.jpg", "caption": "A red kite. It flies over the hill."},
@@ -166,7 +166,7 @@ def hostile_folder(root: Path) -> dict:
     """A prepared folder made curated by a removed.jsonl, holding what a dataset may hold: markup, `</script>`,
     `<!--<script>`, U+2028 and lone surrogates in captions, keys, paths, reasons and details; NaN and infinite
     scores; `javascript:` and `data:` image "URLs"; an SVG with a script stored in the image root."""
-    from curate_fixtures import scene
+    from pictures import not_a_picture, scene, write
 
     from caption_debias.prepare.options import PrepareOptions
     from caption_debias.prepare.run import prepare
@@ -174,8 +174,8 @@ def hostile_folder(root: Path) -> dict:
     images = root / "images"
     images.mkdir(parents=True)
     (images / "evil.svg").write_text(HOSTILE_SVG, "utf-8")
-    (images / "svg_named.png").write_text(HOSTILE_SVG, "utf-8")  # an SVG whose name says PNG
-    scene(5).save(images / "real.png")
+    not_a_picture(images / "svg_named.png", HOSTILE_SVG)  # an SVG whose name says PNG
+    write(scene(5), images / "real.png")
     hostile = "<img src=x onerror=\"document.title='pwned'\">"
     rows = [
         {
@@ -241,7 +241,8 @@ def many_rows_folder(root: Path, n: int = 240) -> Path:
     prefetch), with a few real images."""
     import random
 
-    from curate_fixtures import caption, scene
+    from curate_fixtures import caption
+    from pictures import scene, write
 
     from caption_debias.prepare.options import PrepareOptions
     from caption_debias.prepare.run import prepare
@@ -249,7 +250,7 @@ def many_rows_folder(root: Path, n: int = 240) -> Path:
     images = root / "images"
     images.mkdir(parents=True)
     for i in range(6):
-        scene(700 + i).save(images / f"m{i}.jpg", quality=85)
+        write(scene(700 + i), images / f"m{i}.jpg", quality=85)
     rng = random.Random(11)
     rows = [{"key": f"m{i}", "image": f"m{i % 6}.jpg", "caption": caption(rng, 3 + i % 5)} for i in range(n)]
     (root / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
@@ -297,8 +298,8 @@ def embedding_folder(src: Path, out: Path, rows: int, dim: int, rng, shard_rows:
     `dim`-d float16 image embeddings around 12 random centres (random data: the map's cost, not its
     meaning), written as real Parquet shards of the shard schema with a manifest readers accept."""
     import numpy as np
+    from folder_factory import write_manifest, write_shards
 
-    from caption_debias import shard_digests
     from caption_debias.dataset import PreparedDataset
     from caption_debias.schema import shard_arrow_schema
 
@@ -313,39 +314,28 @@ def embedding_folder(src: Path, out: Path, rows: int, dim: int, rng, shard_rows:
     )
     centres = rng.standard_normal((12, dim)).astype(np.float32)
     sources = np.array(["sharegpt4v", "coco", "docci"])
+
+    def tables():
+        for lo in range(0, rows, shard_rows):
+            count = min(shard_rows, rows - lo)
+            table = pool.take(pa.array(rng.integers(0, pool.num_rows, count)))
+            table = table.set_column(
+                schema.get_field_index("key"), "key", pa.array([f"bench/{i}" for i in range(lo, lo + count)])
+            )
+            table = table.set_column(
+                schema.get_field_index("source"), "source", pa.array(sources[rng.integers(0, 3, count)])
+            )
+            x = centres[rng.integers(0, len(centres), count)]
+            x = x + rng.standard_normal((count, dim)).astype(np.float32) * 0.7
+            x /= np.linalg.norm(x, axis=1, keepdims=True)
+            offsets = pa.array(np.arange(0, (count + 1) * dim, dim, dtype=np.int32))
+            emb = pa.ListArray.from_arrays(offsets, pa.array(x.astype(np.float16).ravel()))
+            yield table.set_column(schema.get_field_index("image_embedding"), schema.field("image_embedding"), emb)
+
     shutil.rmtree(out, ignore_errors=True)
     (out / "shards").mkdir(parents=True)
-    shards = []
-    for n, lo in enumerate(range(0, rows, shard_rows)):
-        count = min(shard_rows, rows - lo)
-        table = pool.take(pa.array(rng.integers(0, pool.num_rows, count)))
-        table = table.set_column(
-            schema.get_field_index("key"), "key", pa.array([f"bench/{i}" for i in range(lo, lo + count)])
-        )
-        table = table.set_column(
-            schema.get_field_index("source"), "source", pa.array(sources[rng.integers(0, 3, count)])
-        )
-        x = centres[rng.integers(0, len(centres), count)] + rng.standard_normal((count, dim)).astype(np.float32) * 0.7
-        x /= np.linalg.norm(x, axis=1, keepdims=True)
-        offsets = pa.array(np.arange(0, (count + 1) * dim, dim, dtype=np.int32))
-        emb = pa.ListArray.from_arrays(offsets, pa.array(x.astype(np.float16).ravel()))
-        table = table.set_column(schema.get_field_index("image_embedding"), schema.field("image_embedding"), emb)
-        path = out / "shards" / f"part-{n:05d}.parquet"
-        pq.write_table(table, path, compression="zstd", row_group_size=8192)
-        shards.append({"path": f"shards/{path.name}", "rows": count, "sha256": shard_digests.sha256_file(path)})
-    manifest = {
-        "schema_version": 1,
-        "complete": True,
-        "counts": {"read": rows, "written": rows, "rejected": 0, "rejects_by_reason": {}},
-        "inputs": [],
-        "shards": shards,
-        "options": {},
-        "tokenizer": {},
-        "segmenter": {},
-        "toolkit_version": "synthetic embeddings",
-    }
-    (out / "manifest.json").write_text(json.dumps(manifest))
-    return out
+    shards = write_shards(out, tables(), "shards/part-{:05d}.parquet", row_group_size=8192)
+    return write_manifest(out, shards, {}, "synthetic embeddings")
 
 
 def app_client(folders, image_root=None, **app_kw):
@@ -368,7 +358,8 @@ def text_and_embedding_folder(root: Path, n: int = 48, dim: int = 16) -> Path:
     import random
 
     import numpy as np
-    from curate_fixtures import caption, scene
+    from curate_fixtures import caption
+    from pictures import scene, write
 
     from caption_debias.prepare.options import PrepareOptions
     from caption_debias.prepare.run import prepare
@@ -378,7 +369,7 @@ def text_and_embedding_folder(root: Path, n: int = 48, dim: int = 16) -> Path:
     rng = random.Random(5)
     rows = []
     for i in range(n):
-        scene(900 + i).save(images / f"t{i}.jpg", quality=85)
+        write(scene(900 + i), images / f"t{i}.jpg", quality=85)
         text = caption(rng, 3 + i % 4)
         first = text.split(". ")[0].rstrip(".") + "."
         if i % 7 == 3:
