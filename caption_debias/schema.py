@@ -7,7 +7,7 @@ the tests validate output against them and docs/shards.md is generated from them
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import lru_cache, partial
 from importlib import resources
 from typing import Any
 
@@ -25,33 +25,17 @@ _SCALARS = {
 }
 
 
+@lru_cache(maxsize=None)
 def _load(name: str) -> dict[str, Any]:
     return json.loads(resources.files("caption_debias.schemas").joinpath(name).read_text("utf-8"))
 
 
-@lru_cache(maxsize=None)
-def shard_spec() -> dict[str, Any]:
-    return _load("shard.schema.json")
-
-
-@lru_cache(maxsize=None)
-def manifest_schema() -> dict[str, Any]:
-    return _load("manifest.schema.json")
-
-
-@lru_cache(maxsize=None)
-def reject_schema() -> dict[str, Any]:
-    return _load("reject.schema.json")
-
-
-@lru_cache(maxsize=None)
-def removed_schema() -> dict[str, Any]:
-    return _load("removed.schema.json")
-
-
-@lru_cache(maxsize=None)
-def ablation_schema() -> dict[str, Any]:
-    return _load("ablation.schema.json")
+# One cached reader, one name per schema file (callers and tests use these names).
+shard_spec = partial(_load, "shard.schema.json")
+manifest_schema = partial(_load, "manifest.schema.json")
+reject_schema = partial(_load, "reject.schema.json")
+removed_schema = partial(_load, "removed.schema.json")
+ablation_schema = partial(_load, "ablation.schema.json")
 
 
 SCHEMA_VERSION: int = shard_spec()["schema_version"]

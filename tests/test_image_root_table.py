@@ -77,14 +77,18 @@ def _curate(folder, given, tmp):
     from caption_debias.curate.options import CurateOptions
     from caption_debias.image_source.stage import stage_root
 
-    return stage_root(CurateOptions(image_root=given, quiet=True), [folder])[1]
+    options, root = stage_root(CurateOptions(image_root=given, quiet=True), [folder])
+    options.validate()  # the skeleton's check (runner.stage_run), with the root resolved
+    return root
 
 
 def _pack(folder, given, tmp):
     from caption_debias.image_source.stage import stage_root
     from caption_debias.pack.options import PackOptions
 
-    return stage_root(PackOptions(image_root=given, quiet=True), [folder])[1]
+    options, root = stage_root(PackOptions(image_root=given, quiet=True), [folder])
+    options.validate()  # the skeleton's check (runner.stage_run): pack requires a root
+    return root
 
 
 def _score(folder, given, tmp):

@@ -353,3 +353,28 @@ def test_cli_packs_and_bad_input_is_one_line(world, tmp_path):
         r = _cli(*args)
         assert r.returncode == 2 and words in r.stderr, (args, r.stderr)
         assert r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr
+
+
+def test_a_worker_resizes_with_img2dataset_resizer_without_its_downloader(tmp_path):
+    """pack/images.py takes img2dataset's Resizer from its module without running the package's
+    __init__ (the downloader: pandas, wandb, ray), leaves no trace of either in sys.modules, and
+    resizes as the Resizer of the whole package does, byte for byte."""
+    _picture(3, (90, 60)).save(tmp_path / "one.png")
+    code = (
+        "import json, sys\n"
+        "from caption_debias.pack.images import ImageReader\n"
+        "from caption_debias.pack.options import PackOptions\n"
+        f"options = PackOptions(image_root=sys.argv[1], image_size={SIZE})\n"
+        "data = open(sys.argv[1] + '/one.png', 'rb').read()\n"
+        "ours = ImageReader(sys.argv[1], options).resize_bytes(data, 'one.png').jpg\n"
+        "loaded = sorted(m for m in ('img2dataset', 'img2dataset.main', 'wandb', 'ray') if m in sys.modules)\n"
+        "from img2dataset import download  # the whole package still imports as usual after\n"
+        "theirs = ImageReader(sys.argv[1], options).resize_bytes(data, 'one.png').jpg\n"
+        "print(json.dumps({'loaded': loaded, 'same': ours == theirs, 'package': callable(download)}))\n"
+    )
+    env = {**os.environ, "NO_ALBUMENTATIONS_UPDATE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"loaded": [], "same": True, "package": True}

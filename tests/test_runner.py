@@ -322,3 +322,31 @@ def test_stage_run_checks_once_refuses_overlap_and_names_an_os_error(tmp_path, m
     with pytest.raises(WriteFailed, match="gone.txt: No such file or directory"):
         with stage_run(_folder(tmp_path / "w"), StageOptions(), []):
             open(tmp_path / "w" / "missing" / "gone.txt", "w")
+
+
+def test_curate_and_pack_check_their_options_once_a_run(tmp_path, monkeypatch):
+    """The skeleton (stage_run) is the one place a stage's options are checked: image_source.stage_root
+    only resolves the root (it checked them too, so every curate and pack run validated twice)."""
+    from collections import Counter
+
+    from curate_fixtures import make_world
+
+    from caption_debias.curate.options import CurateOptions
+    from caption_debias.curate.run import curate
+    from caption_debias.pack.options import PackOptions
+    from caption_debias.pack.run import pack
+
+    calls: Counter = Counter()
+    for cls in (CurateOptions, PackOptions):
+        real = cls.validate
+        monkeypatch.setattr(cls, "validate", lambda self, real=real: calls.update([type(self).__name__]) or real(self))
+    world = make_world(tmp_path / "world")
+    root = str(world["images"])
+    curated = tmp_path / "curated"
+    curate([world["prepared"]], curated, CurateOptions(image_root=root, quiet=True))
+    assert calls == {"CurateOptions": 1}  # a root given
+    pack(curated, tmp_path / "packed", PackOptions(image_size=32, quiet=True))
+    assert calls == {"CurateOptions": 1, "PackOptions": 1}  # the root curate recorded
+    with pytest.raises(UserError, match="--samples-per-shard"):
+        pack(curated, tmp_path / "refused", PackOptions(image_root=root, samples_per_shard=0, quiet=True))
+    assert calls["PackOptions"] == 2 and not (tmp_path / "refused").exists()

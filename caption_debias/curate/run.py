@@ -32,6 +32,7 @@ from caption_debias.runner import (
     SHARDS_DIR,
     StageFolder,
     Task,
+    part_name,
     run_tasks,
     stage_run,
     write_json,
@@ -67,7 +68,9 @@ def _open_inputs(folders: Sequence[str | Path], out: Path) -> Inputs:
 def _signal_tasks(inputs: Inputs, out: Path, params: signals.SignalParams) -> Iterator[Task]:
     for s in inputs.shards:
         fp = params.fingerprint(s.sha256, s.start)
-        yield Task(s.index, str(out), fp, signals.sidecar_name(s.index), work=s, output=signals.signals_name(s.index))
+        yield Task(
+            s.index, str(out), fp, part_name(signals.SIGNALS_DIR, s.index), work=s, output=signals.signals_name(s.index)
+        )
 
 
 def _write_tasks(

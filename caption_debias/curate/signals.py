@@ -23,7 +23,7 @@ from caption_debias.curate import minhash, quality
 from caption_debias.curate.options import NUM_PERM
 from caption_debias.image_files import ImageProblem
 from caption_debias.image_source import ImageCounts, ImageSource, Root
-from caption_debias.runner import Task, write_json, write_shard
+from caption_debias.runner import Task, part_name, write_json, write_shard
 from caption_debias.score.options import GROUNDING_EPS
 
 SIGNALS_VERSION = 6  # bump when a signal's definition changes: old signal files are then redone
@@ -43,19 +43,11 @@ def band_name(band: int) -> str:
 
 
 def signals_name(index: int) -> str:
-    return f"{SIGNALS_DIR}/part-{index:05d}.parquet"
-
-
-def sidecar_name(index: int) -> str:
-    return f"{SIGNALS_DIR}/part-{index:05d}.json"
+    return part_name(SIGNALS_DIR, index, ".parquet")
 
 
 def signals_path(out: Path, index: int) -> Path:
     return out / signals_name(index)
-
-
-def sidecar_path(out: Path, index: int) -> Path:
-    return out / sidecar_name(index)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from caption_debias.curate.options import REASONS
 from caption_debias.image_source import ImageSource, Root
 from caption_debias.input_folders import InputShard
 from caption_debias.records import excerpt
-from caption_debias.runner import Task, atomic_output, sha256_file, shard_name, write_json, write_shard
+from caption_debias.runner import Task, atomic_output, part_name, sha256_file, shard_name, write_json, write_shard
 from caption_debias.schema import shard_arrow_schema, shard_table
 
 WRITE_DIR = ".curate/write"
@@ -33,11 +33,7 @@ SIDECAR_VERSION = 2  # bump when the sidecar gains a field the driver reads: old
 
 
 def sidecar_name(index: int) -> str:
-    return f"{WRITE_DIR}/part-{index:05d}.json"
-
-
-def sidecar_path(out: Path, index: int) -> Path:
-    return out / sidecar_name(index)
+    return part_name(WRITE_DIR, index)
 
 
 @dataclass(frozen=True)

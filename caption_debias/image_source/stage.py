@@ -14,30 +14,20 @@ from pathlib import Path
 from typing import Any, Sequence, TypeVar
 
 from caption_debias.image_source.counts import ImageCounts
-from caption_debias.image_source.roots import Root, inputs_root, resolve_root
+from caption_debias.image_source.roots import Root, inputs_root
 from caption_debias.options import ImageRootOptions
 
-StageOpts = TypeVar("StageOpts", bound=ImageRootOptions)  # a stage's options (image_root, quiet, validate())
+StageOpts = TypeVar("StageOpts", bound=ImageRootOptions)  # a stage's options (image_root, quiet)
 
 
 def stage_root(options: StageOpts, folders: Sequence[str | Path]) -> tuple[StageOpts, Root | None]:
-    """(the stage's validated options with image_root resolved, the Root or None), by the one rule
-    (roots.inputs_root). Every input's manifest is read first (a folder that is not there is its own
-    line); a recorded root is resolved before the options are checked (its failure says it was
-    recorded), a given one after (an option's own error comes first). No root at all: the stage
-    says no_root_line when its work starts (after every one-line refusal)."""
-    from caption_debias.dataset import read_manifest
-
-    given = options.image_root
-    if given:
-        for folder in folders:
-            read_manifest(folder)
-        options = options.validate() or options
-        root: Root | None = resolve_root(given)
-    else:
-        root = inputs_root(folders)
-        options = dataclasses.replace(options, image_root=None if root is None else root.resolved)
-        options = options.validate() or options
+    """(the stage's options with image_root resolved, the Root or None), by the one rule
+    (roots.inputs_root): every input's manifest read first (a folder that is not there is its own
+    line), then the root given or recorded resolved (its failure is its own line). The options are
+    not checked here: the runner's skeleton (runner.stage_run) checks them once, with the root
+    resolved. No root at all: the stage says no_root_line when its work starts (after every
+    one-line refusal)."""
+    root = inputs_root(folders, options.image_root or None)
     return dataclasses.replace(options, image_root=None if root is None else root.resolved), root
 
 

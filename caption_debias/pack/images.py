@@ -8,8 +8,11 @@ so a removal reads the same whichever command found it.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import io
 import os
+import sys
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -36,13 +39,27 @@ class Resized:
 
 
 def _resizer_class():
-    """img2dataset's Resizer class, imported as a package (its __init__ loads the downloader too:
-    a one-time cost per process, measured in docs/benchmarks.md)."""
+    """img2dataset's Resizer, from its module `img2dataset.resizer`, by the import system.
+
+    The package's __init__ imports its downloader (pandas, wandb, ray, fire), which pack never runs:
+    about 3.8 CPU s in every process that resizes (docs/benchmarks.md). So, unless img2dataset is
+    imported already, the module is imported inside the package with its __init__ not run, and both
+    names leave sys.modules after: a later `import img2dataset` runs the whole package as usual.
+    """
     # albumentations (which the resizer imports) otherwise asks PyPI for a newer version on import
     os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
-    from img2dataset.resizer import Resizer
+    if "img2dataset" in sys.modules:
+        from img2dataset.resizer import Resizer
 
-    return Resizer
+        return Resizer
+    spec = importlib.util.find_spec("img2dataset")
+    assert spec is not None, "img2dataset is a dependency of caption-debias"
+    sys.modules["img2dataset"] = importlib.util.module_from_spec(spec)  # the package, __init__ not run
+    try:
+        return importlib.import_module("img2dataset.resizer").Resizer
+    finally:
+        sys.modules.pop("img2dataset.resizer", None)
+        sys.modules.pop("img2dataset", None)
 
 
 def resizer_version() -> str:

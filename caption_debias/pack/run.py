@@ -38,8 +38,8 @@ def pack(prepared: str | Path, out: str | Path, options: PackOptions | None = No
     started = time.monotonic()
     ds = PreparedDataset.open(prepared)
     folder = state.stage_folder(storage.as_path(out))
-    assert root is not None  # PackOptions.check requires an image root
     with stage_run(folder, options, [ds.folder]):
+        assert root is not None  # stage_run's check (PackOptions.check) requires an image root
         return _pack(ds, str(prepared), folder, options, started, root)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 from caption_debias import storage
@@ -38,10 +37,6 @@ def tar_name(index: int) -> str:
 
 def sidecar_name(index: int) -> str:
     return f"{STATE_DIR}/{index:05d}.json"
-
-
-def sidecar_path(out: Path, index: int) -> Path:
-    return out / sidecar_name(index)
 
 
 def sample_name(index: int, position: int, samples_per_shard: int) -> str:

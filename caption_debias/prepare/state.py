@@ -10,15 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from caption_debias.dataset import MANIFEST, REJECTS, STATE_DIR
-from caption_debias.runner import SHARDS_DIR, StageFolder
+from caption_debias.runner import SHARDS_DIR, StageFolder, part_name
 
 
 def sidecar_name(index: int) -> str:
-    return f"{STATE_DIR}/part-{index:05d}.json"
-
-
-def sidecar_path(out: Path, index: int) -> Path:
-    return out / sidecar_name(index)
+    return part_name(STATE_DIR, index)
 
 
 def stage_folder(out: Path) -> StageFolder:

@@ -59,8 +59,8 @@ What each piece guarantees:
   (caption_debias/engines: `engines.mapper(options)`) and hands each sidecar back in task order.
 - `load_sidecar`: a finished task's sidecar, when its fingerprint matches and the file it
   names (`side["path"]` under OUT, or `output`) is there with the recorded size.
-- `fingerprint`, `manifest_stamp`, `shard_name`: what an output is made from as one digest; a
-  manifest's last keys; `shards/part-NNNNN.parquet`.
+- `fingerprint`, `manifest_stamp`, `shard_name`, `part_name`: what an output is made from as one
+  digest; a manifest's last keys; `shards/part-NNNNN.parquet`; a task's `DIR/part-NNNNN.json`.
 - `StageFolder.partial_lines(name)`: a JSON-lines list (rejects, removals) appended in task
   order to `OUT/<state_dir>/<name>.partial` (a local temp for a remote folder), written
   to `OUT/<name>` whole when the block ends without an error.
@@ -85,6 +85,7 @@ from caption_debias.runner.tasks import (
     fingerprint,
     load_sidecar,
     manifest_stamp,
+    part_name,
     reconcile,
     run_tasks,
     shard_name,
@@ -124,6 +125,7 @@ __all__ = [
     "reconcile",
     "run_tasks",
     "sha256_file",
+    "part_name",
     "shard_name",
     "stage_run",
     "manifest_stamp",

@@ -59,9 +59,14 @@ def load_sidecar(
     return side
 
 
+def part_name(folder: str, index: int, suffix: str = ".json") -> str:
+    """Task `index`'s file in `folder` (relative to the stage folder): FOLDER/part-NNNNN.json by default."""
+    return f"{folder}/part-{index:05d}{suffix}"
+
+
 def shard_name(index: int) -> str:
     """Task `index`'s output shard, relative to the folder: shards/part-NNNNN.parquet."""
-    return f"{SHARDS_DIR}/part-{index:05d}.parquet"
+    return part_name(SHARDS_DIR, index, ".parquet")
 
 
 def fingerprint(what: Any) -> str:

@@ -9,7 +9,6 @@ depend on which worker, engine or worker count ran it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,7 +20,7 @@ from caption_debias.image_files import ImageProblem
 from caption_debias.image_source import ImageCounts, ImageSource, Root
 from caption_debias.input_folders import InputShard
 from caption_debias.records import excerpt
-from caption_debias.runner import Task, shard_name, write_json, write_shard
+from caption_debias.runner import Task, part_name, shard_name, write_json, write_shard
 from caption_debias.score import encode, signals
 from caption_debias.score.writer import build_table
 
@@ -32,11 +31,7 @@ REFERENCE_FILE = ".score/reference.parquet"
 
 
 def sidecar_name(index: int) -> str:
-    return f"{WRITE_DIR}/part-{index:05d}.json"
-
-
-def sidecar_path(out: Path, index: int) -> Path:
-    return out / sidecar_name(index)
+    return part_name(WRITE_DIR, index)
 
 
 @dataclass(frozen=True)
@@ -60,6 +55,7 @@ class ShardParams:
 
     def load_model(self) -> encode.ScoreModel:
         """The model, once per process (a pool worker, a Ray actor), refused unless its weights are the driver's."""
+        encode.strict_reproducibility()  # a Ray actor's environment is not the driver's
         return encode.cached(self.model, self.pretrained, self.device, self.precision, self.weights_sha256)
 
 
@@ -253,6 +249,7 @@ def score_table(
 
 def score_shard(task: Task, params: ShardParams) -> dict[str, Any]:
     """Worker: the scored shard of one input shard (`task.work`). Returns the sidecar."""
+    encode.strict_reproducibility()  # before set_threads imports torch
     if params.threads_for_workers:
         encode.set_threads(params.threads_for_workers)
     sm = params.load_model()

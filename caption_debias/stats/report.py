@@ -87,15 +87,19 @@ def summary_table(stats: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-# (column header, getter, formatter) of the terminal table: one row per group, short headers
+# The terminal table: one row per group, a short header per column, each a figure of ROWS (by its label)
+_FIGURES = {label: (get, fmt) for label, get, fmt in ROWS}
 TERMINAL_COLUMNS = [
-    ("records", lambda g: g["records"], _num),
-    ("tokens\nmedian", lambda g: g["tokens_per_caption"]["median"], _num),
-    ("tokens\n>77", lambda g: g["tokens_per_caption"]["over_77"], _pct),
-    ("tokens\n>248", lambda g: g["tokens_per_caption"]["over_248"], _pct),
-    ("sents\nmedian", lambda g: g["sentences_per_caption"]["median"], _num),
-    ("sum.\nopens", lambda g: g["opening_summary_rate"], _pct),
-    ("sum.\ncloses", lambda g: g["closing_summary_rate"], _pct),
+    (header, *_FIGURES[label])
+    for header, label in [
+        ("records", "records"),
+        ("tokens\nmedian", "tokens / caption, median"),
+        ("tokens\n>77", "longer than 77 tokens (CLIP)"),
+        ("tokens\n>248", "longer than 248 tokens (Long-CLIP)"),
+        ("sents\nmedian", "sentences / caption, median"),
+        ("sum.\nopens", "summary opens the caption"),
+        ("sum.\ncloses", "summary closes the caption"),
+    ]
 ]
 
 
