@@ -124,8 +124,19 @@ def _tiny_with_patch_dropout(tmp_path: Path) -> str:
     return "tiny-patch-dropout"
 
 
+@pytest.fixture(scope="module")
+def dropped(world, tmp_path_factory) -> Path:
+    """The uninterrupted patch-dropout run, made once (in-process loading): the same for any loader worker
+    count, so each worker count's resume must match it."""
+    from caption_debias.train.loop import train
+
+    data, images, _ = world
+    root = tmp_path_factory.mktemp("dropped")
+    return train(_cfg(data, images, root / "a", model=_tiny_with_patch_dropout(root), workers=0))
+
+
 @pytest.mark.parametrize("workers", [0, 1])
-def test_resume_with_patch_dropout_is_bit_exact(world, straight, tmp_path, monkeypatch, workers):
+def test_resume_with_patch_dropout_is_bit_exact(world, straight, dropped, tmp_path, monkeypatch, workers):
     """A model that draws random numbers in training (patch dropout) continues exactly: the data
     loader no longer draws from the RNG the dropout uses, which is restored after it starts."""
     from caption_debias.train.loop import train
@@ -133,7 +144,6 @@ def test_resume_with_patch_dropout_is_bit_exact(world, straight, tmp_path, monke
     data, images, _ = world
     model = _tiny_with_patch_dropout(tmp_path)
     kw = dict(model=model, workers=workers)
-    dropped = train(_cfg(data, images, tmp_path / "a", **kw))
     nodrop = straight  # the same data and options without patch dropout
     assert [d["loss"] for d in _lines(dropped)] != [d["loss"] for d in _lines(nodrop)]  # dropout is on
     _interrupted(monkeypatch, _cfg(data, images, tmp_path / "b", **kw), step=2)
@@ -142,15 +152,25 @@ def test_resume_with_patch_dropout_is_bit_exact(world, straight, tmp_path, monke
     _same_weights(dropped / "checkpoints" / "step_00000004.pt", resumed / "checkpoints" / "step_00000004.pt")
 
 
+@pytest.fixture(scope="module")
+def cut_at_3(world, tmp_path_factory) -> Path:
+    """A run killed before step 3, made once: each damage below is done to its own copy of it."""
+    data, images, _ = world
+    run = tmp_path_factory.mktemp("cut") / "b"
+    with pytest.MonkeyPatch.context() as mp:
+        _interrupted(mp, _cfg(data, images, run), step=3)
+    return run
+
+
 @pytest.mark.parametrize("damage", ["truncated", "empty", "garbage"])
 def test_damaged_latest_checkpoint_is_skipped_and_the_run_stays_exact(
-    world, straight, tmp_path, monkeypatch, capfd, damage
+    world, straight, cut_at_3, tmp_path, capfd, damage
 ):
     from caption_debias.model.load import load_model
     from caption_debias.train.loop import train
 
     data, images, _ = world
-    _interrupted(monkeypatch, _cfg(data, images, tmp_path / "b"), step=3)
+    shutil.copytree(cut_at_3, tmp_path / "b", symlinks=True)  # a moved run folder resumes (tested above)
     latest = tmp_path / "b" / "checkpoints" / "step_00000003.pt"
     blob = latest.read_bytes()
     latest.write_bytes({"truncated": blob[: len(blob) // 2], "empty": b"", "garbage": os.urandom(4096)}[damage])
