@@ -224,7 +224,7 @@ def _scores(ranks):
 
 def test_verdict_not_judged_where_the_remove_interval_reaches_zero():
     """A remove gap of +5 points on 20 queries (one query) passes the checks, but its interval
-    reaches zero: no "met"; the quick preset says it is too small to judge."""
+    reaches zero: no "met"; the quick preset says its intervals are wider and to run the full one."""
     from caption_debias.demo import summarise, verdict
 
     ranks = _ranks([False] * 20, [True] + [False] * 19)
@@ -232,8 +232,8 @@ def test_verdict_not_judged_where_the_remove_interval_reaches_zero():
     assert summary["gaps"]["remove"]["gap"] == 5.0 and summary["gaps"]["remove"]["lo"] <= 0
     assert all(summary["checks"].values()) and summary["judged"] is False and summary["target_met"] is False
     quick = verdict(summary, "quick")
-    assert "not judged" in quick and "too small to judge" in quick and " met" not in quick
-    assert "too small" not in verdict(summary, "full") and "not judged" in verdict(summary, "full")
+    assert "not judged" in quick and "run the full preset" in quick and " met" not in quick
+    assert "full preset" not in verdict(summary, "full") and "not judged" in verdict(summary, "full")
     # 40 of 400 queries won, none lost: the interval is above zero and the verdict is "met".
     ranks = _ranks([False] * 400, [True] * 40 + [False] * 360)
     summary = summarise(_scores(ranks), ranks, resamples=500, seed=0)
@@ -296,7 +296,7 @@ def test_report_opens_with_a_plain_headline(tmp_path):
     )
     for needle in (
         "What was trained",
-        "fine-tuned for\n300 steps on 2,000 synthetic scenes",
+        "fine-tuned for\n200 steps on 2,000 synthetic scenes",
         "<b>keep</b>, as written",
         "<b>remove</b>, with the\nsummary sentence dropped",
         "<b>move</b>, with the summary moved to the fourth",
@@ -305,8 +305,10 @@ def test_report_opens_with_a_plain_headline(tmp_path):
         f"moved to the fourth place the gap is\n{summary['gaps']['move']['gap']:+.1f} [",
     ):
         assert needle in text, needle
+    # a quick run that tells the arms apart is a result like the full preset's
+    assert "run the full preset" not in headline({"config": {**config, "preset": "quick"}, "summary": summary})
     # a gap whose interval reaches zero is said to tell the arms apart in no way
     ranks = _ranks([False] * 20, [True] + [False] * 19)
     summary = summarise(_scores(ranks), ranks, resamples=500, seed=0)
     assert "cannot tell the two arms apart" in headline({"config": config, "summary": summary})
-    assert "smoke run" in headline({"config": {**config, "preset": "quick"}, "summary": summary})
+    assert "cannot tell: run the full preset" in headline({"config": {**config, "preset": "quick"}, "summary": summary})

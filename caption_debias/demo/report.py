@@ -60,7 +60,7 @@ def verdict(summary: dict[str, Any], preset_name: str = "full") -> str:
         remove = summary["gaps"]["remove"]
         why = f"the remove gap's interval [{remove['lo']:+.1f}, {remove['hi']:+.1f}] reaches zero"
         if preset_name == "quick":
-            why += "; the quick preset is a smoke run, too small to judge the target (run the full preset)"
+            why += "; the quick preset's test world is half the full one's, its intervals wider (run the full preset)"
         return f"{checks} -> target on this seed not judged: {why}"
     return f"{checks} -> target on this seed {'met' if summary['target_met'] else 'not met'}"
 
@@ -183,11 +183,12 @@ def headline(results: dict[str, Any]) -> str:
         else f"a <code>{html_report.esc(cfg['model'])}</code> model trained here on short captions at 77 tokens"
     )
     keep, move = summary["gaps"]["keep"], summary["gaps"]["move"]
-    smoke = " (the quick preset is a smoke run: too small to tell)" if cfg["preset"] == "quick" else ""
+    quick_untold = cfg["preset"] == "quick" and not summary.get("judged", True)
+    untold = " (the quick preset's smaller test world cannot tell: run the full preset)" if quick_untold else ""
     return f"""<div class="headline" style="background:#fff;border:1px solid #e3e6ea;border-radius:10px;padding:4px 18px;margin:0 0 18px">
 <p><b>The result.</b> {_result_sentence(summary)} With the summary moved to the fourth place the gap is
 {move["gap"]:+.1f} [{move["lo"]:+.1f}, {move["hi"]:+.1f}]; on full captions, {keep["gap"]:+.1f}
-[{keep["lo"]:+.1f}, {keep["hi"]:+.1f}]{smoke}.</p>
+[{keep["lo"]:+.1f}, {keep["hi"]:+.1f}]{untold}.</p>
 <p><b>What was trained.</b> Two copies of one start model ({start}) were each fine-tuned for
 {cfg["finetune_steps"]} steps on {cfg["train_images"]:,} synthetic scenes whose long captions open with a
 one-sentence summary and then give details: <code>longclip</code> with Long-CLIP's recipe (the whole caption,
