@@ -63,9 +63,7 @@ def preset(name: str, out: Path, seed: int = 0) -> DemoConfig:
     if name == "full":
         return DemoConfig(out=Path(out), seed=seed, preset=name)
     if name == "quick":
-        return DemoConfig(
-            out=Path(out), seed=seed, preset=name, train_images=1000, test_images=400, finetune_steps=100
-        )
+        return DemoConfig(out=Path(out), seed=seed, preset=name, train_images=1000, test_images=400, finetune_steps=100)
     if name == "v1":
         return DemoConfig(
             out=Path(out),

@@ -17,7 +17,8 @@ class DemoOptions(ProgressOptions):
 
     seed: int = option(0, "Seed of the worlds and of every training run.")
     quick: bool = option(
-        False, "Half the worlds and half the steps (same as --preset quick): about half the time, the effect still shown."
+        False,
+        "Half the worlds and half the steps (same as --preset quick): about half the time, the effect still shown.",
     )
     preset: str = option(
         "full",
