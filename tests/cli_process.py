@@ -8,7 +8,7 @@ are shared: each call is forked from one warm server per pytest worker (this fil
 Tests of a fresh interpreter itself (what an import prints, the first line's latency, which packages a
 command imports, a process's peak memory) keep a plain subprocess.
 
-What a module reads at import (the environment: huggingface_hub's constants) is read
+What a module reads at import (the environment: huggingface_hub's constants, score's MKL_CBWR) is read
 once, in the server, from the environment it was started with. So a call whose environment differs from
 the server's runs as a plain subprocess, and a forked child keeps the server's environment as its imports
 left it; tests/test_fork_server_state.py compares a child's import-time state with a fresh process's.

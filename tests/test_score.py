@@ -338,18 +338,6 @@ def test_resume_refuses_another_model(score_world, scored, tmp_path):
         score_folder([score_world["prepared"]], tmp_path / "out", other)
 
 
-def test_a_run_sets_mkls_strict_mode_before_its_work_and_keeps_a_given_one(score_world, scored, tmp_path, monkeypatch):
-    """MKL_CBWR is set where a run starts (importing the package sets nothing: test_fork_server_state.py);
-    its scores are the run's that had it from the start (`scored`)."""
-    monkeypatch.delenv("MKL_CBWR", raising=False)
-    manifest = score_folder([score_world["prepared"]], tmp_path / "out", score_opts(score_world))
-    assert os.environ["MKL_CBWR"] == "AUTO,STRICT"
-    assert manifest["shards"] == scored[1]["shards"]
-    monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
-    score_folder([score_world["prepared"]], tmp_path / "again", score_opts(score_world))
-    assert os.environ["MKL_CBWR"] == "COMPATIBLE"
-
-
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "caption_debias.cli.main", *args], capture_output=True, text=True, timeout=300

@@ -12,11 +12,15 @@ A pipeline of small steps:
   manifest  the folder's manifest: counts, lineage, the model's identity, the reference sample
   run       score_folder(): lock, resume, reference sample, the map (on the stage runner and an
             engine: the local pool, or a Ray actor pool holding the model once per actor), removed.jsonl, manifest
-
-Importing the package changes no environment: MKL's reproducibility mode is set when score's work
-starts (encode.strict_reproducibility), so a process forked after the import sees what a fresh one sees.
 """
 
-from caption_debias.api import make_callable
+import os
+
+# MKL's strict conditional numerical reproducibility: the same bits for any number of threads,
+# so a shard's scores do not depend on --workers (each worker has cores / workers threads).
+# MKL reads it at its first call: set here, before this package runs torch.
+os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
+
+from caption_debias.api import make_callable  # noqa: E402  (after MKL_CBWR: it must be set first)
 
 make_callable(__name__)  # caption_debias.score(...) runs the stage: score/api.py

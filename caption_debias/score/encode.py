@@ -171,14 +171,6 @@ def cached(
     return sm
 
 
-def strict_reproducibility() -> None:
-    """MKL's strict conditional numerical reproducibility: the same bits for any number of threads, so a
-    shard's scores do not depend on --workers (each worker has cores / workers threads). MKL reads it at
-    its first call: score sets it where its work starts, before it imports torch (the driver, each worker),
-    not at import. A mode the environment sets is kept."""
-    os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
-
-
 def set_threads(workers: int) -> None:
     """Split the machine's cores between the worker processes (torch's intra-op threads)."""
     import torch

@@ -225,7 +225,6 @@ def score_folder(
     it) whose rows carry clip_score, sentence_scores, sentence_grounding (and with
     keep_embeddings the embeddings); a row whose image cannot be read is a removed.jsonl line.
     """
-    encode.strict_reproducibility()  # before this run's first MKL call (--device cuda's check imports torch)
     options = options or ScoreOptions()
     if isinstance(inputs, (str, Path)):
         inputs = [inputs]

@@ -55,7 +55,6 @@ class ShardParams:
 
     def load_model(self) -> encode.ScoreModel:
         """The model, once per process (a pool worker, a Ray actor), refused unless its weights are the driver's."""
-        encode.strict_reproducibility()  # a Ray actor's environment is not the driver's
         return encode.cached(self.model, self.pretrained, self.device, self.precision, self.weights_sha256)
 
 
@@ -249,7 +248,6 @@ def score_table(
 
 def score_shard(task: Task, params: ShardParams) -> dict[str, Any]:
     """Worker: the scored shard of one input shard (`task.work`). Returns the sidecar."""
-    encode.strict_reproducibility()  # before set_threads imports torch
     if params.threads_for_workers:
         encode.set_threads(params.threads_for_workers)
     sm = params.load_model()
