@@ -31,6 +31,12 @@ ROOT = Path(__file__).resolve().parents[1]
 PRELOAD = ("caption_debias.cli.main", "numpy", "pyarrow.parquet", "polars", "PIL.Image", "torch", "open_clip")
 SCRIPT = str(Path(sys.executable).with_name("caption-debias"))  # the console script a user runs
 BASE_ENV = dict(os.environ)  # the session's environment (conftest's settings, no test's monkeypatch): the server's
+PER_TEST = ("PYTEST_CURRENT_TEST",)  # pytest sets it in os.environ during each test; no import reads it
+
+
+def _read_at_import(env: dict) -> dict:
+    """The environment as the imports see it: the same for every test of a session that changes nothing."""
+    return {k: v for k, v in env.items() if k not in PER_TEST}
 
 
 def import_time_state() -> dict:
@@ -39,7 +45,7 @@ def import_time_state() -> dict:
 
     plain = (str, bool, int, float, type(None))
     hub = {k: v for k, v in vars(constants).items() if k.isupper() and isinstance(v, plain)}
-    return {"environ": dict(os.environ), "huggingface_hub": hub}
+    return {"environ": _read_at_import(dict(os.environ)), "huggingface_hub": hub}
 
 
 def _preload() -> None:
@@ -170,7 +176,7 @@ def run_cli(
     """`caption-debias ARGS` in a process of its own; the result as subprocess.run(capture_output, text) gives it."""
     env = dict(os.environ if env is None else env)  # subprocess.run's rule: the given environment, whole
     server = _warm_server()
-    if env != server.env:  # its imports would read another environment: a fresh process
+    if _read_at_import(env) != _read_at_import(server.env):  # its imports would read another one: a fresh process
         return subprocess.run([SCRIPT, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
     with tempfile.TemporaryDirectory(prefix="cli-") as tmp:
         files = {name: str(Path(tmp) / name) for name in ("stdout", "stderr", "status")}
@@ -185,7 +191,7 @@ def child_state(env: dict | None = None) -> dict:
     """import_time_state() as the process run_cli(env=env) would run sees it (a forked child, or a fresh one)."""
     env = dict(os.environ if env is None else env)
     server = _warm_server()
-    if env != server.env:
+    if _read_at_import(env) != _read_at_import(server.env):
         return fresh_state(env)
     with tempfile.TemporaryDirectory(prefix="cli-") as tmp:
         files = {"state": str(Path(tmp) / "state.json"), "status": str(Path(tmp) / "status")}

@@ -53,6 +53,16 @@ def test_a_forked_run_answers_as_a_fresh_process(folders, args):
     assert sorted(p.name for p in folders[1].rglob("*")) == sorted(p.name for p in folders[0].rglob("*"))
 
 
+def test_a_call_in_the_sessions_environment_is_forked_not_a_fresh_interpreter(monkeypatch):
+    """Inside a test os.environ also holds pytest's PYTEST_CURRENT_TEST, which the server's environment lacks:
+    a call must still fork (a fresh interpreter would import torch again for every command)."""
+    assert "PYTEST_CURRENT_TEST" in os.environ
+    started: list = []
+    monkeypatch.setattr(cli_process.subprocess, "run", lambda *a, **k: started.append(a))
+    got = run_cli("--version")
+    assert got.returncode == 0 and got.stdout.strip() and started == []
+
+
 def test_the_environment_is_the_given_one(tmp_path):
     narrow, wide = ({**os.environ, "COLUMNS": str(n)} for n in (50, 150))
     assert answer(run_cli("prepare", "-h", env=narrow, cwd=tmp_path)) == answer(
