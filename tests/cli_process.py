@@ -32,11 +32,32 @@ PRELOAD = ("caption_debias.cli.main", "numpy", "pyarrow.parquet", "polars", "PIL
 SCRIPT = str(Path(sys.executable).with_name("caption-debias"))  # the console script a user runs
 BASE_ENV = dict(os.environ)  # the session's environment (conftest's settings, no test's monkeypatch): the server's
 PER_TEST = ("PYTEST_CURRENT_TEST",)  # pytest sets it in os.environ during each test; no import reads it
+# What imports write into os.environ (None: any value): a test process that imported them holds these, a forked
+# child's own imports write them again, and a user's shell has none of them, so they do not make a call fresh.
+SET_BY_IMPORTS = {
+    "MKL_CBWR": "AUTO,STRICT",  # caption_debias.score
+    "NO_ALBUMENTATIONS_UPDATE": "1",  # caption_debias.pack.images, before img2dataset's resizer
+    "TOKENIZERS_PARALLELISM": "false",  # open_clip's tokenizer
+    "RAY_CLIENT_MODE": "0",  # ray
+    "_RJEM_MALLOC_CONF": None,  # polars
+    "TORCHINDUCTOR_CACHE_DIR": None,  # torch._inductor
+    "LD_LIBRARY_PATH": None,  # cv2 (albumentations, under img2dataset's resizer) adds its own folder
+}
 
 
 def _read_at_import(env: dict) -> dict:
-    """The environment as the imports see it: the same for every test of a session that changes nothing."""
-    return {k: v for k, v in env.items() if k not in PER_TEST}
+    """The environment as the server's imports would read it: the same for every test that sets nothing itself."""
+    return {
+        k: v
+        for k, v in env.items()
+        if k not in PER_TEST and not (k in SET_BY_IMPORTS and SET_BY_IMPORTS[k] in (None, v))
+    }
+
+
+def environment_changes(before: dict, after: dict) -> list[str]:
+    """The variables a test set, changed or removed between two snapshots of os.environ, imports' writes left out."""
+    kept, now = _read_at_import(before), _read_at_import(after)
+    return sorted(k for k in kept.keys() | now.keys() if kept.get(k) != now.get(k))
 
 
 def import_time_state() -> dict:

@@ -59,6 +59,19 @@ def packed(tmp_path_factory, loose):
     return built(tmp_path_factory, "packed", lambda base: packed_world(base, loose))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def environment_kept():
+    """A test module leaves os.environ as it found it (imports' own writes aside): tests/cli_process.py forks the
+    CLI only for the session's environment, so one leaked variable would make every later call of the worker a fresh
+    interpreter that imports torch again."""
+    from cli_process import environment_changes
+
+    before = dict(os.environ)
+    yield
+    changed = environment_changes(before, dict(os.environ))
+    assert not changed, f"the module left os.environ changed: {changed} (use monkeypatch.setenv, or restore them)"
+
+
 @pytest.fixture(scope="module")
 def browser():
     """One system Chromium per browser test module (tests/browser_support.py)."""

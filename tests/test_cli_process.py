@@ -54,13 +54,33 @@ def test_a_forked_run_answers_as_a_fresh_process(folders, args):
 
 
 def test_a_call_in_the_sessions_environment_is_forked_not_a_fresh_interpreter(monkeypatch):
-    """Inside a test os.environ also holds pytest's PYTEST_CURRENT_TEST, which the server's environment lacks:
-    a call must still fork (a fresh interpreter would import torch again for every command)."""
-    assert "PYTEST_CURRENT_TEST" in os.environ
+    """Inside a test os.environ also holds pytest's PYTEST_CURRENT_TEST, and what the test process's imports wrote
+    (score's MKL_CBWR, polars', Ray's, cv2's), which the server's environment lacks: a call must still fork (a
+    fresh interpreter would import torch again for every command)."""
+    import ray  # noqa: F401
+
+    import caption_debias.score  # noqa: F401
+    from caption_debias.pack.images import _resizer_class
+
+    _resizer_class()  # NO_ALBUMENTATIONS_UPDATE, and cv2's LD_LIBRARY_PATH
+    assert "PYTEST_CURRENT_TEST" in os.environ and os.environ["MKL_CBWR"] == "AUTO,STRICT"
     started: list = []
     monkeypatch.setattr(cli_process.subprocess, "run", lambda *a, **k: started.append(a))
     got = run_cli("--version")
     assert got.returncode == 0 and got.stdout.strip() and started == []
+
+
+def test_a_variable_a_test_sets_is_a_change_and_an_imports_write_is_not():
+    from cli_process import environment_changes
+
+    before = {"HOME": "/h", "LD_LIBRARY_PATH": "/a"}
+    after = {**before, "PYTEST_CURRENT_TEST": "t", "MKL_CBWR": "AUTO,STRICT", "LD_LIBRARY_PATH": "/cv2:/a"}
+    assert environment_changes(before, after) == []
+    assert environment_changes(before, {**after, "AWS_ENDPOINT_URL": "x", "MKL_CBWR": "COMPATIBLE"}) == [
+        "AWS_ENDPOINT_URL",
+        "MKL_CBWR",
+    ]
+    assert environment_changes(before, {"LD_LIBRARY_PATH": "/a"}) == ["HOME"]
 
 
 def test_the_environment_is_the_given_one(tmp_path):

@@ -119,15 +119,20 @@ BEFORE_TORCH = [
 ]
 
 
-@pytest.mark.parametrize(("args", "error"), BEFORE_TORCH)
-def test_flags_and_inputs_are_checked_before_torch_loads(args, error, tmp_path):
-    table = tmp_path / "t.jsonl"
+@pytest.fixture(scope="module")
+def prepared_core(tmp_path_factory) -> Path:
+    """A folder prepared by a data-only install (every optional package blocked), read by the model commands."""
+    folder = tmp_path_factory.mktemp("core")
+    table = folder / "t.jsonl"
     table.write_text(json.dumps({"key": "a", "image": "a.jpg", "caption": "A dog. It runs."}) + "\n", encoding="utf-8")
-    got, _ = cli_imports(
-        ["prepare", str(table), "--out", str(tmp_path / "p"), "--format", "table", "-q"], blocked=OPTIONAL
-    )
-    assert got["code"] == 0
-    given = [a.format(tmp=tmp_path, p=tmp_path / "p") for a in args]
+    got, err = cli_imports(["prepare", str(table), "--out", str(folder / "p"), "--format", "table", "-q"], OPTIONAL)
+    assert got["code"] == 0, err
+    return folder / "p"
+
+
+@pytest.mark.parametrize(("args", "error"), BEFORE_TORCH)
+def test_flags_and_inputs_are_checked_before_torch_loads(args, error, tmp_path, prepared_core):
+    given = [a.format(tmp=tmp_path, p=prepared_core) for a in args]
     got, err = cli_imports(given, blocked=("torch", "open_clip"))
     assert got["code"] == 2 and got["imported"] == [], (given, err)
     (line,) = err.strip().splitlines()

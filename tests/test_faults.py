@@ -751,14 +751,15 @@ def test_prepared_folder_rows_outside_the_image_root_are_skipped_with_a_count(tm
 
 # -- model files: refusals are one line, and nothing is ever unpickled ----------------------
 
-MARKER_ENV = "CD_PICKLE_MARKER"
-
 
 class _Evil:
-    """Unpickling this runs code: it creates the file named by $CD_PICKLE_MARKER."""
+    """Unpickling this runs code: it creates the file `marker`."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
 
     def __reduce__(self):
-        return (open, (os.environ[MARKER_ENV], "w"))
+        return (open, (self.marker, "w"))
 
 
 @pytest.fixture(scope="module")
@@ -772,7 +773,7 @@ def model_files(tmp_path_factory) -> dict[str, Path]:
     from caption_debias.model.load import load_model
 
     root = tmp_path_factory.mktemp("models")
-    os.environ.setdefault(MARKER_ENV, str(root / "UNPICKLED"))
+    marker = root / "UNPICKLED"
     export("tiny", root / "local-safetensors")
     state = load_model("tiny").model.state_dict()
     files = {"local-safetensors": root / "local-safetensors"}
@@ -780,24 +781,24 @@ def model_files(tmp_path_factory) -> dict[str, Path]:
     torch.save(state, root / "legacy.pt", _use_new_zipfile_serialization=False)
     files.update(good_pt=root / "good.pt", legacy_pt=root / "legacy.pt")
     files["safetensors"] = root / "local-safetensors" / WEIGHTS_FILE
-    for name, payload in (("local-bin", state), ("local-evil-bin", {"state_dict": state, "x": _Evil()})):
+    for name, payload in (("local-bin", state), ("local-evil-bin", {"state_dict": state, "x": _Evil(marker)})):
         folder = root / name
         folder.mkdir()
         shutil.copy(root / "local-safetensors" / CONFIG_FILE, folder)
         torch.save(payload, folder / "open_clip_pytorch_model.bin")
         files[name] = folder
-    torch.save({"state_dict": state, "x": _Evil()}, root / "evil.pt")
-    torch.save({"x": _Evil()}, root / "evil-legacy.pt", _use_new_zipfile_serialization=False)
+    torch.save({"state_dict": state, "x": _Evil(marker)}, root / "evil.pt")
+    torch.save({"x": _Evil(marker)}, root / "evil-legacy.pt", _use_new_zipfile_serialization=False)
     files.update(evil_pt=root / "evil.pt", evil_legacy_pt=root / "evil-legacy.pt")
     run = root / "run-evil"  # a run folder's layout (config + checkpoints/step_*.pt) holding an object
     (run / "checkpoints").mkdir(parents=True)
     shutil.copy(root / "local-safetensors" / CONFIG_FILE, run)
-    torch.save({"model": state, "step": 1, "x": _Evil()}, run / "checkpoints" / "step_00000001.pt")
+    torch.save({"model": state, "step": 1, "x": _Evil(marker)}, run / "checkpoints" / "step_00000001.pt")
     files["run_evil"] = run
     good = (root / "good.pt").read_bytes()
     (root / "torn.pt").write_bytes(good[: len(good) // 2])
     (root / "unknown.bin").write_text("not weights at all\n")
-    files.update(torn_pt=root / "torn.pt", unknown=root / "unknown.bin", marker=Path(os.environ[MARKER_ENV]))
+    files.update(torn_pt=root / "torn.pt", unknown=root / "unknown.bin", marker=marker)
     return files
 
 
