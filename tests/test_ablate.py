@@ -7,18 +7,16 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+import cli_process
 import jsonschema
 import numpy as np
 import pytest
 
 from caption_debias.errors import UserError
 
-CLI = str(Path(sys.executable).parent / "caption-debias")
 TRAIN = {"recipe": "debias", "steps": 2, "batch_size": 8, "lr": 1e-3, "precision": "fp32", "cache_images": True}
 
 
@@ -276,15 +274,23 @@ def test_killed_ablation_resumes_to_the_same_results(ablation, world):
     plan = write_plan(world / "plan-kill.toml", killed)
     out = world / "out-kill"
     first = out / "arms" / "baseline" / "seed-0" / "done.json"
-    proc = subprocess.Popen([CLI, "ablate", str(plan), "--out", str(out), "-q"], start_new_session=True)
+    # the CLI in a process forked from the warm server (tests/cli_process.py): a fresh one would spend
+    # most of its CPU importing torch; the kill still ends a command process of its own
+    server = cli_process._warm_server()
+    files = {name: str(world / f"kill.{name}") for name in ("stdout", "stderr", "status")}
+    for name in ("stdout", "stderr"):
+        Path(files[name]).touch()
+    pid = server.start({"argv": ["ablate", str(plan), "--out", str(out), "-q"], "cwd": str(world), **files})
+    status = Path(files["status"])
     try:
         deadline = time.monotonic() + 240
-        while not first.is_file() and proc.poll() is None and time.monotonic() < deadline:
+        while not first.is_file() and not status.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert first.is_file(), f"no completion record (exit {proc.poll()})"
+        assert first.is_file(), f"no completion record ({Path(files['stderr']).read_text('utf-8')[-500:]})"
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        os.kill(pid, signal.SIGKILL)
+        while not status.exists():  # reaped by the server: the command is gone before the rerun
+            time.sleep(0.01)
     assert not (out / "ablation.json").exists()
     record = first.read_bytes()
     result = cd.ablate(plan, out)

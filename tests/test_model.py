@@ -86,6 +86,29 @@ def test_load_tiny_and_tokenizer(tiny):
     assert ids.shape == (1, 77) and ids[0, 0] == 49406 and ids[0, -1] == 49407
 
 
+def test_a_plain_bpe_tokenizer_is_built_once_per_context_and_gives_open_clips_ids(tiny, tmp_path):
+    """Loads of a model share one tokenizer per context (a build reads the whole BPE file); its ids are
+    open_clip.get_tokenizer's, for a named model and for a local-dir export, at 77 and at 248."""
+    import shutil
+
+    import open_clip
+
+    from caption_debias.demo import shipped_start
+
+    folder = tmp_path / "start"
+    shutil.copytree(shipped_start(), folder)
+    texts = ["a photo of a cat " * 60, "Two dogs, one red ball."]
+    again = load_model("tiny")
+    assert again.tokenizer is tiny.tokenizer
+    exported = load_model(f"local-dir:{folder}")
+    assert exported.tokenizer is tiny.tokenizer
+    exported.set_context(248)
+    assert exported.tokenizer is not tiny.tokenizer and tiny.tokenizer.context_length == 77
+    for spec, loaded in (("tiny", tiny), (f"local-dir:{folder}", exported)):
+        want = open_clip.get_tokenizer(spec, context_length=loaded.context_length)
+        assert torch.equal(loaded.tokenizer(texts), want(texts)), spec
+
+
 def test_checkpoint_file_roundtrip_and_248_checkpoint(tmp_path, tiny):
     path = tmp_path / "w.pt"
     torch.save(tiny.model.state_dict(), path)

@@ -81,12 +81,8 @@ class LoadedModel:
 
     def set_context(self, context_length: int) -> None:
         """After stretching: a tokenizer for the new context."""
-        import open_clip
-
         self.context_length = int(context_length)
-        self.tokenizer = open_clip.get_tokenizer(
-            self.info.get("tokenizer", self.name), context_length=self.context_length
-        )
+        self.tokenizer = tokenizer_for(self.info.get("tokenizer", self.name), self.context_length)
 
 
 @lru_cache(maxsize=1)
@@ -98,6 +94,44 @@ def register_shipped_configs() -> None:
         if entry.name.endswith(".json"):
             with resources.as_file(entry) as path:
                 open_clip.add_model_config(Path(path))
+
+
+def tokenizer_for(tok_name: str, context: int) -> Any:
+    """open_clip's tokenizer for a model name or local-dir spec. Where open_clip would build its plain CLIP
+    BPE tokenizer, one per context is built and shared: each build reads and indexes the whole BPE file,
+    and a run's train, eval, export and score load the same model several times."""
+    import open_clip
+
+    if _plain_clip_bpe(tok_name):
+        return _clip_bpe(context)
+    return open_clip.get_tokenizer(tok_name, context_length=context)
+
+
+def _plain_clip_bpe(tok_name: str) -> bool:
+    """Whether open_clip.get_tokenizer(tok_name) gives SimpleTokenizer with no options (its own rule)."""
+    import open_clip
+
+    if tok_name.startswith("local-dir:"):
+        path = Path(tok_name.removeprefix("local-dir:")) / "open_clip_config.json"
+        try:
+            cfg = json.loads(path.read_text("utf-8")).get("model_cfg")
+        except (OSError, ValueError):
+            return False  # open_clip's own call says what is wrong
+    elif ":" in tok_name or "siglip" in tok_name.lower():
+        return False
+    else:
+        cfg = open_clip.get_model_config(tok_name)
+    if not isinstance(cfg, dict):
+        return False
+    text = cfg.get("text_cfg") or {}
+    return not text.get("hf_tokenizer_name") and not text.get("tokenizer_kwargs")
+
+
+@lru_cache(maxsize=8)
+def _clip_bpe(context: int) -> Any:
+    from open_clip.tokenizer import SimpleTokenizer
+
+    return SimpleTokenizer(context_length=context)
 
 
 # Lines of torch's weights-only refusal that explain torch, not the file.
@@ -153,7 +187,7 @@ def _finish(model, pre_train, pre_val, tok_name: str, name: str, spec: str, devi
 
     model.to(device).eval()
     context = int(getattr(model, "context_length", None) or model.text.context_length)
-    tokenizer = open_clip.get_tokenizer(tok_name, context_length=context)
+    tokenizer = tokenizer_for(tok_name, context)
     model_cfg = open_clip.get_model_config(tok_name)
     info = {**info, "tokenizer": tok_name}
     return LoadedModel(model, pre_val, pre_train, tokenizer, context, name, spec, info, model_cfg)
