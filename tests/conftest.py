@@ -12,15 +12,15 @@ sys.path.insert(0, str(Path(__file__).parent))  # the fixture modules beside the
 # Tests never reach a hub; models are built from local configs.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# One torch thread per process: `make test` runs a worker per core, and a tiny model's ops split over two
-# threads on a busy core spend more CPU waiting on each other than they save (docs/benchmarks.md).
-os.environ.setdefault("OMP_NUM_THREADS", "1")
 # A pytest-xdist worker (`make test`) starts with COLUMNS=80 and LINES=24 in its environment, which a serial run
 # and a command run from a shell do not have; the commands would wrap their lines at that width
 # (progress.say keeps a width the environment states), so each worker runs the tests as a serial run does.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.pop("COLUMNS", None)
     os.environ.pop("LINES", None)
+    # One torch thread per process: `make test` runs a worker per core, and a tiny model's ops split over two
+    # threads on a busy core spend more CPU waiting on each other than they save (docs/benchmarks.md).
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 # -- the image worlds (tests/image_worlds.py), built once per session, shared by the image tests -------
