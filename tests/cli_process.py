@@ -42,6 +42,8 @@ SET_BY_IMPORTS = {
     "_RJEM_MALLOC_CONF": None,  # polars
     "TORCHINDUCTOR_CACHE_DIR": None,  # torch._inductor
     "LD_LIBRARY_PATH": None,  # cv2 (albumentations, under img2dataset's resizer) adds its own folder
+    "KMP_DUPLICATE_LIB_OK": "True",  # scikit-learn
+    "KMP_INIT_AT_FORK": "FALSE",  # scikit-learn, joblib
 }
 
 

@@ -72,7 +72,10 @@ def environment_kept():
     before = dict(os.environ)
     yield
     changed = environment_changes(before, dict(os.environ))
-    assert not changed, f"the module left os.environ changed: {changed} (use monkeypatch.setenv, or restore them)"
+    assert not changed, (
+        f"the module left os.environ changed: {changed} (a test: use monkeypatch.setenv or restore it; an import "
+        "that writes it: add it to tests/cli_process.py's SET_BY_IMPORTS)"
+    )
 
 
 @pytest.fixture(scope="module")
