@@ -22,8 +22,8 @@ from cli_process import run_cli
 
 sync_api = playwright_or_skip()
 
-from curate_fixtures import hostile_keys_world  # noqa: E402
-from view_fixtures import Server, curated_world, embedding_folder, planted_world  # noqa: E402
+from curate_fixtures import hostile_keys_world, make_world  # noqa: E402
+from view_fixtures import Server, embedding_folder, planted_world  # noqa: E402
 
 pytestmark = needs_chromium
 expect = sync_api.expect
@@ -267,7 +267,7 @@ def many_points(tmp_path_factory):
     import numpy as np
 
     root = tmp_path_factory.mktemp("many")
-    world = curated_world(root / "w")
+    world = make_world(root / "w")
     return embedding_folder(world["prepared"], root / "big", rows=100_000, dim=512, rng=np.random.default_rng(0))
 
 
