@@ -59,9 +59,10 @@ def packed(tmp_path_factory, loose):
     return built(tmp_path_factory, "packed", lambda base: packed_world(base, loose))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
-    """One system Chromium per browser test module (tests/browser_support.py)."""
+    """One system Chromium per test process (tests/browser_support.py); each test opens its own context
+    (browser_support.watched_page, or new_context / new_page), so no cookie, storage or page is shared."""
     sync_api = pytest.importorskip("playwright.sync_api")
     from browser_support import chromium
 
