@@ -5,7 +5,8 @@
   order (`("ellipse", box, fill)`); `tint(i)` is the i-th colour of a fixed run;
 - `noise(size, seed)`: uniform random RGB pixels (they do not compress);
 - `grey16_png(grey)` / `rgb16_png(rgb)`: 16-bit PNG bytes, `eight_bit(wide, mode)` their 8-bit picture;
-  `png_header(w, h)`: a PNG header and no pixels;
+  `png_header(w, h)`: a PNG header and no pixels; `banded_png(size, mode, fill, band, colour)`: a flat PNG
+  with a rectangle, written fast at any size (100 megapixels in a fraction of a second);
 - `picture_file(kind, folder)`: a file in an awkward mode (16-bit, palette, CMYK, alpha, EXIF-rotated)
   and the picture Pillow's own conversion makes of it;
 - `encoded(im, fmt, **params)`: the picture's file bytes; `write(im, path, **params)`: its file;
