@@ -1,6 +1,6 @@
 """What the browser tests share: the system Chromium that Playwright drives, the mark that skips a
 module where it is missing, and screenshots on request (CAPTION_DEBIAS_VIEW_SCREENSHOTS=DIR: the
-docs/img/view-*.png come from there). The module-scoped `browser` fixture is in conftest.py."""
+docs/img/view-*.png come from there). The session-scoped `browser` fixture is in conftest.py."""
 
 from __future__ import annotations
 

@@ -78,9 +78,10 @@ def environment_kept():
     )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
-    """One system Chromium per browser test module (tests/browser_support.py)."""
+    """One system Chromium per test process (tests/browser_support.py); each test opens its own context
+    (browser_support.watched_page, or new_context / new_page), so no cookie, storage or page is shared."""
     sync_api = pytest.importorskip("playwright.sync_api")
     from browser_support import chromium
 

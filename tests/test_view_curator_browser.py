@@ -22,8 +22,8 @@ from cli_process import run_cli
 
 sync_api = playwright_or_skip()
 
-from curate_fixtures import hostile_keys_world  # noqa: E402
-from view_fixtures import Server, curated_world, embedding_folder, planted_world  # noqa: E402
+from curate_fixtures import hostile_keys_world, make_world  # noqa: E402
+from view_fixtures import Server, embedding_folder, planted_world  # noqa: E402
 
 pytestmark = needs_chromium
 expect = sync_api.expect
@@ -262,13 +262,14 @@ def test_the_map_colours_points_and_a_box_filters_the_grid(served, planted, cont
 
 @pytest.fixture(scope="module")
 def many_points(tmp_path_factory):
-    """A folder of 100,000 rows with 512-d image embeddings (random unit vectors around 12 centres): real
-    Parquet shards of the shard schema, rows copied from a real prepared folder."""
+    """A folder of 100,000 rows with 64-d image embeddings (random unit vectors around 12 centres): real
+    Parquet shards of the shard schema, rows copied from a real prepared folder. The page draws and boxes
+    2-D points whatever the width; the projection's cost at a model's width is benchmarks/bench_view_map.py's."""
     import numpy as np
 
     root = tmp_path_factory.mktemp("many")
-    world = curated_world(root / "w")
-    return embedding_folder(world["prepared"], root / "big", rows=100_000, dim=512, rng=np.random.default_rng(0))
+    world = make_world(root / "w")
+    return embedding_folder(world["prepared"], root / "big", rows=100_000, dim=64, rng=np.random.default_rng(0))
 
 
 def test_a_hundred_thousand_points_are_drawn_and_boxed_interactively(many_points, context, tmp_path):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from browser_support import CHROMIUM, SHOTS, needs_chromium, playwright_or_skip
+from browser_support import SHOTS, needs_chromium, playwright_or_skip
 
 sync_api = playwright_or_skip()
 
@@ -29,16 +29,15 @@ def wds(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def page():
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        context = browser.new_context(viewport={"width": 1360, "height": 900}, bypass_csp=True)
-        pg = context.new_page()
-        errors: list[str] = []
-        pg.on("pageerror", lambda e: errors.append(str(e)))
-        yield pg
-        browser.close()
-        assert not errors, errors
+def page(browser):
+    """One page for the module, in its own context of the session's Chromium (conftest.py)."""
+    context = browser.new_context(viewport={"width": 1360, "height": 900}, bypass_csp=True)
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    yield pg
+    context.close()
+    assert not errors, errors
 
 
 def loaded(page, selector: str) -> int:

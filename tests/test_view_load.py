@@ -23,8 +23,9 @@ import pytest
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
-from pictures import grey16_png, picture, write  # noqa: E402
-from view_fixtures import curated_world, many_rows_folder  # noqa: E402
+from curate_fixtures import make_world  # noqa: E402
+from pictures import banded_png, picture  # noqa: E402
+from view_fixtures import many_rows_folder  # noqa: E402
 
 CLI = [sys.executable, "-c", "from caption_debias.cli.main import main; main()"]
 GIB = 1 << 30
@@ -119,18 +120,16 @@ def test_a_200_request_concurrent_mix_answers_no_500(tmp_path, view_process):
     assert "Traceback" not in view.errors()
 
 
-def _curate(prepared: Path, out: Path, images: Path, *extra: str) -> None:
-    proc = subprocess.run(
-        CLI + ["curate", str(prepared), "--out", str(out), "--image-root", str(images), "-q", *extra],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
+def _curate(prepared: Path, out: Path, images: Path, **options) -> None:
+    """curate in this process: the served folder is another process's, which notices the rewrite."""
+    from caption_debias.curate.options import CurateOptions
+    from caption_debias.curate.run import curate
+
+    curate([prepared], out, CurateOptions(image_root=str(images), quiet=True, **options))
 
 
 def test_a_folder_rewritten_by_curate_overwrite_while_served_is_read_again(tmp_path, view_process):
-    world = curated_world(tmp_path / "w")  # its curated folder (decontaminated): 13 rows
+    world = make_world(tmp_path / "w")
     out = tmp_path / "served"
     _curate(world["prepared"], out, world["images"])  # without --decontaminate: the 2 eval overlaps are kept
     before = pq.read_table(out / "shards", columns=["key"]).num_rows
@@ -162,7 +161,7 @@ def test_a_folder_rewritten_by_curate_overwrite_while_served_is_read_again(tmp_p
         t.start()
     try:
         after_rounds(3)  # the folder served before the rewrite
-        _curate(world["prepared"], out, world["images"], "--overwrite", "--decontaminate", f"urban1k={world['eval']}")
+        _curate(world["prepared"], out, world["images"], overwrite=True, decontaminate=[f"urban1k={world['eval']}"])
         after_rounds(6)  # ... and after it: every thread's requests on the new reading
     finally:
         stop.set()
@@ -190,23 +189,32 @@ def test_a_folder_rewritten_by_curate_overwrite_while_served_is_read_again(tmp_p
 
 
 def _huge_pngs(images: Path) -> list[str]:
-    """100-megapixel PNGs of a few hundred KB (mostly flat): RGB, RGBA and 16-bit grey."""
-    import numpy as np
+    """100-megapixel PNGs of a few hundred KB (flat, with a lighter square): RGB, RGBA and 16-bit grey."""
+    square = (2000, 2000, 8000, 8000)
+    pictures = (
+        ("rgb.png", "RGB", (40, 90, 160), (250, 250, 120)),
+        ("rgba.png", "RGBA", (200, 60, 60, 140), (250, 250, 120, 255)),
+        ("grey16.png", "I;16", 20000, 50000),
+    )
+    for name, mode, fill, colour in pictures:
+        (images / name).write_bytes(banded_png((10000, 10000), mode, fill, square, colour))
+    return [name for name, *_ in pictures]
 
-    names = []
-    for mode, fill, name in (("RGB", (40, 90, 160), "rgb.png"), ("RGBA", (200, 60, 60, 140), "rgba.png")):
-        disc = (250, 250, 120) + ((255,) if mode == "RGBA" else ())
-        write(
-            picture((10000, 10000), fill, ("ellipse", (2000, 2000, 8000, 8000), disc), mode=mode),
-            images / name,
-            compress_level=9,
-        )
-        names.append(name)
-    grey = np.full((10000, 10000), 20000, np.uint16)
-    grey[3000:7000, 3000:7000] = 50000
-    (images / "grey16.png").write_bytes(grey16_png(grey, compress_level=9))
-    del grey
-    return names + ["grey16.png"]
+
+def test_the_huge_pictures_are_the_pictures_pillow_draws():
+    """banded_png (pictures.py) at a small size: the pixels Pillow draws, in each mode."""
+    import numpy as np
+    from PIL import Image
+
+    for mode, fill, colour in (("RGB", (40, 90, 160), (250, 250, 120)), ("RGBA", (200, 60, 60, 140), (1, 2, 3, 4))):
+        for size, band in (((40, 30), (5, 4, 20, 25)), ((7, 200), (0, 0, 7, 130)), ((10, 10), (2, 0, 5, 10))):
+            drawn = picture(size, fill, ("rectangle", (band[0], band[1], band[2] - 1, band[3] - 1), colour), mode=mode)
+            read = Image.open(io.BytesIO(banded_png(size, mode, fill, band, colour)))
+            assert read.mode == mode and np.array_equal(np.asarray(read), np.asarray(drawn))
+    grey = np.full((150, 70), 20000, np.uint16)
+    grey[10:140, 30:60] = 50000
+    read = Image.open(io.BytesIO(banded_png((70, 150), "I;16", 20000, (30, 10, 60, 140), 50000)))
+    assert read.mode == "I;16" and np.array_equal(np.asarray(read), grey)
 
 
 def test_a_page_of_huge_thumbnails_stays_within_a_memory_bound(tmp_path, view_process):

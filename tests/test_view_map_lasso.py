@@ -157,6 +157,21 @@ def test_the_caption_map_places_rows_by_their_caption_embeddings(captions):
     assert "sandbox" in c.get("/api/map", params={"by": "caption"}).headers["content-security-policy"]
 
 
+def test_each_shard_s_embeddings_are_tested_once(captions, monkeypatch):
+    """The map reads a shard's embeddings twice (to fit, then to place every row) but tests them under
+    curate's rule (bad_embeddings, the costly part at 100k rows) once: the place pass keeps the fit
+    pass's answer, and still leaves the one NaN vector out."""
+    from caption_debias.curate import rules
+
+    tested: list[int] = []
+    rule = rules.bad_embeddings
+    monkeypatch.setattr(rules, "bad_embeddings", lambda e: tested.append(len(e)) or rule(e))
+    reading = ViewData([str(captions)]).current()
+    reading.map.compute()
+    assert tested == [20, 20, 8]  # the folder's three shards, once each
+    assert reading.map.facts["kept_rows"] == 47 and reading.map.facts["left_out"]["invalid_signal"] == 1
+
+
 def test_a_folder_without_caption_embeddings_is_said_in_one_line(tmp_path):
     from view_fixtures import app_client, curated_world
 

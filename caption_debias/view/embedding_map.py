@@ -171,18 +171,21 @@ class EmbeddingMap:
             (f, rows["_removed"].to_numpy(), rows[self.column].to_arrow()) for f, rows in self.removed_rows(self.column)
         ]
 
-    def _fit_rows(self, total: int) -> tuple[np.ndarray, int, list, list]:
+    def _fit_rows(self, total: int) -> tuple[np.ndarray, int, list, list, list]:
         """Pass 1: every usable row's length (the width is curate's: the most common), the seeded sample's
-        embeddings and a tenth as many removed rows': (the rows to fit on, width, removed rows, their parts)."""
+        embeddings and a tenth as many removed rows': (the rows to fit on, width, removed rows, their parts,
+        each shard's (lengths, usable rows, rows with an embedding): pass 2 does not test the rows again)."""
         from caption_debias.curate.rules import embedding_width
 
         rng = np.random.default_rng(SEED)
         sample = np.sort(rng.choice(total, size=min(total, FIT_ROWS), replace=False)) if total else np.zeros(0, int)
         widths: list[np.ndarray] = []
         sampled: list[tuple[pa.Array, np.ndarray, np.ndarray]] = []
+        shards: list[tuple[np.ndarray, np.ndarray, int]] = []
         start = 0
         for _f, _s, path in self._shards():
-            col, lengths, _, usable = validity(self._column(path))
+            col, lengths, present, usable = validity(self._column(path))
+            shards.append((lengths, usable, int(present.sum())))
             widths.append(lengths[usable])
             n = len(lengths)
             local = sample[(sample >= start) & (sample < start + n)] - start
@@ -205,20 +208,21 @@ class EmbeddingMap:
             raise UserError(f"fewer than two rows have a valid {self.words}")
         if not np.ptp(fit_rows, axis=0).any():
             raise UserError(f"every valid {self.words} is the same vector: nothing to map")
-        return fit_rows, width, removed_found, removed_parts
+        return fit_rows, width, removed_found, removed_parts, shards
 
     def compute(self) -> None:
         import polars as pl
 
         total = sum(f.ds.rows for f in self.with_embeddings)
-        fit_rows, width, removed_found, removed_parts = self._fit_rows(total)
+        fit_rows, width, removed_found, removed_parts, shards = self._fit_rows(total)
         model = project(fit_rows)
         kept, invalid = [], 0
-        for f, s, path in self._shards():  # pass 2: every usable row of the width placed
-            rows, matrix, left_out = embedding_rows(self._column(path), width)
-            invalid += left_out
+        # pass 2: every usable row of the width placed (usable as pass 1 found it: no second test)
+        for (f, s, path), (lengths, usable, present) in zip(self._shards(), shards):
+            rows = np.flatnonzero(usable & (lengths == width))
+            invalid += present - len(rows)
             if len(rows):
-                xy = placed(model, matrix)
+                xy = placed(model, matrix_of(self._column(path).combine_chunks(), rows, width))
                 kept.append(
                     pl.DataFrame(
                         {

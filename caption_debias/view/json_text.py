@@ -29,5 +29,8 @@ def plain(value: Any) -> Any:
 
 
 def dumps(value: Any) -> str:
-    text = json.dumps(plain(value), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    try:  # the common case, no non-finite float: json's C encoder alone (a map's 100k points are 600k values)
+        text = json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    except ValueError:
+        text = json.dumps(plain(value), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
