@@ -10,8 +10,9 @@ command imports, a process's peak memory) keep a plain subprocess.
 
 What a module reads at import (the environment: huggingface_hub's constants, score's MKL_CBWR) is read
 once, in the server, from the environment it was started with. So a call whose environment differs from
-the server's runs as a plain subprocess, and a forked child keeps the server's environment as its imports
-left it; tests/test_fork_server_state.py compares a child's import-time state with a fresh process's.
+the server's (beyond SELF_SET: keys a process sets for itself) runs as a plain subprocess, and a forked
+child keeps the server's environment as its imports left it; tests/test_fork_server_state.py compares a
+child's import-time state with a fresh process's.
 """
 
 from __future__ import annotations
@@ -30,7 +31,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PRELOAD = ("caption_debias.cli.main", "numpy", "pyarrow.parquet", "polars", "PIL.Image", "torch", "open_clip")
 SCRIPT = str(Path(sys.executable).with_name("caption-debias"))  # the console script a user runs
+if __name__ != "__main__":  # score sets MKL_CBWR at its import: in the session's environment from the start
+    import caption_debias.score  # noqa: F401
+# Keys a process sets in its own environment as it runs: pytest while a test runs, pack before its resizer,
+# polars, cv2 and torch's inductor when imported or first used. Gained here since BASE_ENV was taken, they do
+# not make a call's environment another one (a forked child sets each itself, as a fresh process does); else
+# every call in a test, or after such an import, started a fresh interpreter.
+SELF_SET = (
+    "PYTEST_CURRENT_TEST",
+    "NO_ALBUMENTATIONS_UPDATE",
+    "_RJEM_MALLOC_CONF",
+    "LD_LIBRARY_PATH",
+    "TORCHINDUCTOR_CACHE_DIR",
+)
 BASE_ENV = dict(os.environ)  # the session's environment (conftest's settings, no test's monkeypatch): the server's
+
+
+def as_session(env: dict) -> dict:
+    """`env` less the SELF_SET keys it gained since BASE_ENV was taken: the environment a forked child stands for."""
+    return {k: v for k, v in env.items() if k in BASE_ENV or k not in SELF_SET}
 
 
 def import_time_state() -> dict:
@@ -170,7 +189,7 @@ def run_cli(
     """`caption-debias ARGS` in a process of its own; the result as subprocess.run(capture_output, text) gives it."""
     env = dict(os.environ if env is None else env)  # subprocess.run's rule: the given environment, whole
     server = _warm_server()
-    if env != server.env:  # its imports would read another environment: a fresh process
+    if as_session(env) != server.env:  # its imports would read another environment: a fresh process
         return subprocess.run([SCRIPT, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
     with tempfile.TemporaryDirectory(prefix="cli-") as tmp:
         files = {name: str(Path(tmp) / name) for name in ("stdout", "stderr", "status")}
@@ -185,7 +204,7 @@ def child_state(env: dict | None = None) -> dict:
     """import_time_state() as the process run_cli(env=env) would run sees it (a forked child, or a fresh one)."""
     env = dict(os.environ if env is None else env)
     server = _warm_server()
-    if env != server.env:
+    if as_session(env) != server.env:
         return fresh_state(env)
     with tempfile.TemporaryDirectory(prefix="cli-") as tmp:
         files = {"state": str(Path(tmp) / "state.json"), "status": str(Path(tmp) / "status")}

@@ -53,6 +53,18 @@ def test_a_forked_run_answers_as_a_fresh_process(folders, args):
     assert sorted(p.name for p in folders[1].rglob("*")) == sorted(p.name for p in folders[0].rglob("*"))
 
 
+def test_a_call_in_a_test_forks(monkeypatch):
+    """Neither pytest's marker of the running test nor what the library sets in this process's environment
+    (score's import, pack's resizer default) is another environment: the call is forked, not a fresh process."""
+    import caption_debias.score  # noqa: F401
+
+    monkeypatch.setenv("NO_ALBUMENTATIONS_UPDATE", os.environ.get("NO_ALBUMENTATIONS_UPDATE", "1"))
+    fresh_runs, real = [], subprocess.run
+    monkeypatch.setattr(subprocess, "run", lambda *a, **kw: fresh_runs.append(a) or real(*a, **kw))
+    assert run_cli("--version").returncode == 0
+    assert fresh_runs == []
+
+
 def test_the_environment_is_the_given_one(tmp_path):
     narrow, wide = ({**os.environ, "COLUMNS": str(n)} for n in (50, 150))
     assert answer(run_cli("prepare", "-h", env=narrow, cwd=tmp_path)) == answer(
