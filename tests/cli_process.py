@@ -184,13 +184,15 @@ class _Server:
 
 
 _server: _Server | None = None
+_starting = threading.Lock()  # calls from several threads at once share one server
 
 
 def _warm_server() -> _Server:
     global _server
-    if _server is None or _server.proc.poll() is not None:
-        _server = _Server()
-    return _server
+    with _starting:
+        if _server is None or _server.proc.poll() is not None:
+            _server = _Server()
+        return _server
 
 
 def run_cli(

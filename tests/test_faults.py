@@ -494,15 +494,17 @@ def test_second_prepare_on_a_folder_in_use_is_refused_at_once_and_writes_nothing
 @pytest.mark.parametrize("delay", [0.0, 0.7, 2.5])
 def test_two_real_prepares_on_one_folder_leave_shards_that_match_the_manifest(tmp_path, delay):
     import time
+    from concurrent.futures import ThreadPoolExecutor
 
     src = _sharegpt(tmp_path / "s.json", 1500)
     out = tmp_path / "out"
-    common = [str(src), "--out", str(out), "--shard-rows", "100", "--quiet"]
+    common = ["prepare", str(src), "--out", str(out), "--shard-rows", "100", "--quiet"]
     for second_flags in ([], ["--overwrite"]):
-        first = _prepare_proc(*common, "--overwrite")
-        time.sleep(delay)
-        second = _prepare_proc(*common, *second_flags)
-        results = [(p.wait(timeout=300), p.stderr.read()) for p in (first, second)]
+        with ThreadPoolExecutor(2) as pool:  # two processes of their own at once (run_cli waits for its own)
+            first = pool.submit(cli, *common, "--overwrite")
+            time.sleep(delay)
+            second = pool.submit(cli, *common, *second_flags)
+            results = [(p.result().returncode, p.result().stderr) for p in (first, second)]
         codes = sorted(code for code, _ in results)
         assert codes in ([0, 0], [0, 4]), results  # both ran one after the other, or one was refused
         for code, err in results:
