@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 
-from cli_process import as_session, child_state, fresh_state
+from cli_process import child_state, fresh_state
 
 
 def test_a_forked_child_sees_a_fresh_process_import_time_state():
-    assert child_state() == fresh_state(as_session(dict(os.environ)))
+    assert child_state() == fresh_state(dict(os.environ))
 
 
 def test_another_environment_is_read_at_import_as_a_fresh_process_reads_it():
