@@ -28,7 +28,17 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PRELOAD = ("caption_debias.cli.main", "numpy", "pyarrow.parquet", "polars", "PIL.Image", "torch", "open_clip")
+PRELOAD = (
+    "caption_debias.cli.main",
+    "numpy",
+    "pyarrow.parquet",
+    "pyarrow.dataset",  # curate's reads
+    "polars",
+    "PIL.Image",
+    "matplotlib.pyplot",  # stats' and eval's pictures
+    "torch",
+    "open_clip",
+)
 SCRIPT = str(Path(sys.executable).with_name("caption-debias"))  # the console script a user runs
 BASE_ENV = dict(os.environ)  # the session's environment (conftest's settings, no test's monkeypatch): the server's
 PER_TEST = ("PYTEST_CURRENT_TEST",)  # pytest sets it in os.environ during each test; no import reads it
