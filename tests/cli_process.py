@@ -42,18 +42,22 @@ PRELOAD = (
 SCRIPT = str(Path(sys.executable).with_name("caption-debias"))  # the console script a user runs
 BASE_ENV = dict(os.environ)  # the session's environment (conftest's settings, no test's monkeypatch): the server's
 PER_TEST = ("PYTEST_CURRENT_TEST",)  # pytest sets it in os.environ during each test; no import reads it
-# What imports write into os.environ (None: any value): a test process that imported them holds these, a forked
-# child's own imports write them again, and a user's shell has none of them, so they do not make a call fresh.
-SET_BY_IMPORTS = {
+# What libraries write into os.environ at import or start (None: any value): a test process that imported or
+# started them holds these, a forked child's own imports write them again, and a user's shell has none of them,
+# so they do not make a call fresh.
+WRITTEN_BY_LIBRARIES = {
     "MKL_CBWR": "AUTO,STRICT",  # caption_debias.score
     "NO_ALBUMENTATIONS_UPDATE": "1",  # caption_debias.pack.images, before img2dataset's resizer
     "TOKENIZERS_PARALLELISM": "false",  # open_clip's tokenizer
-    "RAY_CLIENT_MODE": "0",  # ray
     "_RJEM_MALLOC_CONF": None,  # polars
     "TORCHINDUCTOR_CACHE_DIR": None,  # torch._inductor
     "LD_LIBRARY_PATH": None,  # cv2 (albumentations, under img2dataset's resizer) adds its own folder
     "KMP_DUPLICATE_LIB_OK": "True",  # scikit-learn
     "KMP_INIT_AT_FORK": "FALSE",  # scikit-learn, joblib
+    "RAY_CLIENT_MODE": "0",  # ray's import
+    "RAY_USAGE_STATS_ENABLED": "0",  # ray.init, kept after ray.shutdown
+    "RAY_AUTH_MODE": None,  # ray.init
+    "PYTHONBREAKPOINT": "ray.util.rpdb._driver_set_trace",  # ray.init
 }
 
 
@@ -62,7 +66,7 @@ def _read_at_import(env: dict) -> dict:
     return {
         k: v
         for k, v in env.items()
-        if k not in PER_TEST and not (k in SET_BY_IMPORTS and SET_BY_IMPORTS[k] in (None, v))
+        if k not in PER_TEST and not (k in WRITTEN_BY_LIBRARIES and WRITTEN_BY_LIBRARIES[k] in (None, v))
     }
 
 

@@ -74,7 +74,7 @@ def environment_kept():
     changed = environment_changes(before, dict(os.environ))
     assert not changed, (
         f"the module left os.environ changed: {changed} (a test: use monkeypatch.setenv or restore it; an import "
-        "that writes it: add it to tests/cli_process.py's SET_BY_IMPORTS)"
+        "that writes it: add it to tests/cli_process.py's WRITTEN_BY_LIBRARIES)"
     )
 
 
