@@ -209,13 +209,19 @@ def _warm_server() -> _Server:
         return _server
 
 
+def _server_for(env: dict) -> _Server | None:
+    """The warm server, or None where a call in `env` must run fresh: its imports would read another environment."""
+    server = _warm_server()
+    return server if _read_at_import(env) == _read_at_import(server.env) else None
+
+
 def run_cli(
     *args: str, cwd: Path | str | None = None, env: dict | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess:
     """`caption-debias ARGS` in a process of its own; the result as subprocess.run(capture_output, text) gives it."""
     env = dict(os.environ if env is None else env)  # subprocess.run's rule: the given environment, whole
-    server = _warm_server()
-    if _read_at_import(env) != _read_at_import(server.env):  # its imports would read another one: a fresh process
+    server = _server_for(env)
+    if server is None:
         return subprocess.run([SCRIPT, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
     with tempfile.TemporaryDirectory(prefix="cli-") as tmp:
         files = {name: str(Path(tmp) / name) for name in ("stdout", "stderr", "status")}
@@ -229,8 +235,8 @@ def run_cli(
 def child_state(env: dict | None = None) -> dict:
     """import_time_state() as the process run_cli(env=env) would run sees it (a forked child, or a fresh one)."""
     env = dict(os.environ if env is None else env)
-    server = _warm_server()
-    if _read_at_import(env) != _read_at_import(server.env):
+    server = _server_for(env)
+    if server is None:
         return fresh_state(env)
     with tempfile.TemporaryDirectory(prefix="cli-") as tmp:
         files = {"state": str(Path(tmp) / "state.json"), "status": str(Path(tmp) / "status")}
